@@ -1,0 +1,109 @@
+#include "core/env.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+
+extern char** environ;
+
+namespace ouro {
+namespace {
+
+// Keep sorted by topic; docs and `ouro-run --settings` print this table as it is.
+constexpr Setting kSettings[] = {
+    // Rendezvous and identity (API.md "Communicators").
+    {"OURO_RANK", "", "this process's rank (set by ouro-run; overrides torchrun/Slurm/MPI variables)"},
+    {"OURO_WORLD_SIZE", "", "number of ranks in the job"},
+    {"OURO_LOCAL_RANK", "", "rank among the processes on this host"},
+    {"OURO_LOCAL_WORLD_SIZE", "", "number of ranks on this host"},
+    {"OURO_INIT", "", "rendezvous: tcp://HOST:PORT, file:///PATH or env:// (default tcp://MASTER_ADDR:MASTER_PORT)"},
+    {"OURO_STORE_HOSTED", "0", "1: the tcp:// store is served by the launcher, rank 0 only connects (ouro-run sets it)"},
+    {"OURO_TOKEN", "", "job secret presented on every connection; the launcher sets a random one"},
+    {"OURO_HOSTID", "", "override of the host identity that decides which ranks share memory"},
+    {"OURO_TIMEOUT_S", "300", "seconds any wait may last before it fails with ouroTimeout"},
+    // Transports.
+    {"OURO_TRANSPORT", "auto", "auto|shm|tcp|ib: auto uses shared memory on one host and TCP between hosts"},
+    {"OURO_IFNAME", "", "network interface whose address TCP connections use"},
+    {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME)"},
+    {"OURO_TCP_SOCKETS", "2", "TCP sockets per peer and direction, striped for bandwidth"},
+    {"OURO_SHM_SLOT_BYTES", "131072", "bytes per shared-memory FIFO slot (the pipelining unit)"},
+    {"OURO_SHM_SLOTS", "8", "slots per shared-memory FIFO"},
+    // Algorithms.
+    {"OURO_ALGO", "auto", "auto|ring|direct|latency: force the collective algorithm"},
+    {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},
+    {"OURO_SPIN_US", "", "microseconds a wait spins before yielding (default: by ranks per core)"},
+    // Diagnostics.
+    {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},
+};
+
+std::string rawValue(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+const Setting& lookup(const char* name) {
+  for (const Setting& s : kSettings)
+    if (std::strcmp(s.name, name) == 0) return s;
+  assertFailed("setting is registered in core/env.cpp", __FILE__, __LINE__);
+}
+
+}  // namespace
+
+std::span<const Setting> allSettings() { return kSettings; }
+
+std::string envString(const char* name) {
+  const Setting& s = lookup(name);
+  std::string v = rawValue(name);
+  return v.empty() ? std::string(s.default_value) : v;
+}
+
+bool envIsSet(const char* name) {
+  lookup(name);
+  return !rawValue(name).empty();
+}
+
+int64_t envInt(const char* name) {
+  std::string v = envString(name);
+  auto parsed = parseInt(v);
+  if (!parsed) raise(Result::kInvalidArgument, "%s=%s is not an integer; unset it or give a whole number", name, v.c_str());
+  return *parsed;
+}
+
+double envDouble(const char* name) {
+  std::string v = envString(name);
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') raise(Result::kInvalidArgument, "%s=%s is not a number", name, v.c_str());
+  return d;
+}
+
+void warnUnknownSettingsOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (char** e = environ; e && *e; e++) {
+      std::string_view entry(*e);
+      if (entry.rfind("OURO_", 0) != 0) continue;
+      std::string name(entry.substr(0, entry.find('=')));
+      const Setting* nearest = nullptr;
+      size_t best = SIZE_MAX;
+      bool known = false;
+      for (const Setting& s : kSettings) {
+        if (name == s.name) {
+          known = true;
+          break;
+        }
+        size_t d = editDistance(name, s.name);
+        if (d < best) best = d, nearest = &s;
+      }
+      if (!known)
+        OURO_WARN("%s is not an ouro setting (did you mean %s?); it is ignored. `ouro-run --settings` lists them all",
+                  name.c_str(), nearest ? nearest->name : "?");
+    }
+  });
+}
+
+}  // namespace ouro

@@ -1,0 +1,116 @@
+/* ouro: collective communication between processes (host buffers over shared memory and TCP;
+ * CUDA and InfiniBand where built and present). The contract is docs/API.md: names, values and
+ * semantics here follow NCCL's so that code written for NCCL ports by renaming.
+ *
+ * Every function returns ouroSuccess or an error code; ouroGetLastError gives the full message
+ * (what failed, on which rank, in which call, and what to do). */
+#ifndef OURO_OURO_H_
+#define OURO_OURO_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OURO_MAJOR 0
+#define OURO_MINOR 1
+#define OURO_PATCH 0
+#define OURO_VERSION_CODE (OURO_MAJOR * 10000 + OURO_MINOR * 100 + OURO_PATCH)
+
+typedef enum {
+  ouroSuccess = 0,
+  ouroUnhandledCudaError = 1,
+  ouroSystemError = 2,
+  ouroInternalError = 3,
+  ouroInvalidArgument = 4,
+  ouroInvalidUsage = 5,
+  ouroRemoteError = 6,
+  ouroInProgress = 7,
+  ouroTimeout = 8,
+  ouroUnavailable = 9,
+  ouroNumResults = 10
+} ouroResult_t;
+
+typedef enum {
+  ouroInt8 = 0,
+  ouroChar = 0,
+  ouroUint8 = 1,
+  ouroInt32 = 2,
+  ouroInt = 2,
+  ouroUint32 = 3,
+  ouroInt64 = 4,
+  ouroUint64 = 5,
+  ouroFloat16 = 6,
+  ouroHalf = 6,
+  ouroFloat32 = 7,
+  ouroFloat = 7,
+  ouroFloat64 = 8,
+  ouroDouble = 8,
+  ouroBfloat16 = 9,
+  ouroNumTypes = 10
+} ouroDataType_t;
+
+typedef enum { ouroSum = 0, ouroProd = 1, ouroMax = 2, ouroMin = 3, ouroAvg = 4, ouroNumOps = 5 } ouroRedOp_t;
+
+typedef struct ouroComm* ouroComm_t;
+typedef struct ouroStream* ouroStream_t; /* NULL: the call blocks until done (host buffers) */
+
+#define OURO_SPLIT_NOCOLOR (-1)
+
+/* ---- results and version ---- */
+const char* ouroGetErrorString(ouroResult_t result);
+/* Full message of the last failure on comm; comm may be NULL: the last failure of this thread. */
+const char* ouroGetLastError(ouroComm_t comm);
+ouroResult_t ouroGetVersion(int* version); /* major*10000 + minor*100 + patch */
+
+/* ---- communicators ---- */
+/* init_method: "tcp://HOST:PORT" (rank 0 serves the rendezvous store there unless
+ * OURO_STORE_HOSTED=1), "file:///PATH" (a shared file system), "env://" (as ouroCommInitFromEnv). */
+ouroResult_t ouroCommInitRank(ouroComm_t* comm, int nranks, int rank, const char* init_method);
+/* Rank, size and local rank from OURO_*, torchrun, Slurm, Open MPI or MPICH variables (in that
+ * order); the rendezvous is OURO_INIT if set, else tcp://MASTER_ADDR:MASTER_PORT. */
+ouroResult_t ouroCommInitFromEnv(ouroComm_t* comm);
+/* Collective over comm; color OURO_SPLIT_NOCOLOR gives *newcomm = NULL. Ranks of a new
+ * communicator are ordered by key, then by rank in comm. */
+ouroResult_t ouroCommSplit(ouroComm_t comm, int color, int key, ouroComm_t* newcomm);
+ouroResult_t ouroCommDestroy(ouroComm_t comm); /* waits for queued work, frees everything */
+ouroResult_t ouroCommAbort(ouroComm_t comm);   /* local and immediate; peers then fail with ouroRemoteError */
+ouroResult_t ouroCommCount(ouroComm_t comm, int* count);
+ouroResult_t ouroCommUserRank(ouroComm_t comm, int* rank);
+ouroResult_t ouroCommLocalRank(ouroComm_t comm, int* local_rank); /* rank among processes on this host */
+ouroResult_t ouroCommLocalCount(ouroComm_t comm, int* local_count);
+
+/* ---- streams ---- */
+ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream); /* host work queue, in issue order */
+ouroResult_t ouroStreamFromCuda(ouroComm_t comm, void* cuda_stream, ouroStream_t* stream); /* device buffers */
+ouroResult_t ouroStreamQuery(ouroStream_t stream);       /* ouroSuccess when all done, ouroInProgress otherwise */
+ouroResult_t ouroStreamSynchronize(ouroStream_t stream); /* waits; returns the first error of queued work */
+ouroResult_t ouroStreamDestroy(ouroStream_t stream);
+
+/* ---- collectives (layouts and in-place rules are NCCL's; count 0 is a valid no-op) ---- */
+ouroResult_t ouroAllReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype,
+                           ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ouroDataType_t datatype,
+                               ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ouroDataType_t datatype,
+                           ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroBroadcast(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, int root,
+                           ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, ouroRedOp_t op,
+                        int root, ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroAllToAll(const void* sendbuff, void* recvbuff, size_t count /* per peer */,
+                          ouroDataType_t datatype, ouroComm_t comm, ouroStream_t stream);
+ouroResult_t ouroSend(const void* sendbuff, size_t count, ouroDataType_t datatype, int peer, ouroComm_t comm,
+                      ouroStream_t stream);
+ouroResult_t ouroRecv(void* recvbuff, size_t count, ouroDataType_t datatype, int peer, ouroComm_t comm,
+                      ouroStream_t stream);
+ouroResult_t ouroGroupStart(void); /* sends/recvs issued until ouroGroupEnd run together */
+ouroResult_t ouroGroupEnd(void);
+ouroResult_t ouroBarrier(ouroComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OURO_OURO_H_ */

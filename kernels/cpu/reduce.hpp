@@ -1,0 +1,27 @@
+// Host reductions for every dtype x op of API.md, vectorised. fp16 and bf16 are widened to fp32,
+// combined, and rounded back (round-to-nearest-even) once per call: "once per reduction step".
+// Integer ops wrap like unsigned arithmetic (no UB on overflow). Avg is a sum here; the caller
+// finishes it with finishAvg once the last contribution is in.
+#pragma once
+
+#include <cstddef>
+
+#include "core/dtype.hpp"
+
+namespace ouro::kernels {
+
+// dst[i] = op(dst[i], src[i]). dst and src may be the same pointer but must not partially overlap.
+void reduceInPlace(void* dst, const void* src, size_t count, DataType dtype, RedOp op);
+
+// dst[i] = op(a[i], b[i]). dst may equal a or b.
+void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
+
+// dst[i] = op(srcs[0][i], ..., srcs[n-1][i]) with one rounding for fp16/bf16 (accumulated in fp32);
+// n >= 1; dst may equal one of the sources. Used by the one-host direct algorithm.
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op);
+
+// Avg's last step: dst[i] = dst[i] / nranks (integers truncate toward zero; floats divide in their
+// own precision, fp16/bf16 in fp32 with one rounding).
+void finishAvg(void* dst, size_t count, DataType dtype, int nranks);
+
+}  // namespace ouro::kernels
