@@ -1,0 +1,3 @@
+// placeholder, replaced by the C++ API
+#pragma once
+#include "ouro/ouro.h"

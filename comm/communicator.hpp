@@ -1,0 +1,53 @@
+// A communicator: the membership (who the ranks are and which share this host), the rendezvous
+// store it was built from (kept for ouroCommSplit), and, once connected, the transports and the
+// collective engine. One object per ouroComm_t handle.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/bootstrap.hpp"
+#include "comm/store/store.hpp"
+
+namespace ouro {
+
+class Communicator {
+ public:
+  // Bootstraps membership under `prefix` in `store` and connects the transports.
+  // `what` names the API call for messages.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<store::Store> store, std::string prefix, int rank,
+                                              int nranks, Deadline deadline, const char* what);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  int localRank() const { return membership_.local_rank; }
+  int localCount() const { return membership_.local_count; }
+  const Membership& membership() const { return membership_; }
+
+  // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
+  std::unique_ptr<Communicator> split(int color, int key);
+
+  // ouroCommAbort: stop now without waiting for peers; they fail with ouroRemoteError.
+  void abort();
+
+  void setLastError(const std::string& msg);
+  std::string lastError() const;
+
+ private:
+  Communicator(std::shared_ptr<store::Store> store, std::string prefix, int rank, int nranks);
+
+  std::shared_ptr<store::Store> store_;
+  std::string prefix_;
+  int rank_;
+  int nranks_;
+  Membership membership_;
+  int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
+
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+};
+
+}  // namespace ouro

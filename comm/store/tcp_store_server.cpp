@@ -1,0 +1,291 @@
+// TCP store server: one thread, one poll loop over the listening socket, a wake-up pipe and every
+// client. Requests are parsed from per-client input buffers only once complete and length-checked;
+// responses queue in per-client output buffers, so a slow client never blocks the others. kWait
+// requests park until their keys exist (re-checked after every mutation) or their deadline.
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "comm/store/tcp_store.hpp"
+#include "comm/store/tcp_store_protocol.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "transport/tcp/socket.hpp"
+
+namespace ouro::store {
+namespace {
+
+using transport::tcp::Fd;
+
+struct PendingWait {
+  std::vector<std::string> keys;
+  Deadline deadline = Deadline::never();
+};
+
+struct Client {
+  Fd fd;
+  std::string peer;
+  std::string in;
+  std::string out;
+  bool authenticated = false;
+  bool close_after_write = false;
+  std::optional<PendingWait> wait;
+};
+
+class Server final : public TcpStoreServer {
+ public:
+  Server(Fd listener, std::string token) : listener_(std::move(listener)), token_(std::move(token)) {
+    int p[2];
+    OURO_SYSCALL(::pipe2(p, O_CLOEXEC | O_NONBLOCK));
+    wake_read_.reset(p[0]);
+    wake_write_.reset(p[1]);
+    port_ = transport::tcp::localPort(listener_.get());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Server() override { stop(); }
+
+  int port() const override { return port_; }
+
+  void stop() override {
+    std::lock_guard lock(stop_mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+    char c = 1;
+    (void)!::write(wake_write_.get(), &c, 1);
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::vector<pollfd> fds;
+    while (!stopping_) {
+      fds.clear();
+      fds.push_back({wake_read_.get(), POLLIN, 0});
+      fds.push_back({listener_.get(), POLLIN, 0});
+      for (auto& c : clients_) fds.push_back({c->fd.get(), short(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      int rc = OURO_RETRY_EINTR(::poll(fds.data(), fds.size(), nextWaitTimeoutMs()));
+      if (rc < 0) {
+        OURO_WARN("rendezvous store server: poll failed: %s; the server stops", std::strerror(errno));
+        return;
+      }
+      if (fds[1].revents & POLLIN) acceptClient();
+      // Iterate over the clients polled this round (accept may have appended one).
+      for (size_t i = 2; i < fds.size(); i++) {
+        Client& c = *clients_[i - 2];
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) readFrom(c);
+        if (c.fd.valid() && !c.out.empty()) flush(c);
+      }
+      expireWaits();
+      std::erase_if(clients_, [](const auto& c) { return !c->fd.valid(); });
+    }
+  }
+
+  int nextWaitTimeoutMs() const {
+    int ms = -1;
+    for (const auto& c : clients_)
+      if (c->wait) {
+        int r = c->wait->deadline.remainingMs(60000);
+        ms = ms < 0 ? r : std::min(ms, r);
+      }
+    return ms;
+  }
+
+  void acceptClient() {
+    int fd = OURO_RETRY_EINTR(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd < 0) return;
+    auto c = std::make_unique<Client>();
+    c->fd.reset(fd);
+    c->peer = transport::tcp::peerAddress(fd).str();
+    clients_.push_back(std::move(c));
+  }
+
+  void drop(Client& c, const char* why) {
+    if (why) OURO_INFO("rendezvous store: closing connection from %s: %s", c.peer.c_str(), why);
+    c.fd.reset();
+  }
+
+  void readFrom(Client& c) {
+    char buf[65536];
+    while (c.fd.valid()) {
+      ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        c.in.append(buf, size_t(n));
+        continue;
+      }
+      if (n == 0) return drop(c, nullptr);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return drop(c, std::strerror(errno));
+    }
+    parseRequests(c);
+  }
+
+  void parseRequests(Client& c) {
+    while (c.fd.valid() && !c.close_after_write && c.in.size() >= sizeof(wire::RequestHeader)) {
+      wire::RequestHeader h;
+      std::memcpy(&h, c.in.data(), sizeof(h));
+      if (h.magic != wire::kMagic || h.key_len > wire::kMaxKeyFieldBytes || h.value_len > wire::kMaxValueFieldBytes) {
+        OURO_WARN("rendezvous store: malformed request from %s (bad magic or lengths); closing it", c.peer.c_str());
+        return drop(c, nullptr);
+      }
+      size_t total = sizeof(h) + size_t(h.key_len) + size_t(h.value_len);
+      if (c.in.size() < total) return;
+      std::string key = c.in.substr(sizeof(h), h.key_len);
+      std::string value = c.in.substr(sizeof(h) + h.key_len, h.value_len);
+      c.in.erase(0, total);
+      handle(c, h, std::move(key), std::move(value));
+    }
+  }
+
+  void respond(Client& c, wire::Status status, std::string_view value = {}, int64_t num = 0) {
+    wire::ResponseHeader r{wire::kMagic, uint32_t(status), uint32_t(value.size()), 0, num};
+    c.out.append(reinterpret_cast<const char*>(&r), sizeof(r));
+    c.out.append(value);
+  }
+
+  void handle(Client& c, const wire::RequestHeader& h, std::string key, std::string value) {
+    auto op = wire::Op(h.op);
+    if (!c.authenticated) {
+      if (op != wire::Op::kHello || value != token_ || h.arg != wire::kVersion) {
+        OURO_WARN("rendezvous store: refused a connection from %s: %s", c.peer.c_str(),
+                  op != wire::Op::kHello ? "it did not present a job token"
+                  : h.arg != int64_t(wire::kVersion) ? "it speaks another protocol version"
+                                                     : "its job token (OURO_TOKEN) does not match this job's");
+        respond(c, wire::Status::kRefused);
+        c.close_after_write = true;
+        return;
+      }
+      c.authenticated = true;
+      respond(c, wire::Status::kOk);
+      return;
+    }
+    bool single_key_ok = !key.empty() && key.size() <= kMaxKeyBytes;
+    switch (op) {
+      case wire::Op::kSet:
+        if (!single_key_ok || value.size() > kMaxValueBytes) return respond(c, wire::Status::kBadRequest);
+        map_[key] = std::move(value);
+        respond(c, wire::Status::kOk);
+        return wakeWaiters();
+      case wire::Op::kGet: {
+        auto it = map_.find(key);
+        if (it == map_.end()) return respond(c, wire::Status::kNotFound);
+        return respond(c, wire::Status::kOk, it->second);
+      }
+      case wire::Op::kAdd: {
+        std::string& v = map_[key];
+        auto current = v.empty() ? std::optional<int64_t>(0) : parseInt(v);
+        if (!single_key_ok || !current) return respond(c, wire::Status::kBadRequest);
+        int64_t result = *current + h.arg;
+        v = std::to_string(result);
+        respond(c, wire::Status::kOk, {}, result);
+        return wakeWaiters();
+      }
+      case wire::Op::kCompareSet: {
+        if (!single_key_ok || h.arg < -1 || h.arg > int64_t(value.size())) return respond(c, wire::Status::kBadRequest);
+        auto it = map_.find(key);
+        bool matches = h.arg < 0 ? it == map_.end()
+                                 : (it != map_.end() && it->second == std::string_view(value).substr(0, size_t(h.arg)));
+        std::string desired = value.substr(h.arg < 0 ? 0 : size_t(h.arg));
+        if (matches) map_[key] = desired;
+        it = map_.find(key);
+        respond(c, wire::Status::kOk, it == map_.end() ? std::string_view() : std::string_view(it->second));
+        if (matches) wakeWaiters();
+        return;
+      }
+      case wire::Op::kWait: {
+        PendingWait w;
+        size_t start = 0;
+        while (start <= key.size()) {
+          size_t end = key.find('\n', start);
+          if (end == std::string::npos) end = key.size();
+          if (end > start) w.keys.push_back(key.substr(start, end - start));
+          start = end + 1;
+        }
+        w.deadline = Deadline(nowNs() + std::max<int64_t>(h.arg, 0) * 1000000);
+        c.wait = std::move(w);
+        return completeWaitIfReady(c, false);
+      }
+      case wire::Op::kHello:
+        return respond(c, wire::Status::kOk);
+    }
+    respond(c, wire::Status::kBadRequest);
+  }
+
+  void completeWaitIfReady(Client& c, bool deadline_passed) {
+    if (!c.wait) return;
+    std::string missing;
+    for (const auto& k : c.wait->keys)
+      if (!map_.count(k)) missing += (missing.empty() ? "" : "\n") + k;
+    if (missing.empty()) {
+      c.wait.reset();
+      respond(c, wire::Status::kOk);
+    } else if (deadline_passed || c.wait->deadline.expired()) {
+      c.wait.reset();
+      respond(c, wire::Status::kTimeout, missing);
+    }
+  }
+
+  void wakeWaiters() {
+    for (auto& c : clients_) completeWaitIfReady(*c, false);
+  }
+
+  void expireWaits() {
+    for (auto& c : clients_) {
+      if (c->wait && c->wait->deadline.expired()) completeWaitIfReady(*c, true);
+      if (c->fd.valid() && !c->out.empty()) flush(*c);
+    }
+  }
+
+  void flush(Client& c) {
+    while (!c.out.empty()) {
+      ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.out.erase(0, size_t(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return drop(c, "send failed");
+    }
+    if (c.close_after_write) drop(c, nullptr);
+  }
+
+  Fd listener_;
+  std::string token_;
+  Fd wake_read_, wake_write_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex stop_mu_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::map<std::string, std::string> map_;
+};
+
+}  // namespace
+
+std::unique_ptr<TcpStoreServer> startTcpStoreServer(const std::string& host, int port, const std::string& token) {
+  auto addrs = transport::tcp::resolve(host, port);
+  Fd listener = transport::tcp::listenOn(addrs.front());
+  transport::tcp::setNonBlocking(listener.get(), true);
+  return std::make_unique<Server>(std::move(listener), token);
+}
+
+void ensureProcessTcpStoreServer(const std::string& host, int port, const std::string& token) {
+  // Leaked on purpose: the server must outlive every communicator of the process, including
+  // ones destroyed during static destruction.
+  static std::mutex mu;
+  static auto* servers = new std::map<std::string, std::unique_ptr<TcpStoreServer>>();
+  std::lock_guard lock(mu);
+  std::string key = host + ":" + std::to_string(port);
+  if (servers->count(key)) return;
+  (*servers)[key] = startTcpStoreServer(host, port, token);
+}
+
+}  // namespace ouro::store

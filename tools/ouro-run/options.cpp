@@ -1,0 +1,106 @@
+#include "options.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace ouro::run {
+namespace {
+
+int parseCount(const std::string& flag, const std::string& value, int min) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < min)
+    throw std::invalid_argument(flag + " needs a whole number >= " + std::to_string(min) + ", got '" + value + "'");
+  return v;
+}
+
+}  // namespace
+
+std::string usage() {
+  return "usage: ouro-run [options] PROGRAM [ARGS...]\n"
+         "Starts ranks of an ouro job on this host with OURO_RANK, OURO_WORLD_SIZE, OURO_LOCAL_RANK,\n"
+         "OURO_INIT and a fresh OURO_TOKEN set (RANK, WORLD_SIZE, LOCAL_RANK too, as torchrun does).\n"
+         "\n"
+         "  -n, -np, --nproc-per-node N  ranks on this host (default 1)\n"
+         "  --nnodes M                   hosts in the job (default 1); start one ouro-run per host\n"
+         "  --node-rank K                this host's index in 0..M-1 (default 0)\n"
+         "  --master HOST:PORT           where node 0's ouro-run serves the rendezvous store\n"
+         "                               (needed with --nnodes > 1; every node gives the same one,\n"
+         "                               and the same OURO_TOKEN in its environment)\n"
+         "  --tag-output                 prefix every output line with \"[RANK]: \"\n"
+         "  --kill-timeout S             seconds ranks get after SIGTERM before SIGKILL (default 3)\n"
+         "  -h, --help                   this text\n"
+         "  --version                    print the version\n"
+         "\n"
+         "When a rank exits non-zero or dies by a signal, the others are stopped and ouro-run exits\n"
+         "non-zero, naming the rank. SIGINT and SIGTERM are passed on to every rank.\n";
+}
+
+Options parseOptions(const std::vector<std::string>& args) {
+  Options o;
+  size_t i = 0;
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= args.size()) throw std::invalid_argument(flag + " needs a value");
+    return args[++i];
+  };
+  for (; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      i++;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;
+    std::string flag = a, inline_value;
+    bool has_inline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      flag = a.substr(0, a.find('='));
+      inline_value = a.substr(a.find('=') + 1);
+      has_inline = true;
+    }
+    auto val = [&]() { return has_inline ? inline_value : value(flag); };
+    if (flag == "-n" || flag == "-np" || flag == "--nproc-per-node" || flag == "--nproc_per_node") {
+      o.nproc_per_node = parseCount(flag, val(), 1);
+    } else if (flag == "--nnodes") {
+      o.nnodes = parseCount(flag, val(), 1);
+    } else if (flag == "--node-rank" || flag == "--node_rank") {
+      o.node_rank = parseCount(flag, val(), 0);
+    } else if (flag == "--master") {
+      std::string hp = val();
+      size_t colon = hp.rfind(':');
+      if (colon == std::string::npos || colon == 0)
+        throw std::invalid_argument("--master needs HOST:PORT, got '" + hp + "'");
+      o.master_host = hp.substr(0, colon);
+      if (o.master_host.size() > 2 && o.master_host.front() == '[' && o.master_host.back() == ']')
+        o.master_host = o.master_host.substr(1, o.master_host.size() - 2);
+      o.master_port = parseCount("--master port", hp.substr(colon + 1), 1);
+      if (o.master_port > 65535) throw std::invalid_argument("--master port must be at most 65535");
+    } else if (flag == "--tag-output") {
+      o.tag_output = true;
+    } else if (flag == "--kill-timeout") {
+      std::string v = val();
+      char* end = nullptr;
+      o.kill_timeout_s = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || o.kill_timeout_s < 0)
+        throw std::invalid_argument("--kill-timeout needs a number of seconds >= 0, got '" + v + "'");
+    } else if (flag == "-h" || flag == "--help") {
+      o.show_help = true;
+      return o;
+    } else if (flag == "--version") {
+      o.show_version = true;
+      return o;
+    } else {
+      throw std::invalid_argument("unknown option '" + a + "'");
+    }
+  }
+  o.program.assign(args.begin() + long(i), args.end());
+  if (o.program.empty()) throw std::invalid_argument("no PROGRAM given");
+  if (o.node_rank >= o.nnodes)
+    throw std::invalid_argument("--node-rank " + std::to_string(o.node_rank) + " is out of range for --nnodes " +
+                                std::to_string(o.nnodes));
+  if (o.nnodes > 1 && o.master_host.empty())
+    throw std::invalid_argument("--nnodes > 1 needs --master HOST:PORT (node 0's address, the same on every node)");
+  return o;
+}
+
+}  // namespace ouro::run

@@ -1,0 +1,57 @@
+// Starts the ranks of this node as child processes (each in its own process group, killed if the
+// launcher dies), relays their output (optionally tagged with the rank), forwards SIGINT/SIGTERM,
+// and stops everyone when one rank fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ouro::run {
+
+struct RankSpec {
+  int rank = 0;
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) the launcher's
+  bool inherit_stdin = false;                            // others read /dev/null
+};
+
+struct JobOutcome {
+  int exit_code = 0;      // what ouro-run should exit with
+  std::string failure;    // "" on success, else the line naming the rank and its status
+};
+
+class Supervisor {
+ public:
+  Supervisor(bool tag_output, double kill_timeout_s);
+  ~Supervisor();
+
+  // Must be called before start(): blocks the signals the supervisor handles.
+  void start(const std::vector<RankSpec>& ranks);
+
+  // Runs until every rank has exited. poll_remote is called about every 250 ms; returning a
+  // message stops the ranks as if one of them had failed (a failure on another node).
+  // on_local_failure is told the first local failure so it can be reported to other nodes.
+  JobOutcome wait(const std::function<std::optional<std::string>()>& poll_remote,
+                  const std::function<void(const std::string&)>& on_local_failure);
+
+ private:
+  struct Child;
+  void reap(JobOutcome* outcome, const std::function<void(const std::string&)>& on_local_failure);
+  void beginStopping(int sig);
+  void signalAll(int sig);
+  void pumpOutput(Child& c, int which);
+
+  bool tag_output_;
+  double kill_timeout_s_;
+  int signal_fd_ = -1;
+  std::vector<Child*> children_;
+  bool stopping_ = false;
+  long long kill_at_ns_ = 0;
+};
+
+}  // namespace ouro::run

@@ -1,0 +1,76 @@
+// Socket helpers shared by the TCP rendezvous store (comm/store) and the TCP transport: name
+// resolution, listening, connecting with retry, and whole-buffer I/O bounded by a deadline.
+// Every failure throws ouro::Error naming the address and the operation.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "core/clock.hpp"
+
+namespace ouro::transport::tcp {
+
+// Owns a file descriptor; closes it on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  std::string str() const;  // "127.0.0.1:29500" or "[::1]:29500"
+  int port() const;
+};
+
+// getaddrinfo for TCP; throws kInvalidArgument naming host when it does not resolve.
+std::vector<SockAddr> resolve(const std::string& host, int port);
+
+// Splits "HOST:PORT" or "[V6]:PORT"; throws kInvalidArgument with `what` in the message.
+void splitHostPort(const std::string& text, std::string* host, int* port, const char* what);
+
+// Listens on addr (SO_REUSEADDR). A taken port or an address this host does not own is a clear
+// kSystemError naming the address.
+Fd listenOn(const SockAddr& addr, int backlog = 128);
+int localPort(int fd);
+SockAddr localAddress(int fd);
+SockAddr peerAddress(int fd);
+
+// Connects to host:port, retrying refused/unreachable attempts until the deadline (the server may
+// start later). Throws kTimeout naming `what` and the last error when it never succeeds.
+Fd connectWithRetry(const std::string& host, int port, Deadline deadline, const std::string& what);
+
+// Accepts one connection, waiting until the deadline (kTimeout). Returns an invalid Fd if the
+// wait was cut short by `stop_fd` becoming readable (pass -1 for none).
+Fd acceptUntil(int listen_fd, Deadline deadline, const std::string& what);
+
+void setNoDelay(int fd);
+void setNonBlocking(int fd, bool on);
+
+// Write / read exactly len bytes, polling until the deadline. A peer that closes the connection
+// is kRemoteError ("connection closed by <peer>"); running out of time is kTimeout. `what` names
+// the conversation for messages ("rendezvous store at tcp://...").
+void sendAll(int fd, const void* data, size_t len, Deadline deadline, const std::string& what);
+void recvAll(int fd, void* data, size_t len, Deadline deadline, const std::string& what);
+
+}  // namespace ouro::transport::tcp
