@@ -62,21 +62,35 @@ void failJob(store::Store& store, const std::string& prefix, Result code, const 
   throw Error(code, message);
 }
 
-void waitForKeysOrJobError(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
-                           Deadline deadline, const std::string& who,
-                           const std::function<std::string(const std::vector<std::string>&)>& on_timeout) {
+void waitForRanks(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
+                  Deadline deadline, const std::string& who, const std::string& waiting_for, const std::string& hint) {
+  const double timeout_s = double(deadline.remainingNs()) / 1e9;
   std::vector<std::string> missing = keys;
+  auto missingRanks = [&] {
+    std::vector<int> ranks;
+    for (const auto& k : missing) ranks.push_back(int(parseInt(k.substr(k.rfind('/') + 1)).value_or(-1)));
+    return strprintf("rank%s %s", ranks.size() > 1 ? "s" : "", joinInts(ranks).c_str());
+  };
   while (true) {
     Deadline slice(std::min(deadline.atNs(), nowNs() + int64_t(250e6)));
-    missing = store.waitFor(missing, slice);
-    if (missing.empty()) return;
-    if (auto err = store.tryGet(prefix + "error")) {
-      size_t colon = err->find(':');
-      auto code = parseInt(std::string_view(*err).substr(0, colon));
-      throw Error(code ? Result(int(*code)) : Result::kRemoteError,
-                  who + ": stopped because another rank failed: " + err->substr(colon + 1));
+    try {
+      missing = store.waitFor(missing, slice);
+      if (missing.empty()) return;
+      if (auto err = store.tryGet(prefix + "error")) {
+        size_t colon = err->find(':');
+        auto code = parseInt(std::string_view(*err).substr(0, colon));
+        throw Error(code ? Result(int(*code)) : Result::kRemoteError,
+                    who + ": stopped because another rank failed: " + err->substr(colon + 1));
+      }
+    } catch (Error& e) {
+      if (e.code() == Result::kRemoteError && e.message().rfind(who, 0) != 0)
+        e.addContext(strprintf("%s: while waiting for %s %s", who.c_str(), missingRanks().c_str(), waiting_for.c_str()));
+      throw;
     }
-    if (deadline.expired()) throw Error(Result::kTimeout, on_timeout(missing));
+    if (deadline.expired())
+      raise(Result::kTimeout, "%s timed out after %.0f s waiting for %s %s (%zu of %zu arrived); %s (OURO_TIMEOUT_S sets how long to wait)",
+            who.c_str(), timeout_s, missingRanks().c_str(), waiting_for.c_str(), keys.size() - missing.size(),
+            keys.size(), hint.c_str());
   }
 }
 
@@ -109,17 +123,9 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
   store.set(prefix + "info/" + std::to_string(rank), self.encode());
   std::vector<std::string> keys;
   for (int r = 0; r < nranks; r++) keys.push_back(prefix + "info/" + std::to_string(r));
-  double timeout_s = double(deadline.remainingNs()) / 1e9;
-  waitForKeysOrJobError(store, prefix, keys, deadline, strprintf("rank %d: %s", rank, what), [&](const std::vector<std::string>& missing_keys) {
-    std::vector<int> missing;
-    for (const auto& k : missing_keys) missing.push_back(int(*parseInt(k.substr(k.rfind('/') + 1))));
-    return strprintf(
-        "rank %d: %s timed out after %.0f s waiting for rank%s %s to join the rendezvous at %s (%d of %d "
-        "arrived); start the missing ranks, or check that they use the same init method and world size "
-        "(OURO_TIMEOUT_S sets how long to wait)",
-        rank, what, timeout_s, missing.size() > 1 ? "s" : "", joinInts(missing).c_str(), where.c_str(),
-        nranks - int(missing.size()), nranks);
-  });
+  waitForRanks(store, prefix, keys, deadline, strprintf("rank %d: %s", rank, what),
+               "to join the rendezvous at " + where,
+               "start the missing ranks, or check that they use the same init method and world size");
 
   Membership m;
   m.peers.resize(size_t(nranks));

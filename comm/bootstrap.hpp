@@ -42,13 +42,13 @@ std::string thisHostId();
 Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
                               const PeerInfo& self, Deadline deadline, const char* what);
 
-// Waits for every key, checking prefix + "error" between slices so that a failure reported by
-// one rank (duplicate rank, world-size mismatch) ends the wait on every rank at once. `who`
-// ("rank 2: ouroCommInitRank") starts the message of such an error; on_timeout makes the
-// message when the deadline passes first.
-void waitForKeysOrJobError(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
-                           Deadline deadline, const std::string& who,
-                           const std::function<std::string(const std::vector<std::string>&)>& on_timeout);
+// Waits for every key (each ending in "/<rank>"), checking prefix + "error" between slices so
+// that a failure reported by one rank (duplicate rank, world-size mismatch) ends the wait on every
+// rank at once. Messages start with `who` ("rank 2: ouroCommInitRank") and, on a timeout or a
+// lost store, name the ranks still missing and what they were expected to do (`waiting_for`,
+// "to join the rendezvous at tcp://..."), ending with `hint`.
+void waitForRanks(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
+                  Deadline deadline, const std::string& who, const std::string& waiting_for, const std::string& hint);
 
 // Publishes a job-wide failure so other ranks' waits end with it, then throws it.
 [[noreturn]] void failJob(store::Store& store, const std::string& prefix, Result code, const std::string& message);

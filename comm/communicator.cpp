@@ -28,6 +28,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
   self.hostname = host;
   self.pid = int(::getpid());
   comm->membership_ = exchangeMembership(*comm->store_, comm->prefix_, rank, nranks, self, deadline, what);
+  comm->store_->idle();
   OURO_INFO("%s: rank %d of %d ready (local rank %d of %d on %s) via %s", what, rank, nranks,
             comm->membership_.local_rank, comm->membership_.local_count, self.hostname.c_str(),
             comm->store_->describe().c_str());
@@ -45,12 +46,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   store_->set(split_prefix + "member/" + std::to_string(rank_), w.bytes());
   std::vector<std::string> keys;
   for (int r = 0; r < nranks_; r++) keys.push_back(split_prefix + "member/" + std::to_string(r));
-  waitForKeysOrJobError(*store_, split_prefix, keys, deadline, strprintf("rank %d: ouroCommSplit", rank_), [&](const std::vector<std::string>& missing) {
-    std::vector<int> ranks;
-    for (const auto& k : missing) ranks.push_back(int(*parseInt(k.substr(k.rfind('/') + 1))));
-    return strprintf("rank %d: ouroCommSplit timed out waiting for rank%s %s to call ouroCommSplit too", rank_,
-                     ranks.size() > 1 ? "s" : "", joinInts(ranks).c_str());
-  });
+  waitForRanks(*store_, split_prefix, keys, deadline, strprintf("rank %d: ouroCommSplit", rank_),
+               "to call ouroCommSplit too", "every rank of the communicator must call ouroCommSplit");
   struct Member {
     int64_t key;
     int old_rank;

@@ -18,7 +18,8 @@ std::shared_ptr<store::Store> openInitMethod(const std::string& init_method, int
     if (port == 0)
       raise(Result::kInvalidArgument, "init method %s: port 0 cannot be agreed on by every rank; give a fixed port",
             init_method.c_str());
-    if (rank == 0 && envString("OURO_STORE_HOSTED") != "1") {
+    const bool serve = rank == 0 && envString("OURO_STORE_HOSTED") != "1";
+    if (serve) {
       try {
         store::ensureProcessTcpStoreServer(host, port, token);
       } catch (Error& e) {

@@ -35,6 +35,9 @@ class Store {
   virtual std::vector<std::string> waitFor(const std::vector<std::string>& keys, Deadline deadline) = 0;
   // "tcp://127.0.0.1:29500", "file:///tmp/x", "memory": for messages.
   virtual std::string describe() const = 0;
+  // The caller expects no requests for a while (bootstrap done): a network store may drop its
+  // connection and reconnect on the next request, so the server's process can exit cleanly.
+  virtual void idle() {}
 
   // Waits for key and returns its value; kTimeout naming the key and the store on expiry.
   std::string get(const std::string& key, Deadline deadline);

@@ -13,6 +13,7 @@ class TcpStoreServer {
  public:
   virtual ~TcpStoreServer() = default;
   virtual int port() const = 0;
+  virtual int clientCount() const = 0;  // connections open right now
   virtual void stop() = 0;  // idempotent; also done by the destructor
 };
 
@@ -22,10 +23,13 @@ std::unique_ptr<TcpStoreServer> startTcpStoreServer(const std::string& host, int
 
 // One server per host:port per process, kept for the life of the process: a second
 // ouroCommInitRank on the same tcp:// address in the same process reuses it instead of failing
-// with "port in use", and the server outlives the communicators built on it.
+// with "port in use", and the server outlives the communicators built on it. At exit the process
+// lingers (up to OURO_TIMEOUT_S) until the other ranks' clients have hung up, so a short
+// program's rank 0 cannot take the store away while others still finish a request.
 void ensureProcessTcpStoreServer(const std::string& host, int port, const std::string& token);
 
-// Connects, retrying until connect_deadline; presents the token.
+// Connects, retrying until connect_deadline; presents the token. After idle() the next request
+// reconnects (retrying until OURO_TIMEOUT_S).
 std::shared_ptr<Store> connectTcpStore(const std::string& host, int port, const std::string& token,
                                        Deadline connect_deadline);
 

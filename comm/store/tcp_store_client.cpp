@@ -23,15 +23,14 @@ struct Response {
 class TcpStoreClient final : public Store {
  public:
   TcpStoreClient(const std::string& host, int port, const std::string& token, Deadline deadline)
-      : address_(strprintf("tcp://%s:%d", host.c_str(), port)) {
-    std::string what = "the rendezvous store " + address_;
-    fd_ = transport::tcp::connectWithRetry(host, port, deadline, what);
-    Response r = request(wire::Op::kHello, {}, token, wire::kVersion, deadline);
-    if (r.status == wire::Status::kRefused)
-      raise(Result::kInvalidUsage,
-            "the rendezvous store %s refused this process: its job token (OURO_TOKEN) differs; start every rank "
-            "with the same OURO_TOKEN (ouro-run sets one for its ranks)",
-            address_.c_str());
+      : host_(host), port_(port), token_(token), address_(strprintf("tcp://%s:%d", host.c_str(), port)) {
+    std::lock_guard lock(mu_);
+    connectLocked(deadline);
+  }
+
+  void idle() override {
+    std::lock_guard lock(mu_);
+    fd_.reset();
   }
 
   void set(const std::string& key, std::string_view value) override {
@@ -99,8 +98,25 @@ class TcpStoreClient final : public Store {
           key.c_str(), unsigned(r.status));
   }
 
+  void connectLocked(Deadline deadline) {
+    fd_ = transport::tcp::connectWithRetry(host_, port_, deadline, "the rendezvous store " + address_);
+    Response r = exchange(wire::Op::kHello, {}, token_, wire::kVersion, deadline);
+    if (r.status == wire::Status::kRefused) {
+      fd_.reset();
+      raise(Result::kInvalidUsage,
+            "the rendezvous store %s refused this process: its job token (OURO_TOKEN) differs; start every rank "
+            "with the same OURO_TOKEN (ouro-run sets one for its ranks)",
+            address_.c_str());
+    }
+  }
+
   Response request(wire::Op op, std::string_view key, std::string_view value, int64_t arg, Deadline deadline) {
     std::lock_guard lock(mu_);
+    if (!fd_.valid()) connectLocked(deadline);
+    return exchange(op, key, value, arg, deadline);
+  }
+
+  Response exchange(wire::Op op, std::string_view key, std::string_view value, int64_t arg, Deadline deadline) {
     std::string what = "the rendezvous store " + address_;
     wire::RequestHeader h{wire::kMagic, uint32_t(op), uint32_t(key.size()), uint32_t(value.size()), arg, 0};
     std::string frame(reinterpret_cast<const char*>(&h), sizeof(h));
@@ -123,6 +139,9 @@ class TcpStoreClient final : public Store {
   }
 
   std::mutex mu_;
+  std::string host_;
+  int port_;
+  std::string token_;
   std::string address_;
   Fd fd_;
 };

@@ -10,10 +10,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <cstdlib>
 #include <thread>
 
 #include "comm/store/tcp_store.hpp"
 #include "comm/store/tcp_store_protocol.hpp"
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -52,6 +54,7 @@ class Server final : public TcpStoreServer {
   ~Server() override { stop(); }
 
   int port() const override { return port_; }
+  int clientCount() const override { return client_count_.load(); }
 
   void stop() override {
     std::lock_guard lock(stop_mu_);
@@ -84,6 +87,7 @@ class Server final : public TcpStoreServer {
       }
       expireWaits();
       std::erase_if(clients_, [](const auto& c) { return !c->fd.valid(); });
+      client_count_.store(int(clients_.size()));
     }
   }
 
@@ -107,7 +111,7 @@ class Server final : public TcpStoreServer {
   }
 
   void drop(Client& c, const char* why) {
-    if (why) OURO_INFO("rendezvous store: closing connection from %s: %s", c.peer.c_str(), why);
+    OURO_INFO("rendezvous store: closing connection from %s: %s", c.peer.c_str(), why ? why : "eof");
     c.fd.reset();
   }
 
@@ -264,6 +268,7 @@ class Server final : public TcpStoreServer {
   std::thread thread_;
   std::mutex stop_mu_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> client_count_{0};
   std::vector<std::unique_ptr<Client>> clients_;
   std::map<std::string, std::string> map_;
 };
@@ -282,10 +287,23 @@ void ensureProcessTcpStoreServer(const std::string& host, int port, const std::s
   // ones destroyed during static destruction.
   static std::mutex mu;
   static auto* servers = new std::map<std::string, std::unique_ptr<TcpStoreServer>>();
+  static std::once_flag linger_once;
   std::lock_guard lock(mu);
   std::string key = host + ":" + std::to_string(port);
   if (servers->count(key)) return;
   (*servers)[key] = startTcpStoreServer(host, port, token);
+  std::call_once(linger_once, [] {
+    std::atexit([] {
+      const Deadline deadline = Deadline::afterSeconds(double(envInt("OURO_TIMEOUT_S")));
+      for (auto& [address, server] : *servers) {
+        while (server->clientCount() > 0 && !deadline.expired())
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (server->clientCount() > 0)
+          OURO_WARN("rendezvous store %s: exiting while %d rank(s) are still connected", address.c_str(),
+                    server->clientCount());
+      }
+    });
+  });
 }
 
 }  // namespace ouro::store

@@ -43,6 +43,7 @@ std::string storeUrl(const std::string& host, int port) {
 
 int main(int argc, char** argv) {
   using namespace ouro::run;
+  Supervisor::blockHandledSignals();
   Options opt;
   try {
     opt = parseOptions(std::vector<std::string>(argv + 1, argv + argc));

@@ -67,12 +67,20 @@ Supervisor::~Supervisor() {
   if (signal_fd_ >= 0) ::close(signal_fd_);
 }
 
+void Supervisor::blockHandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : kHandledSignals) sigaddset(&set, s);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
   sigset_t set;
   sigemptyset(&set);
   for (int s : kHandledSignals) sigaddset(&set, s);
   sigset_t old;
   sigprocmask(SIG_BLOCK, &set, &old);
+  for (int s : kHandledSignals) sigdelset(&old, s);  // ranks start with these unblocked
   signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
   const pid_t launcher = getpid();

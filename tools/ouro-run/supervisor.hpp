@@ -30,7 +30,11 @@ class Supervisor {
   Supervisor(bool tag_output, double kill_timeout_s);
   ~Supervisor();
 
-  // Must be called before start(): blocks the signals the supervisor handles.
+  // Blocks the signals the supervisor handles (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT) for the
+  // whole process. Call it first in main, before any thread exists: a thread started earlier
+  // (the store server) would otherwise receive SIGTERM and die of it.
+  static void blockHandledSignals();
+
   void start(const std::vector<RankSpec>& ranks);
 
   // Runs until every rank has exited. poll_remote is called about every 250 ms; returning a
