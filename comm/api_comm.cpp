@@ -44,6 +44,9 @@ void initRank(ouroComm_t* out, int nranks, int rank, std::string init_method, co
 }
 
 }  // namespace
+
+void destroyStreamsOf(ouroComm_t comm);  // api_collectives.cpp
+
 }  // namespace ouro::api
 
 using namespace ouro;
@@ -85,13 +88,18 @@ ouroResult_t ouroCommSplit(ouroComm_t comm, int color, int key, ouroComm_t* newc
 }
 
 ouroResult_t ouroCommDestroy(ouroComm_t comm) {
-  return guard("ouroCommDestroy", comm, [&] { takeCommunicator(comm, "ouroCommDestroy").reset(); });
+  return guard("ouroCommDestroy", comm, [&] {
+    requireCommunicator(comm, "ouroCommDestroy");
+    destroyStreamsOf(comm);  // waits for queued work
+    takeCommunicator(comm, "ouroCommDestroy").reset();
+  });
 }
 
 ouroResult_t ouroCommAbort(ouroComm_t comm) {
   return guard("ouroCommAbort", comm, [&] {
-    auto c = takeCommunicator(comm, "ouroCommAbort");
-    c->abort();
+    requireCommunicator(comm, "ouroCommAbort").abort();  // queued work now fails at once
+    destroyStreamsOf(comm);
+    takeCommunicator(comm, "ouroCommAbort").reset();
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "comm/connect.hpp"
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -27,7 +28,16 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
   gethostname(host, sizeof(host) - 1);
   self.hostname = host;
   self.pid = int(::getpid());
+  // Listening before the exchange lets the bootstrap record carry this rank's TCP address.
+  transport::tcp::Listener listener(listenerHost(*comm->store_));
+  self.tcp_address = listener.address();
   comm->membership_ = exchangeMembership(*comm->store_, comm->prefix_, rank, nranks, self, deadline, what);
+  try {
+    comm->engine_ = connectTransports(*comm->store_, comm->prefix_, rank, nranks, comm->membership_, listener, deadline);
+  } catch (Error& e) {
+    if (e.message().rfind("rank ", 0) != 0) e.addContext(strprintf("rank %d: %s: connecting transports", rank, what));
+    throw;
+  }
   comm->store_->idle();
   OURO_INFO("%s: rank %d of %d ready (local rank %d of %d on %s) via %s", what, rank, nranks,
             comm->membership_.local_rank, comm->membership_.local_count, self.hostname.c_str(),
@@ -67,7 +77,36 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
                 "ouroCommSplit");
 }
 
-void Communicator::abort() { OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_); }
+void Communicator::abort() {
+  OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_);
+  if (engine_) engine_->fail(strprintf("rank %d called ouroCommAbort", rank_));
+}
+
+void Communicator::runInTurn(uint64_t ticket, const std::function<void()>& op) {
+  // Without streams only the caller's thread issues and runs operations, so its turn is now and
+  // the fast path takes no lock. Waiters re-check every millisecond, so a turn published without
+  // the lock (while a stream was being created) is still seen.
+  if (executed_.load(std::memory_order_acquire) != ticket) {
+    std::unique_lock lock(order_mu_);
+    while (executed_.load(std::memory_order_acquire) != ticket) order_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  struct Advance {
+    Communicator* c;
+    uint64_t next;
+    ~Advance() {
+      if (c->streams_.load(std::memory_order_acquire) == 0) {
+        c->executed_.store(next, std::memory_order_release);
+        return;
+      }
+      {
+        std::lock_guard lock(c->order_mu_);
+        c->executed_.store(next, std::memory_order_release);
+      }
+      c->order_cv_.notify_all();
+    }
+  } advance{this, ticket + 1};
+  op();
+}
 
 void Communicator::setLastError(const std::string& msg) {
   std::lock_guard lock(error_mu_);

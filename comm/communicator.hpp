@@ -8,7 +8,12 @@
 #include <mutex>
 #include <string>
 
+#include <condition_variable>
+#include <functional>
+#include <vector>
+
 #include "comm/bootstrap.hpp"
+#include "comm/engine.hpp"
 #include "comm/store/store.hpp"
 
 namespace ouro {
@@ -33,6 +38,15 @@ class Communicator {
   // ouroCommAbort: stop now without waiting for peers; they fail with ouroRemoteError.
   void abort();
 
+  Engine& engine() { return *engine_; }
+
+  // Operations run in the order they were issued, whichever thread runs them (the caller for
+  // blocking calls, a stream's worker for queued ones): every rank must see the same order.
+  uint64_t issue() { return issued_.fetch_add(1, std::memory_order_relaxed); }
+  void runInTurn(uint64_t ticket, const std::function<void()>& op);
+  void streamAdded() { streams_.fetch_add(1); }
+  void streamRemoved() { streams_.fetch_sub(1); }
+
   void setLastError(const std::string& msg);
   std::string lastError() const;
 
@@ -45,6 +59,13 @@ class Communicator {
   int nranks_;
   Membership membership_;
   int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
+  std::unique_ptr<Engine> engine_;
+
+  std::atomic<uint64_t> issued_{0};
+  std::atomic<uint64_t> executed_{0};
+  std::atomic<int> streams_{0};
+  std::mutex order_mu_;
+  std::condition_variable order_cv_;
 
   mutable std::mutex error_mu_;
   std::string last_error_;

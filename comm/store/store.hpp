@@ -38,6 +38,9 @@ class Store {
   // The caller expects no requests for a while (bootstrap done): a network store may drop its
   // connection and reconnect on the next request, so the server's process can exit cleanly.
   virtual void idle() {}
+  // The local IP address this process reaches a network store from ("" when not networked):
+  // the best guess of the address peers can reach this host at.
+  virtual std::string localAddress() const { return ""; }
 
   // Waits for key and returns its value; kTimeout naming the key and the store on expiry.
   std::string get(const std::string& key, Deadline deadline);

@@ -88,6 +88,7 @@ class TcpStoreClient final : public Store {
   }
 
   std::string describe() const override { return address_; }
+  std::string localAddress() const override { return local_address_; }
 
  private:
   static Deadline opDeadline() { return Deadline::afterSeconds(double(envInt("OURO_TIMEOUT_S"))); }
@@ -100,6 +101,10 @@ class TcpStoreClient final : public Store {
 
   void connectLocked(Deadline deadline) {
     fd_ = transport::tcp::connectWithRetry(host_, port_, deadline, "the rendezvous store " + address_);
+    std::string local = transport::tcp::localAddress(fd_.get()).str();
+    local_address_ = local.substr(0, local.rfind(':'));
+    if (local_address_.size() > 2 && local_address_.front() == '[')
+      local_address_ = local_address_.substr(1, local_address_.size() - 2);
     Response r = exchange(wire::Op::kHello, {}, token_, wire::kVersion, deadline);
     if (r.status == wire::Status::kRefused) {
       fd_.reset();
@@ -143,6 +148,7 @@ class TcpStoreClient final : public Store {
   int port_;
   std::string token_;
   std::string address_;
+  std::string local_address_;
   Fd fd_;
 };
 

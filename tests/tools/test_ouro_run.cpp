@@ -112,8 +112,13 @@ TEST_CASE("a failing rank stops the others and names itself") {
     CHECK(r.seconds < 10);
   }
   SECTION("a rank that ignores SIGTERM is killed after --kill-timeout") {
+    test::TempDir dir;
+    // Rank 0 fails only once rank 1 has set itself to ignore SIGTERM.
+    std::string ready = dir.path() + "/ignoring";
     auto r = test::runAll({ouroRun({"--kill-timeout", "0.5", "-n", "2", "sh", "-c",
-                                    "trap '' TERM; if [ $OURO_RANK = 0 ]; then exit 3; fi; sleep 60; sleep 60"})},
+                                    "if [ $OURO_RANK = 0 ]; then while [ ! -e " + ready +
+                                        " ]; do sleep 0.01; done; exit 3; fi; trap '' TERM; touch " + ready +
+                                        "; sleep 60; sleep 60"})},
                           30)[0];
     INFO(test::describe(r));
     CHECK(r.exit_code == 3);

@@ -1,0 +1,380 @@
+// Direct algorithms: every rank on this host, each with a shared-memory segment the others map.
+//
+// Every call starts with an announcement: a rank writes {call number, descriptor, staged
+// generation, up to 32 bytes of payload} into its ArrivalLine for this call's parity and waits
+// until every peer's line shows the same call, then compares descriptors. Identical everywhere,
+// so either every rank proceeds or every rank reports the same disagreement; and it is the whole
+// data exchange for calls whose data fits the line (the small-message latency path).
+//
+// Larger calls move through each rank's two staging buffers in chunks, numbered by a generation
+// counter all ranks advance in lockstep (chunk g uses buffer g % 2). A rank writes its buffer for
+// generation g only after every peer has consumed g - 2, and publishes `staged = g` (release)
+// after writing; readers acquire `staged` before reading. All-reduce either lets every rank reduce
+// the whole chunk from all buffers (symmetric: one synchronisation) or each rank reduce its slice
+// into its own buffer and everyone copy the slices out (reduce-scatter + all-gather: half the
+// reads, one more synchronisation). Reductions always combine sources in rank order, so every rank
+// computes bit-identical results.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "comm/engine.hpp"
+#include "core/strings.hpp"
+#include "kernels/common/ring_schedule.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/shm/doorbell.hpp"
+
+namespace ouro {
+namespace {
+
+using transport::shm::ArrivalLine;
+using transport::shm::ControlBlock;
+using transport::shm::kInlineBytes;
+
+class Direct {
+ public:
+  Direct(Engine& e, const CollArgs& a)
+      : e_(e),
+        a_(a),
+        world_(e.shm()),
+        n_(e.size()),
+        me_(e.rank()),
+        call_(e.call()),
+        desc_(describeCall(a)),
+        es_(a.elementBytes()),
+        in_(static_cast<const std::byte*>(a.send)),
+        out_(static_cast<std::byte*>(a.recv)),
+        generation_(e.directGeneration()) {}
+
+  void run() {
+    switch (a_.kind) {
+      case CollKind::kAllReduce: return allReduce();
+      case CollKind::kReduceScatter: return reduceScatter();
+      case CollKind::kAllGather: return allGather();
+      case CollKind::kBroadcast: return broadcast();
+      case CollKind::kReduce: return reduce();
+      case CollKind::kAllToAll: return allToAll();
+      case CollKind::kBarrier: return announce(nullptr, 0, generation_);
+      case CollKind::kSendRecv: break;
+    }
+    raise(Result::kInternalError, "direct algorithms have no %s", collName(a_.kind));
+  }
+
+ private:
+  // ---- announcement lines ----
+  ArrivalLine& line(int rank) const { return world_.control(rank)->arrival[call_ & 1]; }
+  ControlBlock* control(int rank) const { return world_.control(rank); }
+
+  void ringPeers() {
+    for (int p = 0; p < n_; p++)
+      if (p != me_) transport::shm::ring(control(p));
+  }
+
+  std::vector<int> ranksWhere(const std::function<bool(int)>& waiting) const {
+    std::vector<int> out;
+    for (int p = 0; p < n_; p++)
+      if (p != me_ && waiting(p)) out.push_back(p);
+    return out;
+  }
+
+  // Publishes this call's line and waits for every peer's, then checks descriptors.
+  void announce(const void* payload, size_t bytes, uint64_t staged) {
+    ArrivalLine& mine = line(me_);
+    mine.descriptor = desc_;
+    if (bytes) std::memcpy(mine.payload, payload, bytes);
+    mine.staged.store(staged, std::memory_order_relaxed);
+    mine.call.store(call_, std::memory_order_release);
+    ringPeers();
+    auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != call_; };
+    e_.waitUntil([&] { return ranksWhere(absent).empty(); }, [&] { return ranksWhere(absent); });
+    for (int p = 0; p < n_; p++) {
+      if (p == me_ || line(p).descriptor == desc_) continue;
+      // Every rank sees every line, so every rank reaches this same verdict. Resynchronise the
+      // chunk generation (some ranks may have staged a chunk) before reporting.
+      uint64_t g = generation_;
+      for (int q = 0; q < n_; q++) g = std::max(g, line(q).staged.load(std::memory_order_acquire));
+      generation_ = g;
+      control(me_)->consumed.value.store(g, std::memory_order_release);
+      ringPeers();
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s; every rank "
+            "must make the same collective calls with the same count, type, op and root",
+            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), p,
+            callText(line(p).descriptor).c_str());
+    }
+  }
+
+  void publishStaged(uint64_t g) {
+    line(me_).staged.store(g, std::memory_order_release);
+    ringPeers();
+  }
+  void publishConsumed(uint64_t g) {
+    control(me_)->consumed.value.store(g, std::memory_order_release);
+    ringPeers();
+  }
+  void waitStaged(uint64_t g, int only = -1) {
+    auto behind = [&](int p) {
+      return (only < 0 || p == only) && line(p).staged.load(std::memory_order_acquire) < g;
+    };
+    e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+  }
+  // Before overwriting our buffer for generation g: every peer is done with g - 2.
+  void waitBufferFree(uint64_t g) {
+    if (g < 2) return;
+    auto behind = [&](int p) { return control(p)->consumed.value.load(std::memory_order_acquire) < g - 2; };
+    e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+  }
+  std::byte* staging(int rank, uint64_t g) const { return world_.staging(rank, int(g & 1)); }
+  size_t stagingBytes() const { return world_.layout().staging_bytes; }
+  // Chunks of `per_chunk` elements over `count`.
+  static size_t chunks(size_t count, size_t per_chunk) { return (count + per_chunk - 1) / per_chunk; }
+
+  void finish(std::byte* dst, size_t count) {
+    if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+  }
+  void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count) {
+    kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op);
+    finish(dst, count);
+  }
+
+  // ---- collectives ----
+  void allReduce() {
+    const size_t bytes = a_.count * es_;
+    std::vector<const void*>& srcs = e_.sources();
+    if (bytes <= kInlineBytes) {
+      announce(in_, bytes, generation_);
+      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
+      return reduceFrom(out_, srcs, a_.count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t nc = chunks(a_.count, per_chunk);
+    // Symmetric reduction reads every buffer on every rank; worth it while the chunk is small or
+    // there are only two ranks (then it reads no more than reduce-scatter + all-gather does).
+    const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, a_.count - off);
+      waitBufferFree(g);
+      std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+      if (k == 0) {
+        announce(nullptr, 0, g);
+        generation_ = g0 + nc;  // from here on every rank advances through all nc chunks
+      } else {
+        publishStaged(g);
+      }
+      waitStaged(g);
+      if (symmetric) {
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
+        reduceFrom(out_ + off * es_, srcs, len);
+      } else {
+        auto mine = kernels::chunkRange(len, n_, me_);
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = (p == me_ ? in_ + off * es_ : staging(p, g)) + mine.offset * es_;
+        reduceFrom(staging(me_, g) + mine.offset * es_, srcs, mine.count);
+        control(me_)->reduced.value.store(g, std::memory_order_release);
+        ringPeers();
+        auto behind = [&](int p) { return control(p)->reduced.value.load(std::memory_order_acquire) < g; };
+        e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+        for (int p = 0; p < n_; p++) {
+          auto slice = kernels::chunkRange(len, n_, p);
+          std::memcpy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_);
+        }
+      }
+      publishConsumed(g);
+    }
+  }
+
+  void reduceScatter() {
+    // Input: n blocks of count; this rank's output is block me_ reduced over all ranks.
+    const size_t count = a_.count;
+    std::vector<const void*>& srcs = e_.sources();
+    if (size_t(n_) * count * es_ <= kInlineBytes) {
+      announce(in_, size_t(n_) * count * es_, generation_);
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = (p == me_ ? in_ : line(p).payload) + size_t(me_) * count * es_;
+      return reduceFrom(out_, srcs, count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      waitBufferFree(g);
+      for (int d = 0; d < n_; d++)
+        if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
+      if (k == 0) {
+        announce(nullptr, 0, g);
+        generation_ = g0 + nc;
+      } else {
+        publishStaged(g);
+      }
+      waitStaged(g);
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = p == me_ ? in_ + (size_t(me_) * count + off) * es_ : staging(p, g) + size_t(me_) * len * es_;
+      reduceFrom(out_ + off * es_, srcs, len);
+      publishConsumed(g);
+    }
+  }
+
+  void allGather() {
+    const size_t count = a_.count, bytes = count * es_;
+    auto copyOwn = [&] {
+      std::byte* dst = out_ + size_t(me_) * bytes;
+      if (bytes && dst != in_) std::memcpy(dst, in_, bytes);
+    };
+    if (bytes <= kInlineBytes) {
+      announce(in_, bytes, generation_);
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + size_t(p) * bytes, line(p).payload, bytes);
+      return copyOwn();
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      waitBufferFree(g);
+      std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+      if (k == 0) {
+        announce(nullptr, 0, g);
+        generation_ = g0 + nc;
+      } else {
+        publishStaged(g);
+      }
+      waitStaged(g);
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g), len * es_);
+      publishConsumed(g);
+    }
+    copyOwn();
+  }
+
+  void broadcast() {
+    const int root = a_.root;
+    const size_t count = a_.count, bytes = count * es_;
+    const bool is_root = me_ == root;
+    if (bytes <= kInlineBytes) {
+      announce(is_root ? in_ : nullptr, is_root ? bytes : 0, generation_);
+      if (!is_root && bytes) std::memcpy(out_, line(root).payload, bytes);
+      if (is_root && bytes && out_ != in_) std::memcpy(out_, in_, bytes);
+      return;
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      if (is_root) {
+        waitBufferFree(g);
+        std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+        if (out_ != in_) std::memcpy(out_ + off * es_, in_ + off * es_, len * es_);
+      }
+      if (k == 0) {
+        announce(nullptr, 0, is_root ? g : g0);
+        generation_ = g0 + nc;
+      } else if (is_root) {
+        publishStaged(g);
+      }
+      if (!is_root) {
+        waitStaged(g, root);
+        std::memcpy(out_ + off * es_, staging(root, g), len * es_);
+      }
+      publishConsumed(g);
+    }
+  }
+
+  void reduce() {
+    const int root = a_.root;
+    const size_t count = a_.count, bytes = count * es_;
+    const bool is_root = me_ == root;
+    std::vector<const void*>& srcs = e_.sources();
+    if (bytes <= kInlineBytes) {
+      announce(is_root ? nullptr : in_, is_root ? 0 : bytes, generation_);
+      if (!is_root) return;
+      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
+      return reduceFrom(out_, srcs, count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      if (!is_root) {
+        waitBufferFree(g);
+        std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+      }
+      if (k == 0) {
+        announce(nullptr, 0, is_root ? g0 : g);
+        generation_ = g0 + nc;
+      } else if (!is_root) {
+        publishStaged(g);
+      }
+      if (is_root) {
+        waitStaged(g);  // root's own line is not consulted
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
+        reduceFrom(out_ + off * es_, srcs, len);
+      }
+      publishConsumed(g);
+    }
+  }
+
+  void allToAll() {
+    // Input and output: n blocks of count; block d of rank s lands in block s of rank d.
+    const size_t count = a_.count, block = count * es_;
+    auto copyOwn = [&] {
+      if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
+        std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
+    };
+    if (size_t(n_) * block <= kInlineBytes) {
+      announce(in_, size_t(n_) * block, generation_);
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + size_t(p) * block, line(p).payload + size_t(me_) * block, block);
+      return copyOwn();
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      waitBufferFree(g);
+      for (int d = 0; d < n_; d++)
+        if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
+      if (k == 0) {
+        announce(nullptr, 0, g);
+        generation_ = g0 + nc;
+      } else {
+        publishStaged(g);
+      }
+      waitStaged(g);
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g) + size_t(me_) * len * es_, len * es_);
+      publishConsumed(g);
+    }
+    copyOwn();
+  }
+
+  Engine& e_;
+  const CollArgs& a_;
+  transport::shm::ShmWorld& world_;
+  const int n_, me_;
+  const uint64_t call_;
+  const CallDescriptor desc_;
+  const size_t es_;
+  const std::byte* in_;
+  std::byte* out_;
+  uint64_t& generation_;
+};
+
+}  // namespace
+
+void runDirect(Engine& engine, const CollArgs& args) { Direct(engine, args).run(); }
+
+}  // namespace ouro

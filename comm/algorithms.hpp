@@ -1,0 +1,22 @@
+// Entry points of the algorithm families the engine dispatches to (see engine.hpp).
+#pragma once
+
+#include <vector>
+
+#include "comm/collective.hpp"
+
+namespace ouro {
+
+class Engine;
+struct Transfer;
+
+// Every rank on this host, shared memory: ranks read each other's staging buffers directly.
+void runDirect(Engine& engine, const CollArgs& args);
+// Messages over links (shm FIFOs, TCP): one-shot exchange for small calls, ring for
+// reduce-scatter / all-gather / all-reduce, pipelined chain for broadcast and reduce, pairwise
+// transfers for all-to-all.
+void runOverLinks(Engine& engine, const CollArgs& args);
+// Moves every transfer to completion together, in order per peer and direction.
+void runTransfers(Engine& engine, std::vector<Transfer>& transfers);
+
+}  // namespace ouro

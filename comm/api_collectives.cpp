@@ -1,0 +1,316 @@
+// C API: collectives, send/recv groups, barrier and streams. Each call validates its arguments
+// (ouroInvalidArgument with a message; the communicator stays usable), then runs on the caller's
+// thread or queues on a stream, in the communicator's issue order.
+#include <map>
+#include <mutex>
+
+#include "comm/api_guard.hpp"
+#include "comm/handles.hpp"
+#include "comm/stream.hpp"
+#include "core/strings.hpp"
+
+struct ouroStream {
+  static constexpr uint64_t kMagic = 0x6f75726f7374726dULL;  // "ourostrm"
+  uint64_t magic = kMagic;
+  ouroComm_t comm = nullptr;
+  std::atomic<ouro::HostStream*> impl{nullptr};  // null once destroyed; the handle is never freed
+};
+
+namespace ouro::api {
+namespace {
+
+std::mutex g_streams_mu;
+std::map<ouroComm_t, std::vector<ouroStream_t>> g_streams;  // live streams per communicator
+
+struct PendingOp {
+  ouroComm_t comm;
+  ouroStream_t stream;
+  bool collective;
+  CollArgs args;
+  Transfer transfer;
+};
+thread_local int t_group_depth = 0;
+thread_local std::vector<PendingOp> t_group;
+void runGroupOps(std::vector<PendingOp>& ops);
+
+HostStream* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char* call) {
+  if (!s) return nullptr;
+  if (s->magic != ouroStream::kMagic)
+    raise(Result::kInvalidArgument, "rank %d: %s: stream is not an ouro stream (bad handle)", c.rank(), call);
+  HostStream* h = s->impl.load(std::memory_order_acquire);
+  if (!h) raise(Result::kInvalidUsage, "rank %d: %s: the stream was destroyed before this call", c.rank(), call);
+  if (s->comm != comm)
+    raise(Result::kInvalidArgument, "rank %d: %s: the stream belongs to another communicator; create one with "
+          "ouroStreamCreate(comm, ...) for this one", c.rank(), call);
+  return h;
+}
+
+// Runs op now on this thread (stream NULL) or queues it on the stream, in issue order.
+void submit(ouroComm_t comm, ouroStream_t stream, const char* call, std::function<void(Engine&)> op) {
+  Communicator& c = requireCommunicator(comm, call);
+  HostStream* s = streamFor(stream, comm, c, call);
+  c.engine().requireUsable(call);
+  uint64_t ticket = c.issue();
+  if (!s) return c.runInTurn(ticket, [&] { op(c.engine()); });
+  s->enqueue(ticket, [&c, call, op = std::move(op)] {
+    c.engine().requireUsable(call);
+    op(c.engine());
+  });
+}
+
+size_t checkedBytes(const Communicator& c, const char* call, size_t count, DataType dtype, size_t blocks) {
+  size_t es = dataTypeSize(dtype);
+  if (count > SIZE_MAX / es / blocks)
+    raise(Result::kInvalidArgument, "rank %d: %s: count %zu of %s%s overflows the address space", c.rank(), call,
+          count, dataTypeName(dtype), blocks > 1 ? strprintf(" times %zu ranks", blocks).c_str() : "");
+  return count * es * blocks;
+}
+
+DataType checkedType(const Communicator& c, const char* call, ouroDataType_t t) {
+  requireArg(isValidDataType(int(t)), "rank %d: %s: datatype %d is not an ouroDataType_t (0..%d)", c.rank(), call,
+             int(t), kNumDataTypes - 1);
+  return DataType(int(t));
+}
+
+RedOp checkedOp(const Communicator& c, const char* call, ouroRedOp_t op) {
+  requireArg(isValidRedOp(int(op)), "rank %d: %s: op %d is not an ouroRedOp_t (0..%d)", c.rank(), call, int(op),
+             kNumRedOps - 1);
+  return RedOp(int(op));
+}
+
+ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, ouroDataType_t dtype,
+                        ouroRedOp_t op, size_t send_blocks, size_t recv_blocks) {
+  return guard(call, comm, [&] {
+    Communicator& c = requireCommunicator(comm, call);
+    a.dtype = a.kind == CollKind::kBarrier ? DataType::kUint8 : checkedType(c, call, dtype);
+    if (a.reduces()) a.op = checkedOp(c, call, op);
+    if (a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce)
+      requireArg(a.root >= 0 && a.root < c.size(), "rank %d: %s: root %d is out of range for %d ranks (0..%d)",
+                 c.rank(), call, a.root, c.size(), c.size() - 1);
+    size_t send_bytes = checkedBytes(c, call, a.count, a.dtype, send_blocks);
+    size_t recv_bytes = checkedBytes(c, call, a.count, a.dtype, recv_blocks);
+    bool needs_recv = !(a.kind == CollKind::kReduce && c.rank() != a.root);
+    requireArg(send_bytes == 0 || a.send, "rank %d: %s: sendbuff is NULL with count %zu; pass a buffer", c.rank(),
+               call, a.count);
+    requireArg(recv_bytes == 0 || !needs_recv || a.recv, "rank %d: %s: recvbuff is NULL with count %zu; pass a buffer",
+               c.rank(), call, a.count);
+    if (t_group_depth > 0) {
+      t_group.push_back({comm, stream, true, a, {}});
+      return;
+    }
+    submit(comm, stream, call, [a](Engine& e) { e.collective(a); });
+  });
+}
+
+ouroResult_t pointToPoint(const char* call, bool send, void* buffer, size_t count, ouroDataType_t dtype, int peer,
+                          ouroComm_t comm, ouroStream_t stream) {
+  return guard(call, comm, [&] {
+    Communicator& c = requireCommunicator(comm, call);
+    DataType t = checkedType(c, call, dtype);
+    requireArg(peer >= 0 && peer < c.size(), "rank %d: %s: peer %d is out of range for %d ranks (0..%d)", c.rank(),
+               call, peer, c.size(), c.size() - 1);
+    size_t bytes = checkedBytes(c, call, count, t, 1);
+    requireArg(bytes == 0 || buffer, "rank %d: %s: buffer is NULL with count %zu", c.rank(), call, count);
+    Transfer tr;
+    tr.send = send;
+    tr.peer = peer;
+    tr.buffer = static_cast<std::byte*>(buffer);
+    tr.bytes = bytes;
+    PendingOp op{comm, stream, false, {}, tr};
+    if (t_group_depth > 0) {
+      streamFor(stream, comm, c, call);  // reject a bad stream now, not at ouroGroupEnd
+      t_group.push_back(op);
+      return;
+    }
+    std::vector<PendingOp> one{op};
+    runGroupOps(one);
+  });
+}
+
+// Runs a finished group: collectives in order; consecutive send/recv on one communicator and
+// stream fused into a single transfer set (so both sides may send first without deadlock).
+void runGroupOps(std::vector<PendingOp>& ops) {
+  for (size_t i = 0; i < ops.size();) {
+    PendingOp& op = ops[i];
+    if (op.collective) {
+      CollArgs a = op.args;
+      submit(op.comm, op.stream, collName(a.kind), [a](Engine& e) { e.collective(a); });
+      i++;
+      continue;
+    }
+    std::vector<Transfer> transfers;
+    size_t j = i;
+    for (; j < ops.size() && !ops[j].collective && ops[j].comm == op.comm && ops[j].stream == op.stream; j++)
+      transfers.push_back(ops[j].transfer);
+    Communicator& c = requireCommunicator(op.comm, "ouroGroupEnd");
+    // Call numbers are assigned in issue order, so both sides agree on which send meets which recv.
+    for (Transfer& t : transfers) {
+      t.call = t.send ? c.engine().nextSendCall(t.peer) : c.engine().nextRecvCall(t.peer);
+      t.what = strprintf("%s #%llu %s rank %d", t.send ? "send" : "recv", (unsigned long long)t.call,
+                         t.send ? "to" : "from", t.peer);
+    }
+    submit(op.comm, op.stream, "send/recv", [transfers](Engine& e) mutable { e.sendRecv(transfers); });
+    i = j;
+  }
+}
+
+}  // namespace
+}  // namespace ouro::api
+
+using namespace ouro;
+using namespace ouro::api;
+
+extern "C" {
+
+ouroResult_t ouroAllReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype,
+                           ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
+  CollArgs a{CollKind::kAllReduce, sendbuff, recvbuff, count, {}, {}, -1};
+  return collective("ouroAllReduce", comm, stream, a, datatype, op, 1, 1);
+}
+
+ouroResult_t ouroReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ouroDataType_t datatype,
+                               ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
+  Communicator* c = liveCommunicatorOrNull(comm);
+  CollArgs a{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, {}, {}, -1};
+  return collective("ouroReduceScatter", comm, stream, a, datatype, op, c ? size_t(c->size()) : 1, 1);
+}
+
+ouroResult_t ouroAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ouroDataType_t datatype,
+                           ouroComm_t comm, ouroStream_t stream) {
+  Communicator* c = liveCommunicatorOrNull(comm);
+  CollArgs a{CollKind::kAllGather, sendbuff, recvbuff, sendcount, {}, {}, -1};
+  return collective("ouroAllGather", comm, stream, a, datatype, ouroSum, 1, c ? size_t(c->size()) : 1);
+}
+
+ouroResult_t ouroBroadcast(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, int root,
+                           ouroComm_t comm, ouroStream_t stream) {
+  Communicator* c = liveCommunicatorOrNull(comm);
+  // Only the root's sendbuff is read (as NCCL); other ranks may pass NULL.
+  const void* send = (c && c->rank() != root) ? recvbuff : sendbuff;
+  CollArgs a{CollKind::kBroadcast, send, recvbuff, count, {}, {}, root};
+  return collective("ouroBroadcast", comm, stream, a, datatype, ouroSum, 1, 1);
+}
+
+ouroResult_t ouroReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, ouroRedOp_t op,
+                        int root, ouroComm_t comm, ouroStream_t stream) {
+  CollArgs a{CollKind::kReduce, sendbuff, recvbuff, count, {}, {}, root};
+  return collective("ouroReduce", comm, stream, a, datatype, op, 1, 1);
+}
+
+ouroResult_t ouroAllToAll(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype,
+                          ouroComm_t comm, ouroStream_t stream) {
+  Communicator* c = liveCommunicatorOrNull(comm);
+  size_t n = c ? size_t(c->size()) : 1;
+  CollArgs a{CollKind::kAllToAll, sendbuff, recvbuff, count, {}, {}, -1};
+  return collective("ouroAllToAll", comm, stream, a, datatype, ouroSum, n, n);
+}
+
+ouroResult_t ouroBarrier(ouroComm_t comm) {
+  CollArgs a{CollKind::kBarrier, nullptr, nullptr, 0, {}, {}, -1};
+  return collective("ouroBarrier", comm, nullptr, a, ouroUint8, ouroSum, 1, 1);
+}
+
+ouroResult_t ouroSend(const void* sendbuff, size_t count, ouroDataType_t datatype, int peer, ouroComm_t comm,
+                      ouroStream_t stream) {
+  return pointToPoint("ouroSend", true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream);
+}
+
+ouroResult_t ouroRecv(void* recvbuff, size_t count, ouroDataType_t datatype, int peer, ouroComm_t comm,
+                      ouroStream_t stream) {
+  return pointToPoint("ouroRecv", false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+ouroResult_t ouroGroupStart(void) {
+  t_group_depth++;
+  return ouroSuccess;
+}
+
+ouroResult_t ouroGroupEnd(void) {
+  return guard("ouroGroupEnd", nullptr, [&] {
+    if (t_group_depth == 0)
+      raise(Result::kInvalidUsage, "ouroGroupEnd without a matching ouroGroupStart on this thread");
+    if (--t_group_depth > 0) return;
+    std::vector<PendingOp> ops = std::move(t_group);
+    t_group.clear();
+    runGroupOps(ops);
+  });
+}
+
+ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream) {
+  return guard("ouroStreamCreate", comm, [&] {
+    Communicator& c = requireCommunicator(comm, "ouroStreamCreate");
+    requireArg(stream != nullptr, "rank %d: ouroStreamCreate: stream is NULL", c.rank());
+    auto* s = new ouroStream();
+    s->comm = comm;
+    s->impl.store(new HostStream(c), std::memory_order_release);
+    std::lock_guard lock(g_streams_mu);
+    g_streams[comm].push_back(s);
+    *stream = s;
+  });
+}
+
+ouroResult_t ouroStreamFromCuda(ouroComm_t comm, void* cuda_stream, ouroStream_t* stream) {
+  return guard("ouroStreamFromCuda", comm, [&] {
+    Communicator& c = requireCommunicator(comm, "ouroStreamFromCuda");
+    (void)cuda_stream;
+    if (stream) *stream = nullptr;
+    raise(Result::kUnavailable,
+          "rank %d: ouroStreamFromCuda: this build has no CUDA executor yet; use host buffers with ouroStreamCreate",
+          c.rank());
+  });
+}
+
+static HostStream* liveStream(ouroStream_t s, const char* call) {
+  if (!s) raise(Result::kInvalidArgument, "%s: stream is NULL", call);
+  if (s->magic != ouroStream::kMagic) raise(Result::kInvalidArgument, "%s: not an ouro stream (bad handle)", call);
+  HostStream* h = s->impl.load(std::memory_order_acquire);
+  if (!h) raise(Result::kInvalidUsage, "%s: the stream was destroyed (or its communicator was)", call);
+  return h;
+}
+
+ouroResult_t ouroStreamQuery(ouroStream_t stream) {
+  ouroResult_t rc = ouroSuccess;
+  ouroResult_t g = guard("ouroStreamQuery", nullptr, [&] {
+    rc = liveStream(stream, "ouroStreamQuery")->idle() ? ouroSuccess : ouroInProgress;
+  });
+  return g != ouroSuccess ? g : rc;
+}
+
+ouroResult_t ouroStreamSynchronize(ouroStream_t stream) {
+  return guard("ouroStreamSynchronize", stream ? stream->comm : nullptr, [&] {
+    if (auto e = liveStream(stream, "ouroStreamSynchronize")->synchronize()) throw *e;
+  });
+}
+
+ouroResult_t ouroStreamDestroy(ouroStream_t stream) {
+  return guard("ouroStreamDestroy", nullptr, [&] {
+    HostStream* h = liveStream(stream, "ouroStreamDestroy");
+    if (stream->impl.exchange(nullptr) != h) return;
+    {
+      std::lock_guard lock(g_streams_mu);
+      auto& v = g_streams[stream->comm];
+      std::erase(v, stream);
+    }
+    delete h;  // runs what is still queued first
+  });
+}
+
+}  // extern "C"
+
+namespace ouro::api {
+
+// Called by ouroCommDestroy/ouroCommAbort before the communicator goes: queued work finishes
+// (or, after an abort, fails at once) and the streams' handles become invalid.
+void destroyStreamsOf(ouroComm_t comm) {
+  std::vector<ouroStream_t> streams;
+  {
+    std::lock_guard lock(g_streams_mu);
+    auto it = g_streams.find(comm);
+    if (it == g_streams.end()) return;
+    streams = std::move(it->second);
+    g_streams.erase(it);
+  }
+  for (ouroStream_t s : streams) delete s->impl.exchange(nullptr);
+}
+
+}  // namespace ouro::api

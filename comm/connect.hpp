@@ -1,0 +1,22 @@
+// Connects a communicator's transports once its membership is known: shared memory with the ranks
+// on this host, TCP with the others (OURO_TRANSPORT overrides), and picks the algorithm family.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/bootstrap.hpp"
+#include "comm/engine.hpp"
+#include "comm/store/store.hpp"
+#include "transport/tcp/tcp_mesh.hpp"
+
+namespace ouro {
+
+std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string& prefix, int rank, int nranks,
+                                          const Membership& membership, transport::tcp::Listener& listener,
+                                          Deadline deadline);
+
+// The host this rank's TCP listener advertises (see transport::tcp::advertisedHost).
+std::string listenerHost(const store::Store& store);
+
+}  // namespace ouro

@@ -1,0 +1,267 @@
+#include "comm/engine.hpp"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/algorithms.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/shm/doorbell.hpp"
+
+namespace ouro {
+namespace {
+
+constexpr int64_t kPeerCheckPeriodNs = 50'000'000;  // how often a long wait looks at its peers
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+int openPidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return int(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+bool processGone(int pidfd, int pid) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;  // a pidfd becomes readable when the process exits
+  }
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+Engine::Engine(Setup setup)
+    : rank_(setup.rank),
+      nranks_(setup.nranks),
+      shm_(std::move(setup.shm)),
+      shm_local_index_(std::move(setup.shm_local_index)),
+      links_(std::move(setup.links)),
+      direct_family_(setup.direct_family),
+      algo_(setup.algo),
+      check_(envInt("OURO_CHECK") != 0),
+      timeout_ns_(envInt("OURO_TIMEOUT_S") * 1'000'000'000),
+      send_calls_(size_t(nranks_), 0),
+      recv_calls_(size_t(nranks_), 0),
+      peer_last_call_(size_t(nranks_), 0),
+      sources_(size_t(nranks_), nullptr) {
+  shm_local_index_.resize(size_t(nranks_), -1);
+  links_.resize(size_t(nranks_));
+  pidfds_.assign(size_t(nranks_), -1);
+  int local_ranks = shm_ ? shm_->localCount() : 1;
+  policy_ = waitPolicyFor(local_ranks);
+  for (int p = 0; p < nranks_; p++) {
+    if (links_[size_t(p)]) {
+      std::vector<pollfd> fds;
+      links_[size_t(p)]->pollFds(&fds);
+      if (!fds.empty()) polled_links_.push_back(links_[size_t(p)].get());
+    }
+    int local = shm_local_index_[size_t(p)];
+    if (p != rank_ && local >= 0) pidfds_[size_t(p)] = openPidfd(shm_->control(local)->pid);
+  }
+}
+
+Engine::~Engine() {
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
+std::byte* Engine::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
+
+void Engine::requireUsable(const char* call) const {
+  std::lock_guard lock(failure_mu_);
+  if (!failure_.empty())
+    raise(Result::kInvalidUsage,
+          "rank %d: %s: this communicator failed earlier and cannot be used (%s); destroy it (ouroCommAbort) and "
+          "create a new one",
+          rank_, call, failure_.c_str());
+}
+
+void Engine::fail(const std::string& reason) {
+  {
+    std::lock_guard lock(failure_mu_);
+    if (!failure_.empty()) return;
+    failure_ = reason;
+  }
+  // Tell every peer, so ranks waiting on us (or on ranks waiting on us) stop within moments
+  // instead of at their own timeout.
+  if (shm_) {
+    auto* me = shm_->control(shm_->localRank());
+    std::snprintf(me->abort_reason, sizeof(me->abort_reason), "%s", reason.c_str());
+    me->aborted.value.store(1, std::memory_order_release);
+    for (int local = 0; local < shm_->localCount(); local++)
+      if (local != shm_->localRank()) transport::shm::ring(shm_->control(local));
+  }
+  for (auto& l : links_)
+    if (l) l->sendAbort(reason);
+}
+
+void Engine::collective(const CollArgs& args) {
+  call_ = ++calls_;
+  call_name_ = collName(args.kind);
+  deadline_ = Deadline(nowNs() + timeout_ns_);
+  if (shm_)
+    shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
+  try {
+    if (nranks_ == 1)
+      runLocally(args);
+    else if (direct_family_)
+      runDirect(*this, args);
+    else
+      runOverLinks(*this, args);
+    flushLinks();
+  } catch (Error& e) {
+    std::string prefix = strprintf("rank %d: %s #%llu", rank_, call_name_, (unsigned long long)call_);
+    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
+    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
+    throw;
+  }
+}
+
+void Engine::sendRecv(std::vector<Transfer>& transfers) {
+  call_name_ = collName(CollKind::kSendRecv);
+  call_ = ++p2p_calls_;
+  deadline_ = Deadline(nowNs() + timeout_ns_);
+  if (shm_)
+    shm_->control(shm_->localRank())->current_call.value.store(packCall(CollKind::kSendRecv, calls_),
+                                                                std::memory_order_relaxed);
+  try {
+    runTransfers(*this, transfers);
+    flushLinks();
+  } catch (Error& e) {
+    std::string prefix = strprintf("rank %d: send/recv #%llu", rank_, (unsigned long long)call_);
+    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
+    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
+    throw;
+  }
+}
+
+void Engine::runLocally(const CollArgs& a) {
+  // One rank: every collective is a copy (or nothing, in place).
+  size_t bytes = a.count * a.elementBytes();
+  if (a.kind != CollKind::kBarrier && bytes && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+}
+
+void Engine::progressLinks() {
+  for (transport::Link* l : polled_links_) l->progress();
+}
+
+void Engine::flushLinks() {
+  if (polled_links_.empty()) return;
+  auto pending = [&] {
+    std::vector<int> peers;
+    for (int p = 0; p < nranks_; p++)
+      if (links_[size_t(p)] && links_[size_t(p)]->sendsPending()) peers.push_back(p);
+    return peers;
+  };
+  waitUntil([&] { return pending().empty(); }, pending);
+}
+
+void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missing) {
+  const int64_t start = nowNs();
+  const int64_t spin_end = start + policy_.spin_ns;
+  const int64_t yield_end = spin_end + policy_.yield_ns;
+  int64_t next_check = start + kPeerCheckPeriodNs;
+  int64_t now = start;
+  for (uint64_t iter = 1;; iter++) {
+    progressLinks();
+    if (ready()) return;
+    if ((iter & 31) == 0 || now >= spin_end) now = nowNs();
+    if (now >= next_check) {
+      std::vector<int> waited_on = missing();
+      checkPeers(waited_on);
+      if (deadline_.expired()) throwTimeout(waited_on);
+      next_check = now + kPeerCheckPeriodNs;
+    }
+    if (now < spin_end) {
+      cpuRelax();
+    } else if (now < yield_end) {
+      sched_yield();
+    } else {
+      blockBriefly(ready, next_check - now);
+    }
+  }
+}
+
+void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns) {
+  int64_t slice = std::max<int64_t>(std::min<int64_t>(max_ns, 10'000'000), 100'000);
+  if (!polled_links_.empty()) {
+    std::vector<pollfd> fds;
+    for (transport::Link* l : polled_links_) l->pollFds(&fds);
+    // With shared-memory peers too, their progress rings no file descriptor: poll in short slices.
+    int ms = shm_ ? 1 : int(slice / 1'000'000);
+    ::poll(fds.data(), fds.size(), std::max(ms, 1));
+    return;
+  }
+  if (shm_) {
+    auto* me = shm_->control(shm_->localRank());
+    me->sleeping.value.store(1, std::memory_order_seq_cst);
+    uint32_t bell = me->doorbell.value.load(std::memory_order_seq_cst);
+    if (!ready()) transport::shm::futexWait(&me->doorbell.value, bell, slice);
+    me->sleeping.value.store(0, std::memory_order_relaxed);
+    return;
+  }
+  ::usleep(1000);
+}
+
+void Engine::checkPeers(const std::vector<int>& waited_on) {
+  for (int p : waited_on) {
+    int local = shm_local_index_[size_t(p)];
+    if (p == rank_ || local < 0) continue;  // TCP peers report through their link
+    auto* control = shm_->control(local);
+    if (control->aborted.value.load(std::memory_order_acquire))
+      raise(Result::kRemoteError, "rank %d: %s #%llu: rank %d failed: %s", rank_, call_name_,
+            (unsigned long long)call_, p, control->abort_reason);
+    if (processGone(pidfds_[size_t(p)], control->pid))
+      raise(Result::kRemoteError,
+            "rank %d: %s #%llu: rank %d (pid %d) exited or was killed while this rank waited for it", rank_,
+            call_name_, (unsigned long long)call_, p, control->pid);
+  }
+}
+
+std::string Engine::lastSeen(int peer) const {
+  uint64_t packed = peer_last_call_[size_t(peer)];
+  int local = shm_local_index_[size_t(peer)];
+  if (direct_family_ && local >= 0) packed = shm_->control(local)->current_call.value.load(std::memory_order_relaxed);
+  uint64_t call = packed & ((1ULL << 56) - 1);
+  auto kind = CollKind(packed >> 56);
+  if (packed == 0) return "not seen in any call yet";
+  if (kind == CollKind::kSendRecv) return "last seen in send/recv";
+  return strprintf("last seen in %s #%llu", collName(kind), (unsigned long long)call);
+}
+
+void Engine::throwTimeout(const std::vector<int>& waited_on) {
+  std::string who;
+  for (int p : waited_on) {
+    if (!who.empty()) who += ", ";
+    who += strprintf("%d (%s)", p, lastSeen(p).c_str());
+  }
+  raise(Result::kTimeout,
+        "rank %d: %s #%llu timed out after %.0f s waiting for rank%s %s; every rank must make the same calls in "
+        "the same order (OURO_TIMEOUT_S sets the limit)",
+        rank_, call_name_, (unsigned long long)call_, double(timeout_ns_) / 1e9, waited_on.size() > 1 ? "s" : "",
+        who.c_str());
+}
+
+}  // namespace ouro

@@ -1,0 +1,133 @@
+// The engine of one communicator: runs collectives and send/recv over the transports the
+// communicator connected. It numbers calls, checks that ranks agree on each call, waits (spin,
+// then yield, then block, always with a deadline and an eye on the peers), and turns a peer's
+// death, abort or silence into a clear error that it passes on to the other peers.
+//
+// Two families of algorithms (comm/algo_*.cpp), chosen once per communicator so every rank picks
+// the same: "direct" when every rank is on this host and shared memory is allowed (ranks read each
+// other's staging buffers and announcement lines), else "links" (messages over shm FIFOs and TCP).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/collective.hpp"
+#include "comm/topology.hpp"
+#include "core/clock.hpp"
+#include "core/error.hpp"
+#include "transport/link.hpp"
+#include "transport/shm/shm_world.hpp"
+
+namespace ouro {
+
+// One half of a send/recv pair (ouroSend / ouroRecv, or part of an all-to-all).
+struct Transfer {
+  bool send = false;
+  int peer = -1;
+  std::byte* buffer = nullptr;  // read for a send, written for a recv
+  size_t bytes = 0;
+  uint64_t call = 0;     // message sequence number the pair agrees on
+  std::string what;      // "send #3 to rank 2", for messages
+  size_t done = 0;       // bytes moved so far
+  bool started = false;  // first message seen (receiver) / sent (sender)
+};
+
+class Engine {
+ public:
+  struct Setup {
+    int rank = 0;
+    int nranks = 1;
+    std::unique_ptr<transport::shm::ShmWorld> shm;  // when local peers share memory
+    std::vector<int> shm_local_index;               // per rank: index in shm world, or -1
+    std::vector<std::unique_ptr<transport::Link>> links;  // per rank; null for self
+    bool direct_family = false;
+    std::string algo;  // OURO_ALGO
+  };
+  explicit Engine(Setup setup);
+  ~Engine();
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+
+  // Runs one collective to completion on this thread (arguments already validated).
+  void collective(const CollArgs& args);
+  // Runs send/recv transfers together (ouroGroupStart/End semantics).
+  void sendRecv(std::vector<Transfer>& transfers);
+  // Marks the communicator failed and tells every peer; later calls fail at once.
+  void fail(const std::string& reason);
+  // Throws ouroInvalidUsage if an earlier failure left the communicator unusable.
+  void requireUsable(const char* call) const;
+
+  uint64_t nextSendCall(int peer) { return send_calls_[size_t(peer)]++; }
+  uint64_t nextRecvCall(int peer) { return recv_calls_[size_t(peer)]++; }
+
+  // ---- for the algorithms ----
+  using MissingFn = std::function<std::vector<int>()>;
+  // Returns when ready() is true; between tries keeps TCP moving, watches the peers that
+  // missing() names, and throws kTimeout at the call's deadline.
+  template <typename Ready>
+  void waitUntil(Ready&& ready, const MissingFn& missing) {
+    if (ready()) return;
+    waitSlow(std::function<bool()>(std::ref(ready)), missing);
+  }
+  transport::Link& link(int peer) const { return *links_[size_t(peer)]; }
+  transport::shm::ShmWorld& shm() const { return *shm_; }
+  uint64_t call() const { return call_; }
+  const char* callName() const { return call_name_; }
+  uint64_t& directGeneration() { return direct_generation_; }
+  // Records what a peer last announced (links family), for timeout messages.
+  void sawPeerCall(int peer, CollKind kind, uint64_t call);
+  bool checkEnabled() const { return check_; }
+  const std::string& algo() const { return algo_; }
+  // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
+  std::byte* scratch(size_t bytes);
+  // A reusable array of one source pointer per rank (for kernels::reduceMany).
+  std::vector<const void*>& sources() { return sources_; }
+
+ private:
+  void waitSlow(const std::function<bool()>& ready, const MissingFn& missing);
+  void checkPeers(const std::vector<int>& waited_on);
+  [[noreturn]] void throwTimeout(const std::vector<int>& waited_on);
+  std::string lastSeen(int peer) const;
+  void blockBriefly(const std::function<bool()>& ready, int64_t max_ns);
+  void progressLinks();
+  void flushLinks();  // waits until TCP has taken every queued message
+  void runCollective(const CollArgs& args);
+  void runLocally(const CollArgs& args);
+
+  int rank_;
+  int nranks_;
+  std::unique_ptr<transport::shm::ShmWorld> shm_;
+  std::vector<int> shm_local_index_;
+  std::vector<std::unique_ptr<transport::Link>> links_;
+  std::vector<transport::Link*> polled_links_;  // links with file descriptors (TCP)
+  std::vector<int> pidfds_;                     // per rank, local peers only (-1 otherwise)
+  bool direct_family_;
+  std::string algo_;
+  bool check_;
+  WaitPolicy policy_;
+  int64_t timeout_ns_;
+
+  uint64_t calls_ = 0;      // collective calls so far
+  uint64_t p2p_calls_ = 0;  // send/recv groups so far (messages only)
+  uint64_t call_ = 0;   // the current call's number (1-based)
+  const char* call_name_ = "";
+  Deadline deadline_ = Deadline::never();
+  uint64_t direct_generation_ = 0;
+  std::vector<uint64_t> send_calls_, recv_calls_;
+  std::vector<uint64_t> peer_last_call_;  // links family: kind << 56 | call
+  std::vector<std::byte> scratch_;
+  std::vector<const void*> sources_;
+
+  mutable std::mutex failure_mu_;
+  std::string failure_;  // non-empty once failed
+};
+
+// Pack / unpack "what a rank is in" for ControlBlock::current_call and peer_last_call_.
+inline uint64_t packCall(CollKind kind, uint64_t call) { return uint64_t(kind) << 56 | (call & ((1ULL << 56) - 1)); }
+
+}  // namespace ouro

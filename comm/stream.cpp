@@ -1,0 +1,65 @@
+#include "comm/stream.hpp"
+
+#include <utility>
+
+namespace ouro {
+
+HostStream::HostStream(Communicator& comm) : comm_(comm) {
+  comm_.streamAdded();
+  worker_ = std::thread([this] { work(); });
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  comm_.streamRemoved();
+}
+
+void HostStream::enqueue(uint64_t ticket, std::function<void()> op) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.emplace_back(ticket, std::move(op));
+  }
+  cv_.notify_all();
+}
+
+bool HostStream::idle() {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && running_ == 0;
+}
+
+std::optional<Error> HostStream::synchronize() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  return std::exchange(first_error_, std::nullopt);
+}
+
+void HostStream::work() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything queued has run
+    auto [ticket, op] = std::move(queue_.front());
+    queue_.pop_front();
+    running_++;
+    lock.unlock();
+    std::optional<Error> error;
+    try {
+      comm_.runInTurn(ticket, op);
+    } catch (const Error& e) {
+      error = e;
+    } catch (const std::exception& e) {
+      error = Error(Result::kInternalError, std::string("stream operation failed: ") + e.what());
+    }
+    lock.lock();
+    running_--;
+    if (error && !first_error_) first_error_ = std::move(error);
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ouro

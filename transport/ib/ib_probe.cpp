@@ -1,0 +1,30 @@
+#include "transport/ib/ib_probe.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/strings.hpp"
+
+#if OURO_HAVE_IBVERBS
+#include <infiniband/verbs.h>
+#endif
+
+namespace ouro::transport::ib {
+
+std::string unavailableReason() {
+#if OURO_HAVE_IBVERBS
+  int count = 0;
+  errno = 0;
+  ibv_device** list = ibv_get_device_list(&count);
+  if (!list) return strprintf("ibv_get_device_list failed: %s", std::strerror(errno));
+  std::string reason;
+  if (count == 0) reason = "no RDMA devices";
+  ibv_free_device_list(list);
+  if (reason.empty()) reason = "the verbs data path is not implemented yet";
+  return reason;
+#else
+  return "ouro was built without libibverbs (install libibverbs-dev and reconfigure)";
+#endif
+}
+
+}  // namespace ouro::transport::ib

@@ -1,0 +1,67 @@
+// A Link moves messages to and from one peer: the narrow interface every transport implements
+// (shared-memory FIFOs, TCP; CUDA IPC and InfiniBand later), so the collective algorithms in comm/
+// are written once. Each direction is a FIFO of fixed-size slots:
+//   sender:   buf = trySendSlot(); fill buf; postSend(header)     (slot owned by the link after)
+//   receiver: tryRecv(&view); read view.data; releaseRecv()       (slot returned to the sender)
+// Calls never block; comm/'s waiter decides how to wait (spin, yield, futex or poll) using
+// waitHints(). At most one send slot and one received message are held at a time.
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ouro::transport {
+
+constexpr uint32_t kMessageMagic = 0x4f55524du;  // "OURM"
+
+enum class MessageKind : uint32_t {
+  kData = 1,        // a slice of a collective or of a send/recv
+  kDescriptor = 2,  // a call's descriptor (what the sender is calling), optional inline payload
+  kAbort = 3,       // the sender's communicator failed or was aborted; payload is the reason
+};
+
+// Precedes every message. Checked by the receiver before anything in it is trusted.
+struct MessageHeader {
+  uint32_t magic = kMessageMagic;
+  uint32_t kind = 0;
+  uint32_t bytes = 0;     // payload bytes, <= slotBytes()
+  uint32_t reserved = 0;
+  uint64_t call = 0;      // the sender's call sequence number (collective or per-peer send/recv)
+  uint64_t aux = 0;       // kind-specific (e.g. a descriptor word)
+};
+static_assert(sizeof(MessageHeader) == 32);
+
+struct ReceivedMessage {
+  MessageHeader header;
+  const std::byte* data = nullptr;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual const char* transportName() const = 0;  // "shm", "tcp"
+  virtual size_t slotBytes() const = 0;           // largest payload of one message
+
+  virtual std::byte* trySendSlot() = 0;
+  virtual void postSend(const MessageHeader& header) = 0;
+  // Returns false when nothing has arrived yet. Throws ouro::Error(kRemoteError) when the peer
+  // sent kAbort or its connection ended, and kInternalError for a malformed header.
+  virtual bool tryRecv(ReceivedMessage* out) = 0;
+  virtual void releaseRecv() = 0;
+
+  // Pushes queued bytes toward the peer (TCP); true when something moved.
+  virtual bool progress() { return false; }
+  // True while posted messages are still queued in this process (TCP): an operation is only
+  // complete once they are handed to the kernel, since nothing moves them between calls.
+  virtual bool sendsPending() const { return false; }
+  // Sends kAbort with the reason, best effort and without blocking (the link is dead after).
+  virtual void sendAbort(const std::string& reason) = 0;
+  // Descriptors to poll(2) while blocked waiting on this link (TCP sockets); none for shm.
+  virtual void pollFds(std::vector<pollfd>* fds) const { (void)fds; }
+};
+
+}  // namespace ouro::transport

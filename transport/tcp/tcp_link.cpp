@@ -1,0 +1,178 @@
+#include "transport/tcp/tcp_link.hpp"
+
+#include <sys/uio.h>
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/strings.hpp"
+
+namespace ouro::transport::tcp {
+
+TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots)
+    : peer_(peer_rank), slot_bytes_(slot_bytes), sockets_(std::move(sockets)) {
+  OURO_ASSERT(!sockets_.empty());
+  for (auto& s : sockets_) setNonBlocking(s.get(), true);
+  slots_.resize(size_t(slots));
+  for (int i = slots - 1; i >= 0; i--) {
+    slots_[size_t(i)].buffer.resize(slot_bytes);
+    free_slots_.push_back(i);
+  }
+  send_queues_.resize(sockets_.size());
+  recv_buffer_.resize(slot_bytes);
+}
+
+TcpLink::~TcpLink() = default;
+
+void TcpLink::connectionLost(const char* what, int err) {
+  dead_ = true;
+  if (err == 0)
+    raise(Result::kRemoteError, "rank %d closed its connection (%s); the process exited, crashed or destroyed its communicator",
+          peer_, what);
+  raise(Result::kRemoteError, "connection to rank %d failed while %s: %s; the peer exited or the network dropped it",
+        peer_, what, std::strerror(err));
+}
+
+std::byte* TcpLink::trySendSlot() {
+  OURO_ASSERT(acquired_ < 0);
+  if (free_slots_.empty()) progress();
+  if (free_slots_.empty()) return nullptr;
+  acquired_ = free_slots_.back();
+  free_slots_.pop_back();
+  return slots_[size_t(acquired_)].buffer.data();
+}
+
+void TcpLink::postSend(const MessageHeader& header) {
+  OURO_ASSERT(acquired_ >= 0 && header.bytes <= slot_bytes_);
+  SendSlot& slot = slots_[size_t(acquired_)];
+  slot.header = header;
+  slot.written = 0;
+  send_queues_[messages_sent_++ % sockets_.size()].push_back(acquired_);
+  acquired_ = -1;
+  progress();
+}
+
+bool TcpLink::progress() {
+  if (dead_) return false;
+  bool moved = false;
+  for (size_t s = 0; s < sockets_.size(); s++) {
+    auto& queue = send_queues_[s];
+    while (!queue.empty()) {
+      SendSlot& slot = slots_[size_t(queue.front())];
+      const size_t total = sizeof(MessageHeader) + slot.header.bytes;
+      iovec iov[2];
+      int n = 0;
+      if (slot.written < sizeof(MessageHeader))
+        iov[n++] = {reinterpret_cast<char*>(&slot.header) + slot.written, sizeof(MessageHeader) - slot.written};
+      size_t payload_done = slot.written > sizeof(MessageHeader) ? slot.written - sizeof(MessageHeader) : 0;
+      if (slot.header.bytes > payload_done) iov[n++] = {slot.buffer.data() + payload_done, slot.header.bytes - payload_done};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = size_t(n);
+      ssize_t w = ::sendmsg(sockets_[s].get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        connectionLost("sending", errno);
+      }
+      moved = true;
+      slot.written += size_t(w);
+      if (slot.written < total) break;
+      free_slots_.push_back(queue.front());
+      queue.pop_front();
+    }
+  }
+  return moved;
+}
+
+bool TcpLink::sendsPending() const {
+  if (dead_) return false;
+  for (const auto& q : send_queues_)
+    if (!q.empty()) return true;
+  return false;
+}
+
+bool TcpLink::tryRecv(ReceivedMessage* out) {
+  OURO_ASSERT(!recv_held_);
+  if (dead_) connectionLost("receiving", 0);
+  int fd = sockets_[messages_received_ % sockets_.size()].get();
+  while (true) {
+    size_t want;
+    std::byte* dst;
+    if (recv_got_ < sizeof(MessageHeader)) {
+      want = sizeof(MessageHeader) - recv_got_;
+      dst = reinterpret_cast<std::byte*>(&recv_header_) + recv_got_;
+    } else {
+      size_t payload_got = recv_got_ - sizeof(MessageHeader);
+      want = recv_header_.bytes - payload_got;
+      dst = recv_buffer_.data() + payload_got;
+    }
+    if (want == 0) break;
+    ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
+    if (r > 0) {
+      recv_got_ += size_t(r);
+      if (recv_got_ == sizeof(MessageHeader)) {
+        const MessageHeader& h = recv_header_;
+        // Checked before a single payload byte is trusted or buffered.
+        if (h.magic != kMessageMagic || h.kind < 1 || h.kind > 3 || h.bytes > slot_bytes_) {
+          dead_ = true;
+          raise(Result::kInternalError,
+                "rank %d sent a malformed message header (magic %#x, kind %u, %u bytes, limit %zu); is every rank "
+                "running the same ouro version and OURO_* settings?",
+                peer_, h.magic, h.kind, h.bytes, slot_bytes_);
+        }
+      }
+      continue;
+    }
+    if (r == 0) connectionLost("receiving", 0);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    connectionLost("receiving", errno);
+  }
+  if (recv_header_.kind == uint32_t(MessageKind::kAbort)) {
+    dead_ = true;
+    std::string reason(reinterpret_cast<const char*>(recv_buffer_.data()), recv_header_.bytes);
+    raise(Result::kRemoteError, "rank %d failed: %s", peer_, reason.c_str());
+  }
+  out->header = recv_header_;
+  out->data = recv_buffer_.data();
+  recv_held_ = true;
+  return true;
+}
+
+void TcpLink::releaseRecv() {
+  OURO_ASSERT(recv_held_);
+  recv_held_ = false;
+  recv_got_ = 0;
+  messages_received_++;
+}
+
+void TcpLink::sendAbort(const std::string& reason) {
+  if (dead_) return;
+  // Best effort on every socket, so the peer finds it whichever message it is waiting for; a full
+  // socket buffer just means the peer will see the connection close instead.
+  std::string text = reason.substr(0, std::min(reason.size(), slot_bytes_));
+  MessageHeader h;
+  h.kind = uint32_t(MessageKind::kAbort);
+  h.bytes = uint32_t(text.size());
+  for (size_t i = 0; i < sockets_.size(); i++) {
+    // A message half written on this socket would swallow the abort's header into its payload.
+    const auto& queue = send_queues_[i];
+    if (!queue.empty() && slots_[size_t(queue.front())].written > 0) continue;
+    iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    (void)::sendmsg(sockets_[i].get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  dead_ = true;
+}
+
+void TcpLink::pollFds(std::vector<pollfd>* fds) const {
+  if (dead_) return;
+  fds->push_back({sockets_[messages_received_ % sockets_.size()].get(), POLLIN, 0});
+  for (size_t s = 0; s < sockets_.size(); s++)
+    if (!send_queues_[s].empty()) fds->push_back({sockets_[s].get(), POLLOUT, 0});
+}
+
+}  // namespace ouro::transport::tcp

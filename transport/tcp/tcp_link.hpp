@@ -1,0 +1,56 @@
+// Link over TCP: messages (MessageHeader + payload) striped over one or more sockets, message m on
+// socket m % sockets, so the receiver knows where each comes from. All sockets are non-blocking:
+// postSend queues a slot, progress() writes what the kernel takes, tryRecv reads what has
+// arrived; nothing here ever blocks (comm/'s waiter polls pollFds()).
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "transport/link.hpp"
+#include "transport/tcp/socket.hpp"
+
+namespace ouro::transport::tcp {
+
+class TcpLink final : public Link {
+ public:
+  TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots);
+  ~TcpLink() override;
+
+  const char* transportName() const override { return "tcp"; }
+  size_t slotBytes() const override { return slot_bytes_; }
+  std::byte* trySendSlot() override;
+  void postSend(const MessageHeader& header) override;
+  bool tryRecv(ReceivedMessage* out) override;
+  void releaseRecv() override;
+  bool progress() override;
+  bool sendsPending() const override;
+  void sendAbort(const std::string& reason) override;
+  void pollFds(std::vector<pollfd>* fds) const override;
+
+ private:
+  struct SendSlot {
+    std::vector<std::byte> buffer;
+    MessageHeader header;
+    size_t written = 0;  // of sizeof(header) + header.bytes
+  };
+  [[noreturn]] void connectionLost(const char* what, int err);
+
+  int peer_;
+  size_t slot_bytes_;
+  std::vector<Fd> sockets_;
+  std::vector<SendSlot> slots_;
+  std::vector<int> free_slots_;
+  int acquired_ = -1;                          // slot handed out by trySendSlot, not yet posted
+  std::vector<std::deque<int>> send_queues_;   // per socket: posted slots in order
+  uint64_t messages_sent_ = 0;                 // posted so far (chooses the socket)
+  // Receiving message number messages_received_ on socket messages_received_ % sockets.
+  uint64_t messages_received_ = 0;
+  MessageHeader recv_header_{};
+  size_t recv_got_ = 0;  // bytes of header + payload received for the current message
+  std::vector<std::byte> recv_buffer_;
+  bool recv_held_ = false;
+  bool dead_ = false;
+};
+
+}  // namespace ouro::transport::tcp

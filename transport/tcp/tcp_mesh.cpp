@@ -1,0 +1,154 @@
+#include "transport/tcp/tcp_mesh.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <poll.h>
+
+#include <cstring>
+#include <set>
+
+#include "core/env.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+
+namespace ouro::transport::tcp {
+namespace {
+
+constexpr uint32_t kHandshakeMagic = 0x4f555248;  // "OURH"
+constexpr uint32_t kHandshakeVersion = 1;
+constexpr size_t kMaxTokenBytes = 1024;
+
+struct Handshake {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t comm_key;
+  int32_t rank;
+  int32_t socket_index;
+  uint32_t token_bytes;
+  uint32_t reserved;
+};
+static_assert(sizeof(Handshake) == 32);
+
+}  // namespace
+
+Listener::Listener(const std::string& advertise_host) {
+  SockAddr any;
+  auto* in = reinterpret_cast<sockaddr_in*>(&any.storage);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_ANY);
+  in->sin_port = 0;
+  any.len = sizeof(sockaddr_in);
+  fd_ = listenOn(any, 1024);
+  bool v6 = advertise_host.find(':') != std::string::npos;
+  address_ = strprintf(v6 ? "[%s]:%d" : "%s:%d", advertise_host.c_str(), localPort(fd_.get()));
+}
+
+std::string advertisedHost(const std::string& fallback) {
+  if (envIsSet("OURO_BIND_ADDR")) return envString("OURO_BIND_ADDR");
+  if (envIsSet("OURO_IFNAME")) {
+    std::string ifname = envString("OURO_IFNAME");
+    ifaddrs* list = nullptr;
+    std::string found;
+    if (::getifaddrs(&list) == 0) {
+      for (ifaddrs* a = list; a; a = a->ifa_next)
+        if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET && ifname == a->ifa_name) {
+          char buf[INET_ADDRSTRLEN];
+          inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+          found = buf;
+          break;
+        }
+      ::freeifaddrs(list);
+    }
+    if (found.empty())
+      raise(Result::kInvalidArgument, "OURO_IFNAME=%s: no interface of that name with an IPv4 address; `ip addr` lists them",
+            ifname.c_str());
+    return found;
+  }
+  return fallback;
+}
+
+std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<int, std::string>& peers,
+                                           const MeshOptions& options, Deadline deadline) {
+  const int S = options.sockets_per_peer;
+  std::map<int, std::vector<Fd>> out;
+  for (auto& [peer, address] : peers) out[peer].resize(size_t(S));
+  const std::string what_prefix = strprintf("rank %d: connecting to ", options.rank);
+
+  // 1. Dial the lower-ranked peers.
+  for (auto& [peer, address] : peers) {
+    if (peer >= options.rank) continue;
+    std::string host;
+    int port = 0;
+    splitHostPort(address, &host, &port, "peer address");
+    for (int s = 0; s < S; s++) {
+      std::string what = strprintf("%srank %d at %s", what_prefix.c_str(), peer, address.c_str());
+      Fd fd = connectWithRetry(host, port, deadline, what);
+      Handshake h{kHandshakeMagic, kHandshakeVersion, options.comm_key, options.rank, s,
+                  uint32_t(options.token.size()), 0};
+      sendAll(fd.get(), &h, sizeof(h), deadline, what);
+      sendAll(fd.get(), options.token.data(), options.token.size(), deadline, what);
+      char ack = 0;
+      try {
+        recvAll(fd.get(), &ack, 1, deadline, what);
+      } catch (Error& e) {
+        if (e.code() == Result::kRemoteError)
+          e.addContext(strprintf("rank %d refused the connection (check that every rank has the same OURO_TOKEN)", peer));
+        throw;
+      }
+      setNoDelay(fd.get());
+      out[peer][size_t(s)] = std::move(fd);
+    }
+  }
+
+  // 2. Accept the higher-ranked peers, refusing (and logging) anything that is not one of them.
+  std::set<std::pair<int, int>> expected;
+  for (auto& [peer, address] : peers)
+    if (peer > options.rank)
+      for (int s = 0; s < S; s++) expected.insert({peer, s});
+  while (!expected.empty()) {
+    std::vector<int> waiting;
+    for (auto& [peer, s] : expected)
+      if (waiting.empty() || waiting.back() != peer) waiting.push_back(peer);
+    std::string what = strprintf("rank %d: waiting for rank%s %s to connect", options.rank,
+                                 waiting.size() > 1 ? "s" : "", joinInts(waiting).c_str());
+    Fd fd = acceptUntil(listener.fd(), deadline, what);
+    std::string from = peerAddress(fd.get()).str();
+    Handshake h{};
+    std::string token;
+    try {
+      // A short, separate deadline: a silent or slow stranger must not stall the real peers.
+      Deadline hs = Deadline(std::min(deadline.atNs(), nowNs() + int64_t(5e9)));
+      recvAll(fd.get(), &h, sizeof(h), hs, "handshake from " + from);
+      if (h.magic != kHandshakeMagic || h.version != kHandshakeVersion || h.token_bytes > kMaxTokenBytes) {
+        OURO_WARN("rank %d: refused a connection from %s: not an ouro %s handshake", options.rank, from.c_str(),
+                  h.magic == kHandshakeMagic ? "version-1" : "transport");
+        continue;
+      }
+      token.resize(h.token_bytes);
+      recvAll(fd.get(), token.data(), token.size(), hs, "handshake from " + from);
+    } catch (const Error& e) {
+      OURO_WARN("rank %d: dropped a connection from %s during the handshake: %s", options.rank, from.c_str(),
+                e.message().c_str());
+      continue;
+    }
+    if (token != options.token) {
+      OURO_WARN("rank %d: refused a connection from %s: its job token (OURO_TOKEN) does not match", options.rank,
+                from.c_str());
+      continue;
+    }
+    if (h.comm_key != options.comm_key || !expected.count({h.rank, h.socket_index})) {
+      OURO_WARN("rank %d: refused a connection from %s claiming rank %d socket %d: not expected by this communicator",
+                options.rank, from.c_str(), h.rank, h.socket_index);
+      continue;
+    }
+    char ack = 'A';
+    sendAll(fd.get(), &ack, 1, deadline, "acknowledging rank " + std::to_string(h.rank));
+    expected.erase({h.rank, h.socket_index});
+    out[h.rank][size_t(h.socket_index)] = std::move(fd);
+  }
+  return out;
+}
+
+}  // namespace ouro::transport::tcp
