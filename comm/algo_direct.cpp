@@ -47,6 +47,7 @@ class Direct {
         generation_(e.directGeneration()) {}
 
   void run() {
+    if (a_.kind != CollKind::kAllReduce) e_.noteAlgorithm(a_.kind, "direct (staging buffers, announcement lines)");
     switch (a_.kind) {
       case CollKind::kAllReduce: return allReduce();
       case CollKind::kReduceScatter: return reduceScatter();
@@ -142,6 +143,7 @@ class Direct {
     const size_t bytes = a_.count * es_;
     std::vector<const void*>& srcs = e_.sources();
     if (bytes <= kInlineBytes) {
+      e_.noteAlgorithm(a_.kind, "direct inline (data in the announcement line)");
       announce(in_, bytes, generation_);
       for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
       return reduceFrom(out_, srcs, a_.count);
@@ -151,6 +153,8 @@ class Direct {
     // Symmetric reduction reads every buffer on every rank; worth it while the chunk is small or
     // there are only two ranks (then it reads no more than reduce-scatter + all-gather does).
     const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
+    e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
+                                        : "direct reduce-scatter + all-gather through staging buffers");
     const uint64_t g0 = generation_;
     for (size_t k = 0; k < nc; k++) {
       const uint64_t g = g0 + k + 1;

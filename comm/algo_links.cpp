@@ -44,8 +44,13 @@ class OverLinks {
   void run() {
     const std::string& algo = e_.algo();
     if (algo != "ring" && n_ <= kOneShotMaxRanks && maxPeerBytes() + sizeof(CallDescriptor) <= minSlotBytes() &&
-        maxPeerBytes() <= kOneShotMaxBytes)
+        maxPeerBytes() <= kOneShotMaxBytes) {
+      e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
       return oneShot();
+    }
+    static const char* const kNames[] = {"", "ring", "ring", "ring", "pipelined chain", "pipelined chain",
+                                         "pairwise transfers", "descriptor exchange", ""};
+    e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)]);
     if (e_.checkEnabled() || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
     switch (a_.kind) {
       case CollKind::kAllReduce: return ring(kernels::RingCollective::kAllReduce);

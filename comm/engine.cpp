@@ -87,6 +87,15 @@ std::byte* Engine::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+void Engine::noteAlgorithm(CollKind kind, const char* algorithm) {
+  if (!logEnabled(LogLevel::kInfo)) return;
+  for (auto& [k, a] : noted_)
+    if (k == kind && a == algorithm) return;
+  noted_.emplace_back(kind, algorithm);
+  OURO_INFO("rank %d: %s #%llu uses the %s algorithm (OURO_ALGO=%s)", rank_, collName(kind),
+            (unsigned long long)call_, algorithm, algo_.c_str());
+}
+
 void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
 
 void Engine::requireUsable(const char* call) const {

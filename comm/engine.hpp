@@ -82,6 +82,8 @@ class Engine {
   // Records what a peer last announced (links family), for timeout messages.
   void sawPeerCall(int peer, CollKind kind, uint64_t call);
   bool checkEnabled() const { return check_; }
+  // Logs (info, once per collective and algorithm) which algorithm the planner chose.
+  void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
   // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
   std::byte* scratch(size_t bytes);
@@ -122,6 +124,7 @@ class Engine {
   std::vector<uint64_t> peer_last_call_;  // links family: kind << 56 | call
   std::vector<std::byte> scratch_;
   std::vector<const void*> sources_;
+  std::vector<std::pair<CollKind, const char*>> noted_;
 
   mutable std::mutex failure_mu_;
   std::string failure_;  // non-empty once failed
