@@ -13,7 +13,7 @@ extern char** environ;
 namespace ouro {
 namespace {
 
-// Keep sorted by topic; docs and `ouro-run --settings` print this table as it is.
+// Grouped by topic. docs/SETTINGS.md documents every entry (a test checks that it does).
 constexpr Setting kSettings[] = {
     // Rendezvous and identity (API.md "Communicators").
     {"OURO_RANK", "", "this process's rank (set by ouro-run; overrides torchrun/Slurm/MPI variables)"},
@@ -28,7 +28,7 @@ constexpr Setting kSettings[] = {
     // Transports.
     {"OURO_TRANSPORT", "auto", "auto|shm|tcp|ib: auto uses shared memory on one host and TCP between hosts"},
     {"OURO_IFNAME", "", "network interface whose address TCP connections use"},
-    {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME)"},
+    {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME; default: all interfaces)"},
     {"OURO_TCP_SOCKETS", "1", "TCP sockets per peer, messages striped across them"},
     {"OURO_TCP_SLOT_BYTES", "524288", "bytes per TCP message (the pipelining unit over TCP)"},
     {"OURO_TCP_SLOTS", "4", "messages a TCP link may have in flight per direction"},
@@ -36,7 +36,7 @@ constexpr Setting kSettings[] = {
     {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO"},
     {"OURO_SHM_STAGING_BYTES", "524288", "bytes per staging buffer of the one-host direct algorithms (two per rank)"},
     // Algorithms.
-    {"OURO_ALGO", "auto", "auto|ring|direct|latency: force the collective algorithm"},
+    {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages in a ring; latency = one-shot exchange over links when the data fits"},
     {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},
     {"OURO_SPIN_US", "", "microseconds a wait spins before yielding (default: by ranks per core)"},
     // Diagnostics.
@@ -103,7 +103,7 @@ void warnUnknownSettingsOnce() {
         if (d < best) best = d, nearest = &s;
       }
       if (!known)
-        OURO_WARN("%s is not an ouro setting (did you mean %s?); it is ignored. `ouro-run --settings` lists them all",
+        OURO_WARN("%s is not an ouro setting (did you mean %s?); it is ignored. docs/SETTINGS.md lists them all",
                   name.c_str(), nearest ? nearest->name : "?");
     }
   });

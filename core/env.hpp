@@ -1,5 +1,5 @@
 // The one registry of OURO_* settings: every variable ouro reads is listed in env.cpp with its
-// default and meaning (docs/SETTINGS.md is generated from the same table by `ouro-run --settings`).
+// default and meaning; docs/SETTINGS.md documents the same table (tests/core checks they agree).
 // Reading a name that is not registered is a bug; OURO_* variables in the environment that are not
 // registered get one warning naming the nearest known setting.
 #pragma once

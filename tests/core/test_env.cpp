@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "core/env.hpp"
 #include "core/error.hpp"
@@ -35,5 +37,18 @@ TEST_CASE("every registered setting has a name, help and a unique entry") {
     CHECK(std::string(all[i].name).rfind("OURO_", 0) == 0);
     CHECK(std::string(all[i].help).size() > 10);
     for (size_t j = i + 1; j < all.size(); j++) CHECK(std::string(all[i].name) != all[j].name);
+  }
+}
+
+TEST_CASE("docs/SETTINGS.md documents every registered setting with its default") {
+  const char* path = std::getenv("TEST_SETTINGS_DOC");
+  REQUIRE(path != nullptr);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const Setting& s : allSettings()) {
+    std::string def = *s.default_value ? std::string("`") + s.default_value + "`" : "(unset)";
+    INFO(s.name);
+    CHECK(text.str().find(std::string("| `") + s.name + "` | " + def + " |") != std::string::npos);
   }
 }

@@ -34,6 +34,12 @@ static_assert(sizeof(Handshake) == 32);
 }  // namespace
 
 Listener::Listener(const std::string& advertise_host) {
+  if (envIsSet("OURO_BIND_ADDR")) {
+    fd_ = listenOn(resolve(envString("OURO_BIND_ADDR"), 0).front(), 1024);
+    bool v6 = advertise_host.find(':') != std::string::npos;
+    address_ = strprintf(v6 ? "[%s]:%d" : "%s:%d", advertise_host.c_str(), localPort(fd_.get()));
+    return;
+  }
   SockAddr any;
   auto* in = reinterpret_cast<sockaddr_in*>(&any.storage);
   in->sin_family = AF_INET;
