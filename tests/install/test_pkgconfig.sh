@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds an outside program against ouro through pkg-config, twice: with the build tree's
+# uninstalled ouro.pc, and after `meson install` into a scratch prefix; runs each under ouro-run.
+# usage: test_pkgconfig.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+tmp=$(mktemp -d /tmp/ouro-pkgconfig.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+compile_and_run() {  # label, PKG_CONFIG_PATH, extra pkg-config flags, LD_LIBRARY_PATH
+  local label=$1 pcpath=$2 extra=$3 libpath=$4
+  flags=$(PKG_CONFIG_PATH=$pcpath pkg-config $extra --cflags --libs ouro)
+  g++ -std=c++20 "$src/tests/install/consumer.cpp" $flags -o "$tmp/consumer-$label"
+  LD_LIBRARY_PATH=$libpath "$build/tools/ouro-run/ouro-run" -n 2 "$tmp/consumer-$label" > "$tmp/out-$label"
+  if [[ $(grep -c ": ok" "$tmp/out-$label") != 2 ]]; then
+    echo "FAIL ($label): the consumer did not report ok on both ranks:"; cat "$tmp/out-$label"; exit 1
+  fi
+  echo "ok: built and ran with the $label ouro.pc"
+}
+
+compile_and_run uninstalled "$build/meson-uninstalled" "" "$build/comm"
+
+meson install -C "$build" --destdir "$tmp/root" --no-rebuild --quiet > "$tmp/install.log" 2>&1 || {
+  echo "FAIL: meson install"; cat "$tmp/install.log"; exit 1; }
+pc=$(find "$tmp/root" -name ouro.pc | head -1)
+[[ -n $pc ]] || { echo "FAIL: meson install put no ouro.pc under $tmp/root"; exit 1; }
+libdir=$(dirname "$(find "$tmp/root" -name 'libouro.so' | head -1)")
+[[ -f $(dirname "$(dirname "$pc")")/../include/ouro/ouro.h || -n $(find "$tmp/root" -path '*include/ouro/ouro.h') ]] ||
+  { echo "FAIL: ouro/ouro.h was not installed"; exit 1; }
+# The installed .pc names the real prefix; point it at where DESTDIR put the files.
+prefix=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=prefix ouro)
+compile_and_run installed "$(dirname "$pc")" "--define-variable=prefix=$tmp/root$prefix" "$libdir"
