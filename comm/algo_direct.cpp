@@ -67,8 +67,9 @@ class Direct {
   ControlBlock* control(int rank) const { return world_.control(rank); }
 
   void ringPeers() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for all peers (see doorbell.hpp)
     for (int p = 0; p < n_; p++)
-      if (p != me_) transport::shm::ring(control(p));
+      if (p != me_) transport::shm::ringAfterFence(control(p));
   }
 
   std::vector<int> ranksWhere(const std::function<bool(int)>& waiting) const {
@@ -76,6 +77,18 @@ class Direct {
     for (int p = 0; p < n_; p++)
       if (p != me_ && waiting(p)) out.push_back(p);
     return out;
+  }
+  // Waits until no peer satisfies `waiting` (checked without allocating: this is the hot path of
+  // every small call); names the peers still waited on only when the wait turns slow.
+  template <typename Waiting>
+  void waitWhile(Waiting&& waiting) {
+    e_.waitUntil(
+        [&] {
+          for (int p = 0; p < n_; p++)
+            if (p != me_ && waiting(p)) return false;
+          return true;
+        },
+        [&] { return ranksWhere(waiting); });
   }
 
   // Publishes this call's line and waits for every peer's, then checks descriptors.
@@ -87,7 +100,7 @@ class Direct {
     mine.call.store(call_, std::memory_order_release);
     ringPeers();
     auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != call_; };
-    e_.waitUntil([&] { return ranksWhere(absent).empty(); }, [&] { return ranksWhere(absent); });
+    waitWhile(absent);
     for (int p = 0; p < n_; p++) {
       if (p == me_ || line(p).descriptor == desc_) continue;
       // Every rank sees every line, so every rank reaches this same verdict. Resynchronise the
@@ -117,13 +130,13 @@ class Direct {
     auto behind = [&](int p) {
       return (only < 0 || p == only) && line(p).staged.load(std::memory_order_acquire) < g;
     };
-    e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+    waitWhile(behind);
   }
   // Before overwriting our buffer for generation g: every peer is done with g - 2.
   void waitBufferFree(uint64_t g) {
     if (g < 2) return;
     auto behind = [&](int p) { return control(p)->consumed.value.load(std::memory_order_acquire) < g - 2; };
-    e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+    waitWhile(behind);
   }
   std::byte* staging(int rank, uint64_t g) const { return world_.staging(rank, int(g & 1)); }
   size_t stagingBytes() const { return world_.layout().staging_bytes; }
@@ -180,7 +193,7 @@ class Direct {
         control(me_)->reduced.value.store(g, std::memory_order_release);
         ringPeers();
         auto behind = [&](int p) { return control(p)->reduced.value.load(std::memory_order_acquire) < g; };
-        e_.waitUntil([&] { return ranksWhere(behind).empty(); }, [&] { return ranksWhere(behind); });
+        waitWhile(behind);
         for (int p = 0; p < n_; p++) {
           auto slice = kernels::chunkRange(len, n_, p);
           std::memcpy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_);

@@ -45,14 +45,16 @@ HostStream* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const ch
   return h;
 }
 
-// Runs op now on this thread (stream NULL) or queues it on the stream, in issue order.
-void submit(ouroComm_t comm, ouroStream_t stream, const char* call, std::function<void(Engine&)> op) {
+// Runs op now on this thread (stream NULL) or queues it on the stream, in issue order. A
+// template so the blocking path (the latency-critical one) allocates nothing.
+template <typename Op>
+void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Op&& op) {
   Communicator& c = requireCommunicator(comm, call);
   HostStream* s = streamFor(stream, comm, c, call);
   c.engine().requireUsable(call);
   uint64_t ticket = c.issue();
   if (!s) return c.runInTurn(ticket, [&] { op(c.engine()); });
-  s->enqueue(ticket, [&c, call, op = std::move(op)] {
+  s->enqueue(ticket, [&c, call, op = std::forward<Op>(op)]() mutable {
     c.engine().requireUsable(call);
     op(c.engine());
   });

@@ -82,30 +82,23 @@ void Communicator::abort() {
   if (engine_) engine_->fail(strprintf("rank %d called ouroCommAbort", rank_));
 }
 
-void Communicator::runInTurn(uint64_t ticket, const std::function<void()>& op) {
-  // Without streams only the caller's thread issues and runs operations, so its turn is now and
-  // the fast path takes no lock. Waiters re-check every millisecond, so a turn published without
-  // the lock (while a stream was being created) is still seen.
-  if (executed_.load(std::memory_order_acquire) != ticket) {
-    std::unique_lock lock(order_mu_);
-    while (executed_.load(std::memory_order_acquire) != ticket) order_cv_.wait_for(lock, std::chrono::milliseconds(1));
+// Waiters re-check every millisecond, so a turn published without the lock (finishTurn while no
+// stream existed yet) is still seen.
+void Communicator::waitForTurn(uint64_t ticket) {
+  std::unique_lock lock(order_mu_);
+  while (executed_.load(std::memory_order_acquire) != ticket) order_cv_.wait_for(lock, std::chrono::milliseconds(1));
+}
+
+void Communicator::finishTurn(uint64_t next) {
+  if (streams_.load(std::memory_order_acquire) == 0) {
+    executed_.store(next, std::memory_order_release);
+    return;
   }
-  struct Advance {
-    Communicator* c;
-    uint64_t next;
-    ~Advance() {
-      if (c->streams_.load(std::memory_order_acquire) == 0) {
-        c->executed_.store(next, std::memory_order_release);
-        return;
-      }
-      {
-        std::lock_guard lock(c->order_mu_);
-        c->executed_.store(next, std::memory_order_release);
-      }
-      c->order_cv_.notify_all();
-    }
-  } advance{this, ticket + 1};
-  op();
+  {
+    std::lock_guard lock(order_mu_);
+    executed_.store(next, std::memory_order_release);
+  }
+  order_cv_.notify_all();
 }
 
 void Communicator::setLastError(const std::string& msg) {

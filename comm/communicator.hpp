@@ -43,7 +43,18 @@ class Communicator {
   // Operations run in the order they were issued, whichever thread runs them (the caller for
   // blocking calls, a stream's worker for queued ones): every rank must see the same order.
   uint64_t issue() { return issued_.fetch_add(1, std::memory_order_relaxed); }
-  void runInTurn(uint64_t ticket, const std::function<void()>& op);
+  template <typename Op>
+  void runInTurn(uint64_t ticket, Op&& op) {
+    // Without streams only the caller's thread issues and runs operations, so its turn is now
+    // and this takes no lock.
+    if (executed_.load(std::memory_order_acquire) != ticket) waitForTurn(ticket);
+    struct Advance {
+      Communicator* c;
+      uint64_t next;
+      ~Advance() { c->finishTurn(next); }
+    } advance{this, ticket + 1};
+    op();
+  }
   void streamAdded() { streams_.fetch_add(1); }
   void streamRemoved() { streams_.fetch_sub(1); }
 
@@ -52,6 +63,8 @@ class Communicator {
 
  private:
   Communicator(std::shared_ptr<store::Store> store, std::string prefix, int rank, int nranks);
+  void waitForTurn(uint64_t ticket);
+  void finishTurn(uint64_t next);
 
   std::shared_ptr<store::Store> store_;
   std::string prefix_;

@@ -98,10 +98,9 @@ void Engine::noteAlgorithm(CollKind kind, const char* algorithm) {
 
 void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
 
-void Engine::requireUsable(const char* call) const {
+void Engine::throwUnusable(const char* call) const {
   std::lock_guard lock(failure_mu_);
-  if (!failure_.empty())
-    raise(Result::kInvalidUsage,
+  raise(Result::kInvalidUsage,
           "rank %d: %s: this communicator failed earlier and cannot be used (%s); destroy it (ouroCommAbort) and "
           "create a new one",
           rank_, call, failure_.c_str());
@@ -112,6 +111,7 @@ void Engine::fail(const std::string& reason) {
     std::lock_guard lock(failure_mu_);
     if (!failure_.empty()) return;
     failure_ = reason;
+    failed_.store(true, std::memory_order_release);
   }
   // Tell every peer, so ranks waiting on us (or on ranks waiting on us) stop within moments
   // instead of at their own timeout.
@@ -129,7 +129,7 @@ void Engine::fail(const std::string& reason) {
 void Engine::collective(const CollArgs& args) {
   call_ = ++calls_;
   call_name_ = collName(args.kind);
-  deadline_ = Deadline(nowNs() + timeout_ns_);
+  deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
   if (shm_)
     shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
   try {
@@ -151,7 +151,7 @@ void Engine::collective(const CollArgs& args) {
 void Engine::sendRecv(std::vector<Transfer>& transfers) {
   call_name_ = collName(CollKind::kSendRecv);
   call_ = ++p2p_calls_;
-  deadline_ = Deadline(nowNs() + timeout_ns_);
+  deadline_ = Deadline::never();
   if (shm_)
     shm_->control(shm_->localRank())->current_call.value.store(packCall(CollKind::kSendRecv, calls_),
                                                                 std::memory_order_relaxed);
@@ -189,6 +189,7 @@ void Engine::flushLinks() {
 
 void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missing) {
   const int64_t start = nowNs();
+  if (deadline_.atNs() == INT64_MAX) deadline_ = Deadline(start + timeout_ns_);  // the call's first slow wait
   const int64_t spin_end = start + policy_.spin_ns;
   const int64_t yield_end = spin_end + policy_.yield_ns;
   int64_t next_check = start + kPeerCheckPeriodNs;

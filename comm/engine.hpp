@@ -8,6 +8,7 @@
 // other's staging buffers and announcement lines), else "links" (messages over shm FIFOs and TCP).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,7 +61,9 @@ class Engine {
   // Marks the communicator failed and tells every peer; later calls fail at once.
   void fail(const std::string& reason);
   // Throws ouroInvalidUsage if an earlier failure left the communicator unusable.
-  void requireUsable(const char* call) const;
+  void requireUsable(const char* call) const {
+    if (failed_.load(std::memory_order_acquire)) throwUnusable(call);
+  }
 
   uint64_t nextSendCall(int peer) { return send_calls_[size_t(peer)]++; }
   uint64_t nextRecvCall(int peer) { return recv_calls_[size_t(peer)]++; }
@@ -69,10 +72,10 @@ class Engine {
   using MissingFn = std::function<std::vector<int>()>;
   // Returns when ready() is true; between tries keeps TCP moving, watches the peers that
   // missing() names, and throws kTimeout at the call's deadline.
-  template <typename Ready>
-  void waitUntil(Ready&& ready, const MissingFn& missing) {
+  template <typename Ready, typename Missing>
+  void waitUntil(Ready&& ready, Missing&& missing) {
     if (ready()) return;
-    waitSlow(std::function<bool()>(std::ref(ready)), missing);
+    waitSlow(std::function<bool()>(std::ref(ready)), MissingFn(std::ref(missing)));
   }
   transport::Link& link(int peer) const { return *links_[size_t(peer)]; }
   transport::shm::ShmWorld& shm() const { return *shm_; }
@@ -92,6 +95,7 @@ class Engine {
 
  private:
   void waitSlow(const std::function<bool()>& ready, const MissingFn& missing);
+  [[noreturn]] void throwUnusable(const char* call) const;
   void checkPeers(const std::vector<int>& waited_on);
   [[noreturn]] void throwTimeout(const std::vector<int>& waited_on);
   std::string lastSeen(int peer) const;
@@ -128,6 +132,7 @@ class Engine {
 
   mutable std::mutex failure_mu_;
   std::string failure_;  // non-empty once failed
+  std::atomic<bool> failed_{false};
 };
 
 // Pack / unpack "what a rank is in" for ControlBlock::current_call and peer_last_call_.

@@ -1,50 +1,117 @@
-// PLACEHOLDER scalar reductions (to be replaced by the vectorised implementation).
+// The public host reductions: argument checks and dispatch to the per-dtype tables
+// (reduce_loops.hpp), and reduceMany's tiling.
 #include "kernels/cpu/reduce.hpp"
 
-#include <cstdint>
 #include <cstring>
+
+#include "core/error.hpp"
+#include "kernels/cpu/reduce_loops.hpp"
 
 namespace ouro::kernels {
 namespace {
-template <typename T>
-T apply(T a, T b, RedOp op) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg: return T(a + b);
-    case RedOp::kProd: return T(a * b);
-    case RedOp::kMax: return a > b ? a : b;
-    case RedOp::kMin: return a < b ? a : b;
+
+static_assert(int(RedOp::kSum) == 0 && int(RedOp::kProd) == 1 && int(RedOp::kMax) == 2 &&
+                  int(RedOp::kMin) == 3 && int(RedOp::kAvg) == 4,
+              "TypeKernels::ops is indexed by the RedOp value");
+
+// reduceMany keeps the running result of one tile of elements in a stack buffer of the compute
+// type: 8 KiB stays in L1 next to the source tiles streaming through, so n sources cost one
+// pass over memory, and 16-bit formats are rounded once, after the last source.
+constexpr size_t kTileBytes = 8192;
+
+// Callers (comm/) validate user input, so a bad enum here is a bug: fail loudly.
+const cpu::TypeKernels& kernelsFor(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8:
+    case DataType::kUint8:
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kInt64:
+    case DataType::kUint64: return cpu::integerKernels(dtype);
+    case DataType::kFloat16: return cpu::float16Kernels();
+    case DataType::kFloat32: return cpu::float32Kernels();
+    case DataType::kFloat64: return cpu::float64Kernels();
+    case DataType::kBfloat16: return cpu::bfloat16Kernels();
   }
-  return a;
+  OURO_ASSERT(isValidDataType(int(dtype)));
+  return cpu::float32Kernels();
 }
-template <typename T>
-void two(T* d, const T* a, const T* b, size_t n, RedOp op) {
-  for (size_t i = 0; i < n; i++) d[i] = apply(a[i], b[i], op);
+
+const cpu::OpKernels& opKernelsFor(DataType dtype, RedOp op) {
+  OURO_ASSERT(isValidRedOp(int(op)));
+  return kernelsFor(dtype).ops[int(op)];
 }
+
 }  // namespace
 
-void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op) {
-  switch (dtype) {
-    case DataType::kFloat32: two((float*)dst, (const float*)a, (const float*)b, count, op); break;
-    case DataType::kFloat64: two((double*)dst, (const double*)a, (const double*)b, count, op); break;
-    case DataType::kInt32: two((int32_t*)dst, (const int32_t*)a, (const int32_t*)b, count, op); break;
-    case DataType::kUint32: two((uint32_t*)dst, (const uint32_t*)a, (const uint32_t*)b, count, op); break;
-    case DataType::kInt64: two((int64_t*)dst, (const int64_t*)a, (const int64_t*)b, count, op); break;
-    case DataType::kUint64: two((uint64_t*)dst, (const uint64_t*)a, (const uint64_t*)b, count, op); break;
-    case DataType::kInt8: two((int8_t*)dst, (const int8_t*)a, (const int8_t*)b, count, op); break;
-    case DataType::kUint8: two((uint8_t*)dst, (const uint8_t*)a, (const uint8_t*)b, count, op); break;
-    default: break;
-  }
-}
 void reduceInPlace(void* dst, const void* src, size_t count, DataType dtype, RedOp op) {
   reduceTwo(dst, dst, src, count, dtype, op);
 }
+
+void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op) {
+  const cpu::OpKernels& k = opKernelsFor(dtype, op);
+  if (count > 0) k.two(dst, a, b, count);
+}
+
+// Per element: op(...op(op(srcs[0], srcs[1]), srcs[2])..., srcs[n-1]), in that order also for
+// floats. dst may be any of the sources: within a tile every source is read before dst is
+// written (the last step reads srcs[n-1] and writes dst element by element), and a tile writes
+// only its own elements.
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op) {
-  if (dst != srcs[0]) std::memcpy(dst, srcs[0], count * dataTypeSize(dtype));
-  for (int i = 1; i < n; i++) reduceInPlace(dst, srcs[i], count, dtype, op);
+  OURO_ASSERT(n >= 1);
+  const cpu::TypeKernels& table = kernelsFor(dtype);
+  const cpu::OpKernels& k = opKernelsFor(dtype, op);
+  const size_t size = table.element_size;
+  if (count == 0) return;
+  if (n == 1) {  // one contribution: a copy, bits unchanged (like a one-rank collective)
+    if (dst != srcs[0]) std::memmove(dst, srcs[0], count * size);
+    return;
+  }
+  if (n == 2) {
+    k.two(dst, srcs[0], srcs[1], count);
+    return;
+  }
+  alignas(64) unsigned char acc[kTileBytes];
+  const size_t tile = kTileBytes / table.acc_element_size;
+  auto* out = static_cast<unsigned char*>(dst);
+  for (size_t begin = 0; begin < count; begin += tile) {
+    const size_t len = count - begin < tile ? count - begin : tile;
+    const size_t offset = begin * size;
+    auto at = [&](int s) { return static_cast<const unsigned char*>(srcs[s]) + offset; };
+    k.accStart(acc, at(0), at(1), len);
+    for (int s = 2; s < n - 1; s++) k.accAdd(acc, at(s), len);
+    k.accFinish(out + offset, acc, at(n - 1), len);
+  }
 }
+
 void finishAvg(void* dst, size_t count, DataType dtype, int nranks) {
-  if (dtype == DataType::kFloat32)
-    for (size_t i = 0; i < count; i++) ((float*)dst)[i] /= float(nranks);
+  OURO_ASSERT(nranks >= 1);
+  const cpu::TypeKernels& table = kernelsFor(dtype);
+  if (count > 0) table.finish_avg(dst, count, nranks);
 }
+
+// Which instruction sets this build's reductions were compiled for (fixed at compile time by
+// -march; there is no run-time dispatch).
+const char* reduceSimdDescription() {
+#if defined(__AVX512F__)
+#define OURO_KERNELS_VECTORS "AVX-512"
+#elif defined(__AVX2__)
+#define OURO_KERNELS_VECTORS "AVX2"
+#elif defined(__AVX__)
+#define OURO_KERNELS_VECTORS "AVX"
+#elif defined(__SSE2__)
+#define OURO_KERNELS_VECTORS "SSE2"
+#elif defined(__ARM_NEON)
+#define OURO_KERNELS_VECTORS "NEON"
+#else
+#define OURO_KERNELS_VECTORS "no"
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+  return OURO_KERNELS_VECTORS " vectors, F16C fp16 conversion";
+#else
+  return OURO_KERNELS_VECTORS " vectors, scalar fp16 conversion";
+#endif
+#undef OURO_KERNELS_VECTORS
+}
+
 }  // namespace ouro::kernels

@@ -2,6 +2,8 @@
 // combined, and rounded back (round-to-nearest-even) once per call: "once per reduction step".
 // Integer ops wrap like unsigned arithmetic (no UB on overflow). Avg is a sum here; the caller
 // finishes it with finishAvg once the last contribution is in.
+// NaN, max/min and signed-zero rules: kernels/common/element_ops.hpp (max/min propagate NaN,
+// every NaN produced is the canonical quiet NaN, so results are the same bits on every path).
 #pragma once
 
 #include <cstddef>
@@ -23,5 +25,9 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
 // Avg's last step: dst[i] = dst[i] / nranks (integers truncate toward zero; floats divide in their
 // own precision, fp16/bf16 in fp32 with one rounding).
 void finishAvg(void* dst, size_t count, DataType dtype, int nranks);
+
+// The instruction sets the reductions were compiled for, e.g. "AVX-512 vectors, F16C fp16
+// conversion" (for benchmark and debug output).
+const char* reduceSimdDescription();
 
 }  // namespace ouro::kernels

@@ -15,12 +15,17 @@ namespace ouro::transport::shm {
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
 void futexWakeAll(std::atomic<uint32_t>* word);
 
-inline void ring(ControlBlock* peer) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+// For several peers after one publish: issue the fence once, then ringAfterFence each.
+inline void ringAfterFence(ControlBlock* peer) {
   if (peer->sleeping.value.load(std::memory_order_relaxed)) {
     peer->doorbell.value.fetch_add(1, std::memory_order_relaxed);
     futexWakeAll(&peer->doorbell.value);
   }
+}
+
+inline void ring(ControlBlock* peer) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ringAfterFence(peer);
 }
 
 }  // namespace ouro::transport::shm
