@@ -43,8 +43,11 @@ class OverLinks {
 
   void run() {
     const std::string& algo = e_.algo();
-    if (algo != "ring" && n_ <= kOneShotMaxRanks && maxPeerBytes() + sizeof(CallDescriptor) <= minSlotBytes() &&
-        maxPeerBytes() <= kOneShotMaxBytes) {
+    // Decided from what every rank agrees on (count, dtype, world, settings), never from this
+    // rank's role: a broadcast's root and its receivers must pick the same algorithm.
+    const size_t call_bytes = a_.kind == CollKind::kBarrier ? 0 : a_.count * es_;
+    if (algo != "ring" && n_ <= kOneShotMaxRanks && call_bytes + sizeof(CallDescriptor) <= e_.sliceBytes() &&
+        call_bytes <= kOneShotMaxBytes) {
       e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
       return oneShot();
     }
@@ -65,13 +68,6 @@ class OverLinks {
   }
 
  private:
-  size_t minSlotBytes() const {
-    size_t m = SIZE_MAX;
-    for (int p = 0; p < n_; p++)
-      if (p != me_) m = std::min(m, e_.link(p).slotBytes());
-    return m;
-  }
-
   // ---- one-shot: what this rank sends peer p, and where ----
   size_t peerBytes(int p) const {
     size_t b = a_.count * es_;
@@ -81,11 +77,6 @@ class OverLinks {
       case CollKind::kBarrier: return 0;
       default: return b;
     }
-  }
-  size_t maxPeerBytes() const {
-    size_t m = 0;
-    for (int p = 0; p < n_; p++) m = std::max(m, peerBytes(p));
-    return m;
   }
   const std::byte* peerData(int p) const {
     bool per_block = a_.kind == CollKind::kReduceScatter || a_.kind == CollKind::kAllToAll;
@@ -227,7 +218,7 @@ class OverLinks {
     const int next = (me_ + 1) % n_, prev = (me_ - 1 + n_) % n_;
     const size_t count = a_.count;
     const size_t slice_elems =
-        std::max<size_t>(1, std::min(e_.link(next).slotBytes(), e_.link(prev).slotBytes()) / es_);
+        std::max<size_t>(1, e_.sliceBytes() / es_);
     // Element offsets are in the "long" buffer: all-reduce count; RS input / AG output n*count.
     const bool blocks = coll != kernels::RingCollective::kAllReduce;
     auto chunk = [&](int c) {
@@ -288,7 +279,7 @@ class OverLinks {
   void chainBroadcast() {
     const int position = (me_ - a_.root + n_) % n_;
     const int next = (me_ + 1) % n_, prev = (me_ - 1 + n_) % n_;
-    const size_t slice_elems = std::max<size_t>(1, e_.link(position == 0 ? next : prev).slotBytes() / es_);
+    const size_t slice_elems = std::max<size_t>(1, e_.sliceBytes() / es_);
     const kernels::ElementRange all{0, a_.count};
     for (size_t j = 0; j < kernels::sliceCount(a_.count, slice_elems); j++) {
       auto sl = kernels::sliceRange(all, slice_elems, j);
@@ -313,7 +304,7 @@ class OverLinks {
   void chainReduce() {
     const int position = (me_ - a_.root - 1 + 2 * n_) % n_;  // root is position n-1
     const int next = (me_ + 1) % n_, prev = (me_ - 1 + n_) % n_;
-    const size_t slice_elems = std::max<size_t>(1, e_.link(position == 0 ? next : prev).slotBytes() / es_);
+    const size_t slice_elems = std::max<size_t>(1, e_.sliceBytes() / es_);
     const kernels::ElementRange all{0, a_.count};
     for (size_t j = 0; j < kernels::sliceCount(a_.count, slice_elems); j++) {
       auto sl = kernels::sliceRange(all, slice_elems, j);

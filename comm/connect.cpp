@@ -127,6 +127,18 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   }
   listener.close();
 
+  // Which link kinds exist anywhere in the world (every rank computes the same from m.peers).
+  bool world_shm = false, world_tcp = false;
+  for (int a = 0; a < nranks; a++)
+    for (int b = a + 1; b < nranks; b++) {
+      bool same = m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id;
+      (same && mode != "tcp" ? world_shm : world_tcp) = true;
+    }
+  setup.slice_bytes = SIZE_MAX;
+  if (world_shm) setup.slice_bytes = std::min(setup.slice_bytes, size_t(envInt("OURO_SHM_SLOT_BYTES")));
+  if (world_tcp) setup.slice_bytes = std::min(setup.slice_bytes, size_t(envInt("OURO_TCP_SLOT_BYTES")));
+  if (setup.slice_bytes == SIZE_MAX) setup.slice_bytes = 4096;
+
   const bool all_local_shm = tcp_peers.empty() && int(shm_peers.size()) == nranks - 1;
   setup.direct_family = nranks > 1 && all_local_shm && (algo == "auto" || algo == "direct");
   if (algo == "direct" && !setup.direct_family && nranks > 1)

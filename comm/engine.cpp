@@ -55,6 +55,7 @@ Engine::Engine(Setup setup)
       links_(std::move(setup.links)),
       direct_family_(setup.direct_family),
       algo_(setup.algo),
+      slice_bytes_(setup.slice_bytes),
       check_(envInt("OURO_CHECK") != 0),
       timeout_ns_(envInt("OURO_TIMEOUT_S") * 1'000'000'000),
       send_calls_(size_t(nranks_), 0),

@@ -47,6 +47,9 @@ class Engine {
     std::vector<std::unique_ptr<transport::Link>> links;  // per rank; null for self
     bool direct_family = false;
     std::string algo;  // OURO_ALGO
+    // Pipelining unit of ring and chain algorithms: the smallest slot of any link kind used
+    // anywhere in the world, so every rank slices a call the same way (and fits every link).
+    size_t slice_bytes = 4096;
   };
   explicit Engine(Setup setup);
   ~Engine();
@@ -88,6 +91,7 @@ class Engine {
   // Logs (info, once per collective and algorithm) which algorithm the planner chose.
   void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
+  size_t sliceBytes() const { return slice_bytes_; }
   // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
   std::byte* scratch(size_t bytes);
   // A reusable array of one source pointer per rank (for kernels::reduceMany).
@@ -114,6 +118,7 @@ class Engine {
   std::vector<int> pidfds_;                     // per rank, local peers only (-1 otherwise)
   bool direct_family_;
   std::string algo_;
+  size_t slice_bytes_;
   bool check_;
   WaitPolicy policy_;
   int64_t timeout_ns_;

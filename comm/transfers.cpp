@@ -25,10 +25,39 @@ struct Mismatch {
 
 bool finished(const Transfer& t) { return t.started && t.done == t.bytes; }
 
+// Sends to this rank itself need no link: the k-th send to self pairs with the k-th receive
+// from self (NCCL's rule within a group) and is a copy. Sizes must agree, like any pair.
+void runSelfTransfers(Engine& e, std::vector<Transfer>& transfers) {
+  std::vector<Transfer*> sends, recvs;
+  for (Transfer& t : transfers) {
+    if (t.peer != e.rank()) continue;
+    (t.send ? sends : recvs).push_back(&t);
+  }
+  if (sends.size() != recvs.size())
+    raise(Result::kInvalidUsage,
+          "rank %d: a group has %zu sends to this rank itself but %zu receives from itself; each send to self "
+          "needs a matching ouroRecv from self in the same group",
+          e.rank(), sends.size(), recvs.size());
+  for (size_t i = 0; i < sends.size(); i++) {
+    Transfer& s = *sends[i];
+    Transfer& r = *recvs[i];
+    if (s.bytes != r.bytes)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s is %zu bytes but the matching %s expects %zu bytes; the counts and types of matching "
+            "ouroSend/ouroRecv calls must agree",
+            e.rank(), s.what.c_str(), s.bytes, r.what.c_str(), r.bytes);
+    if (s.bytes && s.buffer != r.buffer) std::memmove(r.buffer, s.buffer, s.bytes);
+    s.started = r.started = true;
+    s.done = s.bytes;
+    r.done = r.bytes;
+  }
+}
+
 }  // namespace
 
 void runTransfers(Engine& e, std::vector<Transfer>& transfers) {
   const int n = e.size();
+  runSelfTransfers(e, transfers);
   std::vector<Mismatch> mismatch(static_cast<size_t>(n));
   std::string first_error;
 

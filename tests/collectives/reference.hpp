@@ -1,0 +1,313 @@
+// Reference arithmetic for the collective tests: fp16/bf16 conversions with round-to-nearest-even,
+// the element types of the public API as C++ types, the inputs each rank feeds a case, and the
+// exact result a reduction must produce. Header-only and free of ouro code so that the rank program
+// (public API only) and the Catch2 driver (which unit-tests this file) share one definition.
+//
+// Inputs are chosen so that the exact result does not depend on reduction order: small integers
+// for float sums (exact in fp32, in fp16 up to 2048 and in bf16 up to 256), {1, 2, -1} for
+// products, anything for min/max; integer sums and products wrap modulo 2^bits.
+#pragma once
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace coll {
+
+// ---- fp16 / bf16 ----
+// float -> binary16, round to nearest even (F. Giesen's float_to_half_fast3_rtne): subnormal
+// results are aligned by one float addition, which rounds to nearest even by itself; normal
+// results add 0xfff plus the kept mantissa's lowest bit before truncating 13 bits.
+inline uint16_t floatToHalf(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  const uint32_t sign = f & 0x80000000u;
+  f ^= sign;
+  uint16_t out;
+  if (f >= (127u + 16u) << 23) {  // >= 65536 (or inf / nan): inf or quiet nan
+    out = f > 0x7f800000u ? 0x7e00 : 0x7c00;
+  } else if (f < 113u << 23) {  // result is subnormal or zero
+    const uint32_t magic_bits = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    float magic, x;
+    std::memcpy(&magic, &magic_bits, 4);
+    std::memcpy(&x, &f, 4);
+    x += magic;
+    std::memcpy(&f, &x, 4);
+    out = uint16_t(f - magic_bits);
+  } else {
+    const uint32_t mant_odd = (f >> 13) & 1u;
+    f += (uint32_t(15 - 127) << 23) + 0xfffu;  // rebias the exponent (wraps on purpose)
+    f += mant_odd;
+    out = uint16_t(f >> 13);
+  }
+  return uint16_t(out | (sign >> 16));
+}
+
+inline float halfToFloat(uint16_t h) {
+  const uint32_t shifted_exp = 0x7c00u << 13;
+  uint32_t o = uint32_t(h & 0x7fffu) << 13;
+  const uint32_t exp = shifted_exp & o;
+  o += (127u - 15u) << 23;
+  if (exp == shifted_exp) {
+    o += (128u - 16u) << 23;  // inf / nan
+  } else if (exp == 0) {      // zero / subnormal: renormalise through a float subtraction
+    o += 1u << 23;
+    const uint32_t magic_bits = 113u << 23;
+    float magic, x;
+    std::memcpy(&magic, &magic_bits, 4);
+    std::memcpy(&x, &o, 4);
+    x -= magic;
+    std::memcpy(&o, &x, 4);
+  }
+  o |= uint32_t(h & 0x8000u) << 16;
+  float out;
+  std::memcpy(&out, &o, 4);
+  return out;
+}
+
+// float -> bfloat16, round to nearest even; nan stays a (quiet) nan.
+inline uint16_t floatToBf16(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return uint16_t((f >> 16) | 0x40u);
+  f += 0x7fffu + ((f >> 16) & 1u);
+  return uint16_t(f >> 16);
+}
+
+inline float bf16ToFloat(uint16_t b) {
+  const uint32_t f = uint32_t(b) << 16;
+  float out;
+  std::memcpy(&out, &f, 4);
+  return out;
+}
+
+// ---- the public element types as C++ types ----
+struct Half {
+  uint16_t bits;
+};
+struct Bf16 {
+  uint16_t bits;
+};
+
+// Values of ouroDataType_t / ouroRedOp_t (API.md "Types"), repeated so this header stays free of ouro.
+enum Dtype { kInt8 = 0, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat16, kFloat32, kFloat64, kBfloat16, kNumDtypes };
+enum Op { kSum = 0, kProd, kMax, kMin, kAvg, kNumOps };
+
+inline const char* dtypeName(int d) {
+  static const char* kNames[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
+                                 "uint64",  "float16", "float32", "float64", "bfloat16"};
+  return d >= 0 && d < kNumDtypes ? kNames[d] : "?";
+}
+inline const char* opName(int o) {
+  static const char* kNames[] = {"sum", "prod", "max", "min", "avg"};
+  return o >= 0 && o < kNumOps ? kNames[o] : "?";
+}
+inline size_t dtypeSize(int d) {
+  static const size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  return kSizes[d];
+}
+
+template <typename T>
+struct Traits;
+template <typename I>
+struct IntTraits {
+  static constexpr bool kFloat = false;
+  static constexpr bool kSigned = I(-1) < I(0);
+  static double toDouble(I v) { return double(v); }
+};
+template <> struct Traits<int8_t> : IntTraits<int8_t> {};
+template <> struct Traits<uint8_t> : IntTraits<uint8_t> {};
+template <> struct Traits<int32_t> : IntTraits<int32_t> {};
+template <> struct Traits<uint32_t> : IntTraits<uint32_t> {};
+template <> struct Traits<int64_t> : IntTraits<int64_t> {};
+template <> struct Traits<uint64_t> : IntTraits<uint64_t> {};
+template <>
+struct Traits<float> {
+  static constexpr bool kFloat = true;
+  static constexpr double kMaxExactSum = 1 << 24;
+  static double toDouble(float v) { return v; }
+  static float fromFloat(float f) { return f; }
+  static float fromDouble(double d) { return float(d); }
+};
+template <>
+struct Traits<double> {
+  static constexpr bool kFloat = true;
+  static constexpr double kMaxExactSum = 9007199254740992.0;
+  static double toDouble(double v) { return v; }
+  static double fromDouble(double d) { return d; }
+};
+template <>
+struct Traits<Half> {
+  static constexpr bool kFloat = true;
+  static constexpr double kMaxExactSum = 2048;
+  static double toDouble(Half v) { return halfToFloat(v.bits); }
+  static Half fromFloat(float f) { return Half{floatToHalf(f)}; }
+  static Half fromDouble(double d) { return fromFloat(float(d)); }  // exact doubles only
+};
+template <>
+struct Traits<Bf16> {
+  static constexpr bool kFloat = true;
+  static constexpr double kMaxExactSum = 256;
+  static double toDouble(Bf16 v) { return bf16ToFloat(v.bits); }
+  static Bf16 fromFloat(float f) { return Bf16{floatToBf16(f)}; }
+  static Bf16 fromDouble(double d) { return fromFloat(float(d)); }  // exact doubles only
+};
+
+// Calls f(T{}) with the C++ type of dtype d.
+template <typename F>
+auto withType(int d, F&& f) {
+  switch (d) {
+    case kInt8: return f(int8_t{});
+    case kUint8: return f(uint8_t{});
+    case kInt32: return f(int32_t{});
+    case kUint32: return f(uint32_t{});
+    case kInt64: return f(int64_t{});
+    case kUint64: return f(uint64_t{});
+    case kFloat16: return f(Half{});
+    case kFloat32: return f(float{});
+    case kFloat64: return f(double{});
+    default: return f(Bf16{});
+  }
+}
+
+// ---- inputs ----
+inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+inline uint64_t seedOf(uint64_t a, uint64_t b, uint64_t c) { return mix(mix(mix(a) ^ b) ^ c); }
+
+// The largest |input| for exact float sums over up to kMaxRanks ranks.
+constexpr int kMaxRanks = 8;
+template <typename T>
+constexpr int sumRange() {
+  return int(Traits<T>::kMaxExactSum / kMaxRanks) > 1000 ? 1000 : int(Traits<T>::kMaxExactSum / kMaxRanks);
+}
+
+// Element i of one rank's input for a reduction with op (h: a hash of case, rank and index).
+template <typename T>
+T reductionInput(int op, uint64_t h) {
+  if constexpr (!Traits<T>::kFloat) {
+    if (op == kProd) {
+      if constexpr (Traits<T>::kSigned) {
+        static const int kChoices[] = {1, 1, 2, -1};
+        return T(kChoices[h % 4]);
+      } else {
+        return T(1 + h % 3);
+      }
+    }
+    return T(h);  // full range: sums wrap, avg truncates the wrapped sum
+  } else {
+    if (op == kProd) {
+      static const int kChoices[] = {1, 1, 2, -1};
+      return Traits<T>::fromDouble(kChoices[h % 4]);
+    }
+    if (op == kMax || op == kMin) {  // anything finite except zero (so no -0 / +0 ties)
+      double v = double(int64_t(h % 8001) - 4000) / 4;
+      if (v == 0) v = 0.75;
+      return Traits<T>::fromDouble(v);
+    }
+    const int r = sumRange<T>();
+    return Traits<T>::fromDouble(double(int64_t(h % uint64_t(2 * r + 1)) - r));
+  }
+}
+
+// Random-ish bits for data movement (gather, broadcast, all-to-all, send/recv): every bit pattern,
+// nans included, must arrive unchanged.
+template <typename T>
+T movementInput(uint64_t h) {
+  T v;
+  std::memcpy(&v, &h, sizeof(T));
+  return v;
+}
+
+// Values in [-1, 1) whose float sums round: for the run-to-run determinism checks.
+template <typename T>
+T roundingInput(uint64_t h) {
+  const double v = double(h >> 11) / 9007199254740992.0 * 2 - 1;
+  if constexpr (std::is_same_v<T, float>) return float(v);
+  else if constexpr (std::is_same_v<T, double>) return v;
+  else return Traits<T>::fromFloat(float(v));
+}
+
+// ---- exact results ----
+// Reduces in[0..n) (one element per rank) with op; the inputs come from reductionInput so the
+// result is exact whatever order an implementation reduces in.
+template <typename T>
+T reduceExact(const T* in, int n, int op) {
+  if constexpr (!Traits<T>::kFloat) {
+    using U = std::make_unsigned_t<T>;
+    U acc = U(in[0]);
+    T best = in[0];
+    for (int r = 1; r < n; r++) {
+      if (op == kSum || op == kAvg) acc = U(acc + U(in[r]));
+      if (op == kProd) acc = U(uint64_t(acc) * uint64_t(U(in[r])));
+      if (op == kMax && in[r] > best) best = in[r];
+      if (op == kMin && in[r] < best) best = in[r];
+    }
+    if (op == kMax || op == kMin) return best;
+    if (op == kAvg) {
+      if constexpr (Traits<T>::kSigned) return T(int64_t(T(acc)) / n);  // truncates toward zero
+      else return T(uint64_t(acc) / uint64_t(n));
+    }
+    return T(acc);
+  } else {
+    double acc = Traits<T>::toDouble(in[0]);
+    T best = in[0];
+    for (int r = 1; r < n; r++) {
+      const double v = Traits<T>::toDouble(in[r]);
+      if (op == kSum || op == kAvg) acc += v;
+      if (op == kProd) acc *= v;
+      if (op == kMax && v > Traits<T>::toDouble(best)) best = in[r];
+      if (op == kMin && v < Traits<T>::toDouble(best)) best = in[r];
+    }
+    if (op == kMax || op == kMin) return best;
+    if (op == kAvg) {  // the exact sum divided by n once
+      if constexpr (std::is_same_v<T, double>) return acc / n;
+      else return Traits<T>::fromFloat(float(acc) / float(n));
+    }
+    return Traits<T>::fromDouble(acc);
+  }
+}
+
+template <typename T>
+bool sameBits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+template <typename T>
+std::string showValue(const T& v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  char buf[96];
+  if constexpr (Traits<T>::kFloat)
+    std::snprintf(buf, sizeof buf, "%.9g (0x%llx)", Traits<T>::toDouble(v), (unsigned long long)bits);
+  else if constexpr (Traits<T>::kSigned)
+    std::snprintf(buf, sizeof buf, "%lld (0x%llx)", (long long)v, (unsigned long long)bits);
+  else
+    std::snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+  return buf;
+}
+
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+// Lowercase with everything but letters and digits dropped: "Reduce-Scatter: root=2" ->
+// "reducescatterroot2", so message checks do not depend on punctuation.
+inline std::string squash(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace coll

@@ -1,0 +1,428 @@
+// Multi-process tests of the host collectives: starts coll_rank (public API only) as N real
+// processes per run, under each transport and algorithm, and checks what every rank reports.
+// Each TEST_CASE has a tag that one meson test selects (see meson.build), so a failure names its area.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "reference.hpp"
+#include "tests/support/process.hpp"
+
+using namespace ouro;
+
+namespace {
+
+enum class Init { kFile, kTcp, kEnv };
+
+struct Config {
+  std::string name;
+  std::map<std::string, std::string> env;
+  Init init;
+};
+
+const Config kDefault{"default transport and algorithm, file:// rendezvous", {}, Init::kFile};
+const Config kTcp{"OURO_TRANSPORT=tcp, tcp:// rendezvous", {{"OURO_TRANSPORT", "tcp"}}, Init::kTcp};
+const Config kRing{"OURO_TRANSPORT=shm OURO_ALGO=ring, ouroCommInitFromEnv",
+                   {{"OURO_TRANSPORT", "shm"}, {"OURO_ALGO", "ring"}},
+                   Init::kEnv};
+const Config kTcpRing{"OURO_TRANSPORT=tcp OURO_ALGO=ring, file:// rendezvous",
+                      {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "ring"}},
+                      Init::kFile};
+const Config kDirect{"OURO_ALGO=direct, tcp:// rendezvous", {{"OURO_ALGO", "direct"}}, Init::kTcp};
+const Config kLatency{"OURO_ALGO=latency, file:// rendezvous", {{"OURO_ALGO", "latency"}}, Init::kFile};
+
+struct Run {
+  std::vector<test::ProcessResult> ranks;
+  std::string label;
+  double seconds = 0;
+};
+
+// Starts n ranks of coll_rank with `args` under cfg (plus extra env; OURO_TIMEOUT_S=60 unless
+// given, so a hang becomes a failure well before the meson timeout).
+Run launch(int n, const Config& cfg, const std::vector<std::string>& args, double timeout_s = 240,
+           const std::map<std::string, std::string>& extra_env = {}) {
+  test::TempDir dir;
+  const std::string program = test::programPath("TEST_COLL_RANK");
+  std::string init;
+  if (cfg.init == Init::kTcp) init = "tcp://127.0.0.1:" + std::to_string(test::freePort());
+  else init = "file://" + dir.path() + "/store";
+  std::vector<test::ProcessSpec> specs;
+  for (int r = 0; r < n; r++) {
+    test::ProcessSpec s;
+    s.argv = {program};
+    if (cfg.init != Init::kEnv) s.argv.insert(s.argv.end(), {"--init", init, std::to_string(n), std::to_string(r)});
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    s.argv.insert(s.argv.end(), {"--dir", dir.path()});
+    s.env = cfg.env;
+    s.env["OURO_TIMEOUT_S"] = "60";
+    if (cfg.init == Init::kEnv) {
+      s.env["OURO_RANK"] = std::to_string(r);
+      s.env["OURO_WORLD_SIZE"] = std::to_string(n);
+      s.env["OURO_LOCAL_RANK"] = std::to_string(r);
+      s.env["OURO_LOCAL_WORLD_SIZE"] = std::to_string(n);
+      s.env["OURO_INIT"] = init;
+    }
+    for (const auto& [k, v] : extra_env) s.env[k] = v;
+    specs.push_back(std::move(s));
+  }
+  Run run;
+  std::ostringstream label;
+  label << n << " ranks, " << cfg.name << ", args:";
+  for (const auto& a : args) label << " " << a;
+  for (const auto& [k, v] : extra_env) label << " " << k << "=" << v;
+  run.label = label.str();
+  auto start = std::chrono::steady_clock::now();
+  run.ranks = test::runAll(specs, timeout_s);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+std::vector<std::string> linesWith(const std::string& out, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  return found;
+}
+
+// Every rank exited 0; otherwise each failing rank's output goes into the report.
+bool allPassed(const Run& run, const std::set<int>& skip = {}) {
+  bool ok = true;
+  for (size_t r = 0; r < run.ranks.size(); r++) {
+    if (skip.count(int(r))) continue;
+    const auto& res = run.ranks[r];
+    INFO(run.label << "\nrank " << r << ": " << test::describe(res));
+    CHECK(res.exit_code == 0);
+    ok = ok && res.exit_code == 0;
+  }
+  return ok;
+}
+
+// Outputs that must be bit-identical on every rank hash to the same SHARED line.
+void sharedOutputsAgree(const Run& run) {
+  std::set<std::string> hashes;
+  for (const auto& res : run.ranks) {
+    auto lines = linesWith(res.out, "SHARED ");
+    if (lines.size() == 1) hashes.insert(lines[0]);
+  }
+  INFO(run.label);
+  CHECK(hashes.size() == 1);
+}
+
+void report(const Run& run) { WARN(run.label << ": " << run.seconds << " s"); }
+
+void matrix(int n, const Config& cfg, const std::string& colls, bool big) {
+  std::vector<std::string> args = {"--mode", "matrix", "--colls", colls};
+  if (big) args.push_back("--big");
+  Run run = launch(n, cfg, args);
+  if (allPassed(run)) sharedOutputsAgree(run);
+  report(run);
+}
+
+}  // namespace
+
+// ---- the reference arithmetic itself ----
+
+TEST_CASE("reference: fp16 conversion rounds to nearest even", "[reference]") {
+  using coll::floatToHalf;
+  using coll::halfToFloat;
+  CHECK(floatToHalf(1.0f) == 0x3c00);
+  CHECK(floatToHalf(-2.0f) == 0xc000);
+  CHECK(floatToHalf(65504.0f) == 0x7bff);
+  CHECK(floatToHalf(65519.0f) == 0x7bff);
+  CHECK(floatToHalf(65520.0f) == 0x7c00);  // the tie above the largest finite half rounds to inf
+  CHECK(floatToHalf(2049.0f) == 0x6800);   // tie: to 2048 (even)
+  CHECK(floatToHalf(2051.0f) == 0x6802);   // tie: to 2052 (even)
+  CHECK(floatToHalf(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(floatToHalf(std::ldexp(1.0f, -25)) == 0x0000);         // tie between 0 and the smallest subnormal
+  CHECK(floatToHalf(std::ldexp(3.0f, -26)) == 0x0001);         // 0.75 of the smallest subnormal
+  CHECK(floatToHalf(std::ldexp(3.0f, -25)) == 0x0002);         // tie between 1 and 2 subnormal steps
+  CHECK(floatToHalf(-0.0f) == 0x8000);
+  CHECK(floatToHalf(INFINITY) == 0x7c00);
+  CHECK((floatToHalf(NAN) & 0x7c00) == 0x7c00);
+  CHECK((floatToHalf(NAN) & 0x03ff) != 0);
+  // Every finite half survives a round trip; midpoints between neighbours go to the even one.
+  for (uint32_t h = 0; h < 0x7c00; h++) {
+    for (uint16_t sign : {uint16_t(0), uint16_t(0x8000)}) {
+      const uint16_t bits = uint16_t(h | sign);
+      REQUIRE(floatToHalf(halfToFloat(bits)) == bits);
+      if (h + 1 < 0x7c00) {
+        const float lo = halfToFloat(bits), hi = halfToFloat(uint16_t((h + 1) | sign));
+        const float mid = (lo + hi) / 2;  // exact in float
+        const uint16_t even = (h % 2 == 0) ? bits : uint16_t((h + 1) | sign);
+        REQUIRE(floatToHalf(mid) == even);
+        REQUIRE(floatToHalf(std::nextafter(mid, lo)) == bits);
+        REQUIRE(floatToHalf(std::nextafter(mid, hi)) == uint16_t((h + 1) | sign));
+      }
+    }
+  }
+#ifdef __FLT16_MAX__
+  std::mt19937 gen(1);
+  for (int i = 0; i < 1000000; i++) {
+    uint32_t bits = gen();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (std::isnan(f)) continue;
+    const _Float16 h = static_cast<_Float16>(f);
+    uint16_t hb;
+    std::memcpy(&hb, &h, 2);
+    INFO("float bits " << std::hex << bits);
+    REQUIRE(floatToHalf(f) == hb);
+  }
+#endif
+}
+
+TEST_CASE("reference: bf16 conversion rounds to nearest even", "[reference]") {
+  using coll::bf16ToFloat;
+  using coll::floatToBf16;
+  CHECK(floatToBf16(1.0f) == 0x3f80);
+  CHECK(floatToBf16(257.0f) == 0x4380);  // tie between 256 and 258: to 256 (even)
+  CHECK(floatToBf16(259.0f) == 0x4382);  // tie between 258 and 260: to 260 (even)
+  CHECK(floatToBf16(-0.0f) == 0x8000);
+  CHECK(std::isnan(bf16ToFloat(floatToBf16(NAN))));
+  for (uint32_t b = 0; b < 0x7f80; b++) {
+    REQUIRE(floatToBf16(bf16ToFloat(uint16_t(b))) == b);
+    if (b + 1 < 0x7f80) {
+      const float lo = bf16ToFloat(uint16_t(b)), hi = bf16ToFloat(uint16_t(b + 1));
+      const float mid = lo + (hi - lo) / 2;  // exact; (lo + hi) / 2 would overflow at the top
+      REQUIRE(floatToBf16(mid) == (b % 2 == 0 ? b : b + 1));
+      REQUIRE(floatToBf16(std::nextafter(mid, lo)) == b);
+      REQUIRE(floatToBf16(std::nextafter(mid, hi)) == b + 1);
+    }
+  }
+}
+
+TEST_CASE("reference: exact results for wrapping integers and averages", "[reference]") {
+  using namespace coll;
+  const int8_t i8[] = {100, 100, 100};
+  CHECK(reduceExact(i8, 2, kSum) == int8_t(-56));
+  CHECK(reduceExact(i8, 3, kAvg) == int8_t(14));  // wrapped sum 44, then / 3
+  const int8_t neg[] = {-7, 0};
+  CHECK(reduceExact(neg, 2, kAvg) == int8_t(-3));  // truncates toward zero
+  const uint8_t u8[] = {255, 255, 3};
+  CHECK(reduceExact(u8, 2, kProd) == uint8_t(1));
+  CHECK(reduceExact(u8, 3, kMin) == uint8_t(3));
+  const int64_t i64[] = {INT64_MAX, 1};
+  CHECK(reduceExact(i64, 2, kSum) == INT64_MIN);
+  const float f[] = {1, 1, 0};
+  CHECK(reduceExact(f, 3, kAvg) == 2.0f / 3.0f);
+  const Half h[] = {Half{floatToHalf(1)}, Half{floatToHalf(2)}, Half{floatToHalf(2)}};
+  CHECK(reduceExact(h, 3, kAvg).bits == floatToHalf(5.0f / 3.0f));
+  const Bf16 b[] = {Bf16{floatToBf16(-3)}, Bf16{floatToBf16(8)}};
+  CHECK(reduceExact(b, 2, kMax).bits == floatToBf16(8));
+  CHECK(reduceExact(b, 2, kProd).bits == floatToBf16(-24));
+}
+
+namespace {
+
+// Reduces like an implementation may: in any order, fp16/bf16 in fp32 rounded at every step.
+template <typename T>
+T reduceInOrder(const T* in, const std::vector<int>& order, int op) {
+  using namespace coll;
+  auto combine = [&](double a, double b) {
+    if (op == kSum || op == kAvg) return a + b;
+    if (op == kProd) return a * b;
+    if (op == kMax) return std::max(a, b);
+    return std::min(a, b);
+  };
+  auto round = [](double v) -> T {
+    if constexpr (std::is_same_v<T, double>) return v;
+    else return Traits<T>::fromFloat(float(v));
+  };
+  T acc = in[order[0]];
+  for (size_t k = 1; k < order.size(); k++) {
+    if constexpr (std::is_same_v<T, float>)
+      acc = float(combine(acc, in[order[k]]));  // in float arithmetic: combine in double is exact here
+    else
+      acc = round(combine(Traits<T>::toDouble(acc), Traits<T>::toDouble(in[order[k]])));
+  }
+  if (op == kAvg) {
+    const int n = int(order.size());
+    if constexpr (std::is_same_v<T, double>) return Traits<T>::toDouble(acc) / n;
+    else return Traits<T>::fromFloat(float(Traits<T>::toDouble(acc)) / float(n));
+  }
+  return acc;
+}
+
+template <typename T>
+void exactWhateverTheOrder() {
+  using namespace coll;
+  std::mt19937 gen(7);
+  for (int op = 0; op < kNumOps; op++) {
+    for (int n = 1; n <= kMaxRanks; n++) {
+      for (int trial = 0; trial < 3000; trial++) {
+        T in[kMaxRanks];
+        for (int r = 0; r < n; r++) in[r] = reductionInput<T>(op, seedOf(uint64_t(trial), uint64_t(r), uint64_t(op)));
+        std::vector<int> order(static_cast<size_t>(n));
+        for (int r = 0; r < n; r++) order[size_t(r)] = r;
+        std::shuffle(order.begin(), order.end(), gen);
+        const T want = reduceExact(in, n, op), got = reduceInOrder(in, order, op);
+        INFO(opName(op) << " n=" << n << " trial " << trial << ": " << showValue(got) << " vs " << showValue(want));
+        REQUIRE(sameBits(got, want));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reference: float inputs give exact results in any reduction order", "[reference]") {
+  exactWhateverTheOrder<float>();
+  exactWhateverTheOrder<double>();
+  exactWhateverTheOrder<coll::Half>();
+  exactWhateverTheOrder<coll::Bf16>();
+}
+
+// ---- correctness ----
+
+TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+    for (int n = 1; n <= 8; n++) matrix(n, *cfg, "allreduce", cfg != &kTcp || n % 3 == 2);
+  for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing})
+    for (int n : {2, 3, 8}) matrix(n, *cfg, "allreduce", n == 3);
+}
+
+TEST_CASE("reduce-scatter and all-gather: every dtype (x op), count and placement", "[reducescatter]") {
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+    for (int n : {1, 2, 3, 5, 8}) matrix(n, *cfg, "reducescatter,allgather", n != 8 || cfg == &kDefault);
+}
+
+TEST_CASE("broadcast and reduce from every root", "[rooted]") {
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+    for (int n : {1, 2, 3, 4, 7}) matrix(n, *cfg, "broadcast,reduce", n == 3 || n == 7);
+}
+
+TEST_CASE("all-to-all, grouped send/recv and barrier", "[alltoall]") {
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+    for (int n : {1, 2, 3, 4, 8}) {
+      std::vector<std::string> args = {"--mode", "matrix", "--colls", "alltoall,sendrecv,barrier"};
+      if (n == 3 || n == 4) args.push_back("--big");
+      Run run = launch(n, *cfg, args);
+      if (allPassed(run)) {
+        for (int k = 0; k < 3; k++) {  // nobody leaves a barrier before the last one arrives
+          double last_enter = 0, first_exit = 1e300;
+          for (const auto& res : run.ranks) {
+            for (const auto& line : linesWith(res.out, "BARRIER " + std::to_string(k) + " ")) {
+              double enter = 0, exit = 0;
+              std::sscanf(line.c_str(), "BARRIER %*d %lf %lf", &enter, &exit);
+              last_enter = std::max(last_enter, enter);
+              first_exit = std::min(first_exit, exit);
+            }
+          }
+          INFO(run.label << ": barrier " << k);
+          CHECK(first_exit >= last_enter);
+        }
+      }
+      report(run);
+    }
+}
+
+TEST_CASE("communicators from ouroCommSplit used in turns with the world", "[split]") {
+  for (const Config* cfg : {&kDefault, &kTcp})
+    for (int n : {1, 2, 3, 5, 8}) {
+      Run run = launch(n, *cfg, {"--mode", "split"});
+      allPassed(run);
+      report(run);
+    }
+  Run run = launch(4, kRing, {"--mode", "split"});
+  allPassed(run);
+  report(run);
+}
+
+TEST_CASE("collectives queued on a stream while the caller computes", "[stream]") {
+  for (const Config* cfg : {&kDefault, &kTcp})
+    for (int n : {1, 2, 4}) {
+      Run run = launch(n, *cfg, {"--mode", "stream"});
+      allPassed(run);
+      report(run);
+    }
+}
+
+TEST_CASE("results are bit-identical on every rank and from run to run", "[determinism]") {
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+    for (int n : {3, 5, 8}) {
+      std::vector<std::string> args = {"--mode", "determinism"};
+      if (n == 5) args.push_back("--big");
+      Run first = launch(n, *cfg, args), second = launch(n, *cfg, args);
+      if (!allPassed(first) || !allPassed(second)) continue;
+      for (int r = 0; r < n; r++) {
+        const auto a = linesWith(first.ranks[size_t(r)].out, "HASH "), b = linesWith(second.ranks[size_t(r)].out, "HASH ");
+        INFO(first.label << ": rank " << r << " in two runs");
+        CHECK(!a.empty());
+        CHECK(a == b);
+      }
+      const auto rank0 = linesWith(first.ranks[0].out, "HASH allreduce");
+      for (int r = 1; r < n; r++) {
+        INFO(first.label << ": allreduce outputs of rank 0 and rank " << r);
+        CHECK(linesWith(first.ranks[size_t(r)].out, "HASH allreduce") == rank0);
+      }
+      report(first);
+    }
+}
+
+// ---- errors ----
+
+TEST_CASE("bad arguments: ouroInvalidArgument with a message, communicator still usable", "[badargs]") {
+  for (const auto& [n, cfg] : std::vector<std::pair<int, const Config*>>{{3, &kDefault}, {1, &kDefault}, {2, &kTcp}}) {
+    Run run = launch(n, *cfg, {"--mode", "badargs"}, 120);
+    allPassed(run);
+    report(run);
+  }
+}
+
+TEST_CASE("ranks that disagree on a call all get ouroInvalidUsage naming both sides", "[mismatch]") {
+  const std::pair<const char*, int> variants[] = {{"count", 2}, {"op", 0},         {"dtype", 1},
+                                                  {"root", 2},  {"reduceroot", 0}, {"kind", 1}};
+  for (const Config* cfg : {&kDefault, &kTcp})
+    for (const auto& [variant, odd] : variants) {
+      Run run = launch(3, *cfg, {"--mode", "mismatch", "--variant", variant, "--victim", std::to_string(odd)}, 60,
+                       {{"OURO_TIMEOUT_S", "30"}});
+      allPassed(run);
+      report(run);
+    }
+  Run run = launch(3, kDefault, {"--mode", "mismatch", "--variant", "count", "--stream"}, 60, {{"OURO_TIMEOUT_S", "30"}});
+  allPassed(run);
+  report(run);
+}
+
+TEST_CASE("a rank that stops calling: ouroTimeout naming it and where it was last seen", "[timeout]") {
+  for (const Config* cfg : {&kDefault, &kTcp}) {
+    Run run = launch(3, *cfg, {"--mode", "stall", "--victim", "2"}, 60, {{"OURO_TIMEOUT_S", "2"}});
+    allPassed(run);
+    report(run);
+  }
+}
+
+TEST_CASE("a rank that dies or aborts: ouroRemoteError within seconds", "[dead]") {
+  struct Case {
+    const Config* cfg;
+    int n, victim;
+    const char* how;
+    bool on_stream;
+  };
+  const Case cases[] = {
+      {&kDefault, 3, 1, "kill", false}, {&kDefault, 3, 1, "abort", false}, {&kTcp, 3, 1, "kill", false},
+      {&kTcp, 3, 1, "abort", false},    {&kDefault, 4, 2, "kill", true},   {&kTcp, 4, 0, "abort", true},
+      {&kRing, 4, 3, "kill", false},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--mode", "die", "--variant", c.how, "--victim", std::to_string(c.victim)};
+    if (c.on_stream) args.push_back("--stream");
+    Run run = launch(c.n, *c.cfg, args, 60, {{"OURO_TIMEOUT_S", "60"}});
+    allPassed(run, {c.victim});
+    const auto& victim = run.ranks[size_t(c.victim)];
+    INFO(run.label << "\nvictim: " << test::describe(victim));
+    if (std::string(c.how) == "kill") CHECK(victim.term_signal == SIGKILL);
+    else CHECK(victim.exit_code == 0);
+    CHECK(run.seconds < 40);
+    report(run);
+  }
+}
