@@ -1,0 +1,105 @@
+// ouro-bench: nccl-tests' tables for ouro's collectives. The harness (harness.hpp) does the
+// measuring; this file is the Backend over ouro's public C API, so the benchmark exercises
+// exactly what applications call. Ranks and rendezvous come from the environment
+// (ouroCommInitFromEnv), so it runs under ouro-run, mpirun and srun alike.
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "harness.hpp"
+#include "ouro/ouro.h"
+
+namespace ouro::bench {
+namespace {
+
+class OuroBackend final : public Backend {
+ public:
+  explicit OuroBackend(const BenchOptions& options) {
+    check(ouroCommInitFromEnv(&comm_), "ouroCommInitFromEnv",
+          "start the ranks with ouro-run -n N, mpirun or srun (or set OURO_RANK, OURO_WORLD_SIZE, OURO_INIT)");
+    ouroCommUserRank(comm_, &rank_);
+    ouroCommCount(comm_, &size_);
+    ouroCommLocalCount(comm_, &local_count_);
+    if (!options.blocking) check(ouroStreamCreate(comm_, &stream_), "ouroStreamCreate", "");
+  }
+  ~OuroBackend() override {
+    if (stream_) ouroStreamDestroy(stream_);
+    if (comm_) ouroCommDestroy(comm_);
+  }
+
+  std::string name() const override { return "ouro"; }
+  std::string description() const override {
+    int version = 0;
+    ouroGetVersion(&version);
+    auto setting = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(name) + "=" + (v && *v ? v : "auto");
+    };
+    return "ouro " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+           std::to_string(version % 100) + "; " + std::to_string(local_count_) + " of " + std::to_string(size_) +
+           " ranks on this host; " + setting("OURO_TRANSPORT") + " " + setting("OURO_ALGO") +
+           (stream_ ? "; ops on a stream" : "; blocking calls");
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool supports(Collective, DType, RedOp) const override { return true; }
+
+  void run(const OpArgs& a) override {
+    const auto t = ouroDataType_t(int(a.dtype));
+    const auto op = ouroRedOp_t(int(a.op));
+    switch (a.collective) {
+      case Collective::kAllReduce:
+        return check(ouroAllReduce(a.send, a.recv, a.count, t, op, comm_, stream_), "ouroAllReduce");
+      case Collective::kReduceScatter:
+        return check(ouroReduceScatter(a.send, a.recv, a.count, t, op, comm_, stream_), "ouroReduceScatter");
+      case Collective::kAllGather:
+        return check(ouroAllGather(a.send, a.recv, a.count, t, comm_, stream_), "ouroAllGather");
+      case Collective::kBroadcast:
+        return check(ouroBroadcast(a.send, a.recv, a.count, t, a.root, comm_, stream_), "ouroBroadcast");
+      case Collective::kReduce:
+        return check(ouroReduce(a.send, a.recv, a.count, t, op, a.root, comm_, stream_), "ouroReduce");
+      case Collective::kAllToAll:
+        return check(ouroAllToAll(a.send, a.recv, a.count, t, comm_, stream_), "ouroAllToAll");
+      case Collective::kSendRecv: {
+        // nccl-tests' sendrecv: everyone sends to the next rank and receives from the previous.
+        check(ouroGroupStart(), "ouroGroupStart");
+        ouroResult_t rc = ouroSend(a.send, a.count, t, (rank_ + 1) % size_, comm_, stream_);
+        if (rc == ouroSuccess) rc = ouroRecv(a.recv, a.count, t, (rank_ - 1 + size_) % size_, comm_, stream_);
+        const ouroResult_t end = ouroGroupEnd();
+        check(rc != ouroSuccess ? rc : end, "ouroSend/ouroRecv group");
+        return;
+      }
+    }
+  }
+  void complete() override {
+    if (stream_) check(ouroStreamSynchronize(stream_), "ouroStreamSynchronize");
+  }
+  void barrier() override { check(ouroBarrier(comm_), "ouroBarrier"); }
+  double combine(double value, Combine how) override {
+    const ouroRedOp_t op = how == Combine::kSum ? ouroSum : how == Combine::kMin ? ouroMin : ouroMax;
+    double out = 0;
+    check(ouroAllReduce(&value, &out, 1, ouroFloat64, op, comm_, nullptr), "ouroAllReduce (harness bookkeeping)");
+    return out;
+  }
+
+ private:
+  void check(ouroResult_t rc, const char* call, const char* advice = "") const {
+    if (rc == ouroSuccess) return;
+    std::string message = std::string(call) + " failed (" + ouroGetErrorString(rc) + "): " + ouroGetLastError(comm_);
+    if (advice && *advice) message += std::string("; ") + advice;
+    throw std::runtime_error(message);
+  }
+
+  ouroComm_t comm_ = nullptr;
+  ouroStream_t stream_ = nullptr;
+  int rank_ = 0, size_ = 1, local_count_ = 1;
+};
+
+}  // namespace
+}  // namespace ouro::bench
+
+int main(int argc, char** argv) {
+  return ouro::bench::benchMain(argc, argv, "ouro-bench", [](const ouro::bench::BenchOptions& options) {
+    return std::make_unique<ouro::bench::OuroBackend>(options);
+  });
+}
