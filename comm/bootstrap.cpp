@@ -1,9 +1,11 @@
 #include "comm/bootstrap.hpp"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 
 #include "core/env.hpp"
@@ -106,6 +108,13 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
     if (auto other = store.tryGet(prefix + "info/" + std::to_string(rank))) {
       PeerInfo p = PeerInfo::decode(*other, rank);
       first = strprintf("pid %d on %s", p.pid, p.hostname.c_str());
+      // A claim by a process of this host that no longer runs is a finished job's leftover:
+      // the usual cause is a file:// directory used for two jobs.
+      if (p.host_id == self.host_id && p.pid != self.pid && ::kill(p.pid, 0) != 0 && errno == ESRCH)
+        failJob(store, prefix, Result::kInvalidUsage,
+                strprintf("rank %d: %s: rank %d is already claimed at %s by pid %d, which is no longer running: the "
+                          "rendezvous holds an earlier job's keys; use a fresh directory or port for every job",
+                          rank, what, rank, where.c_str(), p.pid));
     }
     failJob(store, prefix, Result::kInvalidUsage,
             strprintf("rank %d: %s: two processes claimed rank %d (%s, and pid %d on %s); give every process a "

@@ -163,6 +163,22 @@ TEST_CASE("bootstrap failures are clear and never hang") {
     }
     CHECK(named >= 1);
   }
+  SECTION("a second job in a finished job's file:// directory is told so") {
+    test::TempDir dir;
+    std::string init = "file://" + dir.path() + "/s";
+    auto first = test::runAll({probe({"--init", init, "2", "0"}, short_timeout),
+                               probe({"--init", init, "2", "1"}, short_timeout)},
+                              20);
+    for (const auto& r : first) REQUIRE(r.exit_code == 0);
+    auto second = test::runAll({probe({"--init", init, "2", "0"}, short_timeout),
+                                probe({"--init", init, "2", "1"}, short_timeout)},
+                               20);
+    for (const auto& r : second) {
+      INFO(test::describe(r));
+      CHECK(r.exit_code == 10 + 5);
+      CHECK(contains(r.err, "the rendezvous holds an earlier job's keys; use a fresh directory"));
+    }
+  }
   SECTION("ranks disagree on the world size") {
     test::TempDir dir;
     std::string init = "file://" + dir.path() + "/s";
