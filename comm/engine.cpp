@@ -131,8 +131,10 @@ void Engine::collective(const CollArgs& args) {
   call_ = ++calls_;
   call_name_ = collName(args.kind);
   deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
-  if (shm_)
+  if (shm_) {
     shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
+    notePeersOnMyCpu();
+  }
   try {
     if (nranks_ == 1)
       runLocally(args);
@@ -206,9 +208,15 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
       next_check = now + kPeerCheckPeriodNs;
     }
     if (now < spin_end) {
-      cpuRelax();
+      // A peer that last ran on our CPU is probably queued behind us (the scheduler stacks two
+      // busy ranks on one core now and then): spinning would only delay it, by the whole spin.
+      if ((iter & 15) == 0 && notePeersOnMyCpu())
+        sched_yield();
+      else
+        cpuRelax();
     } else if (now < yield_end) {
       sched_yield();
+      if (shm_) notePeersOnMyCpu();
     } else {
       blockBriefly(ready, next_check - now);
     }
@@ -234,6 +242,18 @@ void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns) {
     return;
   }
   ::usleep(1000);
+}
+
+bool Engine::notePeersOnMyCpu() {
+  if (!shm_) return false;
+  // sched_getcpu reads the rseq area glibc registers: no system call.
+  const auto cpu = uint32_t(sched_getcpu());
+  const int me = shm_->localRank();
+  auto& mine = shm_->control(me)->cpu.value;
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);  // peers read it
+  for (int local = 0; local < shm_->localCount(); local++)
+    if (local != me && shm_->control(local)->cpu.value.load(std::memory_order_relaxed) == cpu) return true;
+  return false;
 }
 
 void Engine::checkPeers(const std::vector<int>& waited_on) {

@@ -28,6 +28,7 @@ constexpr size_t kLineBytes = 128;
 constexpr uint64_t kSegmentMagic = 0x4f55524f53484d31ULL;  // "OUROSHM1"
 constexpr size_t kInlineBytes = 32;                         // payload carried in an ArrivalLine
 constexpr size_t kReasonBytes = 480;
+constexpr uint32_t kUnknownCpu = UINT32_MAX;
 
 // Call descriptor: what a rank is calling. Equal descriptors mean the ranks agree.
 struct CallDescriptor {
@@ -74,6 +75,9 @@ struct ControlBlock {
   char abort_reason[kReasonBytes];
   // Diagnostics: the call the owner is in, or was last in: kind << 56 | call number.
   Padded64 current_call;
+  // The CPU the owner last ran on (kUnknownCpu until it says). A waiter that finds a peer on its
+  // own CPU yields instead of spinning: that peer cannot run while it spins (comm/engine.cpp).
+  Padded32 cpu;
   ArrivalLine arrival[2];
   // Reduce-scatter phase of the direct all-reduce: chunks whose slice this rank has reduced.
   Padded64 reduced;

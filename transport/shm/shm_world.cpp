@@ -16,6 +16,7 @@ std::string ShmWorld::createOwn() {
   control->segment_bytes = layout_.totalBytes();
   control->pid = int32_t(::getpid());
   control->local_rank = me_;
+  control->cpu.value.store(kUnknownCpu, std::memory_order_relaxed);
   control->magic = kSegmentMagic;
   std::string name = own.name();
   segments_[size_t(me_)] = std::move(own);
