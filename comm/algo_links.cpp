@@ -195,10 +195,27 @@ class OverLinks {
     h.call = call_;
     e_.link(peer).postSend(h);
   }
-  const std::byte* receive(int peer, size_t bytes) {
+  // Sends bytes at src to peer: from src itself where the link can (src then stays unchanged
+  // until the call ends: flushLinks), else through a slot.
+  void send(int peer, const std::byte* src, size_t bytes) {
+    std::byte* slot = sendSlot(peer);
+    if (!e_.link(peer).sendsFromCaller()) {
+      std::memcpy(slot, src, bytes);
+      return post(peer, bytes);
+    }
+    MessageHeader h;
+    h.kind = uint32_t(MessageKind::kData);
+    h.bytes = uint32_t(bytes);
+    h.call = call_;
+    e_.link(peer).postSendFrom(h, src);
+  }
+  // Receives the next data message from peer (straight into `into` where the link can, else into
+  // a slot: the result says where it is).
+  const std::byte* receive(int peer, size_t bytes, std::byte* into = nullptr) {
     Link& l = e_.link(peer);
     ReceivedMessage m;
-    e_.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{peer}; });
+    e_.waitUntil([&] { return into ? l.tryRecvInto(&m, into, bytes) : l.tryRecv(&m); },
+                 [&] { return std::vector<int>{peer}; });
     if (m.header.kind != uint32_t(MessageKind::kData) || m.header.call != call_ || m.header.bytes != bytes) {
       l.releaseRecv();
       raise(Result::kInternalError,
@@ -240,36 +257,42 @@ class OverLinks {
         kernels::ElementRange sl = kernels::sliceRange(chunk(step.chunk), slice_elems, j);
         if (sl.count == 0) continue;
         const size_t bytes = sl.count * es_;
-        const std::byte* got = kernels::ringOpReceives(step.op) ? receive(prev, bytes) : nullptr;
+        std::byte* out = output(sl.offset);
+        // Slices that end up in the output unchanged are received straight into it where the
+        // link can (TCP: saves a copy of every byte of the all-gather phase); a chunk's region is
+        // only written after its data went round the ring, so after our sends of it left.
+        const bool lands = step.op == RingOp::kRecv || step.op == RingOp::kRecvCopySend;
+        const std::byte* got = kernels::ringOpReceives(step.op) ? receive(prev, bytes, lands ? out : nullptr) : nullptr;
         switch (step.op) {
           case RingOp::kSend:
-            std::memcpy(sendSlot(next), input(sl.offset), bytes);
+            send(next, input(sl.offset), bytes);
             break;
           case RingOp::kCopySend:
-            if (output(sl.offset) != input(sl.offset)) std::memcpy(output(sl.offset), input(sl.offset), bytes);
-            std::memcpy(sendSlot(next), input(sl.offset), bytes);
+            if (out != input(sl.offset)) std::memcpy(out, input(sl.offset), bytes);
+            send(next, input(sl.offset), bytes);
             break;
           case RingOp::kRecvReduceSend:
+            // Partial sums have no home in the output yet: they go through a slot.
             kernels::reduceTwo(sendSlot(next), got, input(sl.offset), sl.count, a_.dtype, a_.op);
+            post(next, bytes);
             break;
           case RingOp::kRecvReduceCopySend:
-            kernels::reduceTwo(output(sl.offset), got, input(sl.offset), sl.count, a_.dtype, a_.op);
-            finishAvg(output(sl.offset), sl.count);
-            std::memcpy(sendSlot(next), output(sl.offset), bytes);
+            kernels::reduceTwo(out, got, input(sl.offset), sl.count, a_.dtype, a_.op);
+            finishAvg(out, sl.count);
+            send(next, out, bytes);
             break;
           case RingOp::kRecvReduceCopy:
-            kernels::reduceTwo(output(sl.offset), got, input(sl.offset), sl.count, a_.dtype, a_.op);
-            finishAvg(output(sl.offset), sl.count);
+            kernels::reduceTwo(out, got, input(sl.offset), sl.count, a_.dtype, a_.op);
+            finishAvg(out, sl.count);
             break;
           case RingOp::kRecvCopySend:
-            std::memcpy(sendSlot(next), got, bytes);
-            std::memcpy(output(sl.offset), got, bytes);
+            if (got != out) std::memcpy(out, got, bytes);
+            send(next, out, bytes);
             break;
           case RingOp::kRecv:
-            std::memcpy(output(sl.offset), got, bytes);
+            if (got != out) std::memcpy(out, got, bytes);
             break;
         }
-        if (kernels::ringOpSends(step.op)) post(next, bytes);
         if (got) e_.link(prev).releaseRecv();
       }
     }

@@ -53,6 +53,23 @@ class Link {
   virtual bool tryRecv(ReceivedMessage* out) = 0;
   virtual void releaseRecv() = 0;
 
+  // Copy-saving variants (TCP, where every byte already costs two kernel copies):
+  // - postSendFrom sends `data` itself rather than the slot trySendSlot returned (which must still
+  //   be taken, for flow control); the caller leaves `data` unchanged until sendsPending() is false.
+  // - tryRecvInto receives a kData payload of at most `capacity` bytes straight into `dst`
+  //   (out->data == dst then; otherwise the message sits in a slot as with tryRecv). Every retry of
+  //   one message must pass the same dst.
+  virtual bool sendsFromCaller() const { return false; }
+  virtual void postSendFrom(const MessageHeader& header, const std::byte* data) {
+    (void)data;
+    postSend(header);
+  }
+  virtual bool tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) {
+    (void)dst;
+    (void)capacity;
+    return tryRecv(out);
+  }
+
   // Pushes queued bytes toward the peer (TCP); true when something moved.
   virtual bool progress() { return false; }
   // True while posted messages are still queued in this process (TCP): an operation is only

@@ -42,9 +42,12 @@ std::byte* TcpLink::trySendSlot() {
   return slots_[size_t(acquired_)].buffer.data();
 }
 
-void TcpLink::postSend(const MessageHeader& header) {
+void TcpLink::postSend(const MessageHeader& header) { postSendFrom(header, slots_[size_t(acquired_)].buffer.data()); }
+
+void TcpLink::postSendFrom(const MessageHeader& header, const std::byte* data) {
   OURO_ASSERT(acquired_ >= 0 && header.bytes <= slot_bytes_);
   SendSlot& slot = slots_[size_t(acquired_)];
+  slot.data = data;
   slot.header = header;
   slot.written = 0;
   send_queues_[messages_sent_++ % sockets_.size()].push_back(acquired_);
@@ -65,7 +68,8 @@ bool TcpLink::progress() {
       if (slot.written < sizeof(MessageHeader))
         iov[n++] = {reinterpret_cast<char*>(&slot.header) + slot.written, sizeof(MessageHeader) - slot.written};
       size_t payload_done = slot.written > sizeof(MessageHeader) ? slot.written - sizeof(MessageHeader) : 0;
-      if (slot.header.bytes > payload_done) iov[n++] = {slot.buffer.data() + payload_done, slot.header.bytes - payload_done};
+      if (slot.header.bytes > payload_done)
+        iov[n++] = {const_cast<std::byte*>(slot.data) + payload_done, slot.header.bytes - payload_done};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = size_t(n);
@@ -92,23 +96,23 @@ bool TcpLink::sendsPending() const {
   return false;
 }
 
-bool TcpLink::tryRecv(ReceivedMessage* out) {
+bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) {
   OURO_ASSERT(!recv_held_);
   if (dead_) connectionLost("receiving", 0);
   int fd = sockets_[messages_received_ % sockets_.size()].get();
   while (true) {
     size_t want;
-    std::byte* dst;
+    std::byte* to;
     if (recv_got_ < sizeof(MessageHeader)) {
       want = sizeof(MessageHeader) - recv_got_;
-      dst = reinterpret_cast<std::byte*>(&recv_header_) + recv_got_;
+      to = reinterpret_cast<std::byte*>(&recv_header_) + recv_got_;
     } else {
       size_t payload_got = recv_got_ - sizeof(MessageHeader);
       want = recv_header_.bytes - payload_got;
-      dst = recv_buffer_.data() + payload_got;
+      to = recv_target_ + payload_got;
     }
     if (want == 0) break;
-    ssize_t r = ::recv(fd, dst, want, MSG_DONTWAIT);
+    ssize_t r = ::recv(fd, to, want, MSG_DONTWAIT);
     if (r > 0) {
       recv_got_ += size_t(r);
       if (recv_got_ == sizeof(MessageHeader)) {
@@ -121,6 +125,9 @@ bool TcpLink::tryRecv(ReceivedMessage* out) {
                 "running the same ouro version and OURO_* settings?",
                 peer_, h.magic, h.kind, h.bytes, slot_bytes_);
         }
+        // Data the caller has room for lands in its memory: one copy fewer than via our buffer.
+        const bool direct = dst && h.kind == uint32_t(MessageKind::kData) && h.bytes <= capacity;
+        recv_target_ = direct ? dst : recv_buffer_.data();
       }
       continue;
     }
@@ -135,7 +142,7 @@ bool TcpLink::tryRecv(ReceivedMessage* out) {
     raise(Result::kRemoteError, "rank %d failed: %s", peer_, reason.c_str());
   }
   out->header = recv_header_;
-  out->data = recv_buffer_.data();
+  out->data = recv_target_;
   recv_held_ = true;
   return true;
 }

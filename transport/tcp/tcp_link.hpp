@@ -21,7 +21,10 @@ class TcpLink final : public Link {
   size_t slotBytes() const override { return slot_bytes_; }
   std::byte* trySendSlot() override;
   void postSend(const MessageHeader& header) override;
-  bool tryRecv(ReceivedMessage* out) override;
+  bool tryRecv(ReceivedMessage* out) override { return tryRecvInto(out, nullptr, 0); }
+  bool sendsFromCaller() const override { return true; }
+  void postSendFrom(const MessageHeader& header, const std::byte* data) override;
+  bool tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) override;
   void releaseRecv() override;
   bool progress() override;
   bool sendsPending() const override;
@@ -31,6 +34,7 @@ class TcpLink final : public Link {
  private:
   struct SendSlot {
     std::vector<std::byte> buffer;
+    const std::byte* data = nullptr;  // buffer, or the caller's memory (postSendFrom)
     MessageHeader header;
     size_t written = 0;  // of sizeof(header) + header.bytes
   };
@@ -49,6 +53,7 @@ class TcpLink final : public Link {
   MessageHeader recv_header_{};
   size_t recv_got_ = 0;  // bytes of header + payload received for the current message
   std::vector<std::byte> recv_buffer_;
+  std::byte* recv_target_ = nullptr;  // where the current message's payload goes
   bool recv_held_ = false;
   bool dead_ = false;
 };
