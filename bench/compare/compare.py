@@ -408,6 +408,12 @@ def main(argv: list) -> int:
     plan = [(c, n, SYSTEMS[s]) for c in args.collectives for n in args.ranks for s in args.systems]
     records = []
     started = time.monotonic()
+    load_before = report.load_average()
+    cores = len(os.sched_getaffinity(0))
+    if not args.dry_run and load_before is not None and load_before > 0.5 * cores:
+        # Other work on the cores shows up in every number (ranks wait for descheduled peers).
+        print(f"warning: load average {load_before:.2f} on {cores} cores before the first run; "
+              f"timings will include other work", file=sys.stderr)
     for i, (collective, nranks, system) in enumerate(plan, start=1):
         if not args.dry_run:
             print(f"[{i:3d}/{len(plan)}] {collective} np{nranks} {system.name:9s} ",
@@ -428,7 +434,8 @@ def main(argv: list) -> int:
         iterations=(f"--budget {args.budget:g} s per size (warm-up {args.warmup_iters})"
                     if args.budget is not None
                     else f"-n {args.iters} timed, -w {args.warmup_iters} warm-up"),
-        wall_s=time.monotonic() - started, src_root=str(SRC_ROOT))
+        wall_s=time.monotonic() - started, src_root=str(SRC_ROOT),
+        load=(load_before, report.load_average()))
     text = report.write_all(args.out, records, info, plots=not args.no_plots,
                             ouro_systems=OURO_SYSTEMS)
     print(text)

@@ -41,6 +41,7 @@ class RunInfo:
     iterations: str
     wall_s: float
     src_root: str
+    load: tuple = (None, None)  # 1-minute load average before the first run and after the last
 
 
 # ---------------------------------------------------------------- machine and formatting
@@ -80,6 +81,14 @@ def machine_info(src_root: str) -> list:
     except (OSError, subprocess.TimeoutExpired):
         pass
     return info
+
+
+def load_average():
+    """1-minute load average, or None where /proc/loadavg is missing."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def human_size(n: int) -> str:
@@ -273,7 +282,10 @@ def write_all(out: Path, records, info: RunInfo, plots: bool, ouro_systems) -> s
              f"- sizes: {info.sizes}; {info.iterations}; dtype {info.dtype}; "
              f"tables and plots show {placement_words} "
              f"(results.csv has every placement run)",
-             f"- wall time of the whole comparison: {info.wall_s:.0f} s", ""]
+             f"- wall time of the whole comparison: {info.wall_s:.0f} s; 1-minute load "
+             f"average before / after: " + " / ".join("-" if v is None else f"{v:.2f}"
+                                                       for v in info.load)
+             + " (anything near the core count means other work shared the cores)", ""]
     head += ["Time is the mean over ranks of each rank's time per op (back-to-back loop); "
              "busbw in GB/s (1e9 B/s) with nccl-tests' factors (docs/PERFORMANCE.md). "
              "ouro/best = best peer's time / ouro's time at that size (ouro = shared memory; "
