@@ -104,8 +104,8 @@ class Engine {
   [[noreturn]] void throwTimeout(const std::vector<int>& waited_on);
   std::string lastSeen(int peer) const;
   void blockBriefly(const std::function<bool()>& ready, int64_t max_ns);
-  // Publishes the CPU this rank runs on (shm only); true when a local peer last ran there too.
-  bool notePeersOnMyCpu();
+  // Publishes the CPU this rank runs on (shm only); true when one of `peers` last ran there too.
+  bool notePeersOnMyCpu(const std::vector<int>& peers);
   void progressLinks();
   void flushLinks();  // waits until TCP has taken every queued message
   void runCollective(const CollArgs& args);
