@@ -291,7 +291,10 @@ def load_results(json_path: Path, stdout: str, record: RunRecord) -> None:
         try:
             data = json.loads(json_path.read_text())
             record.results = list(data.get("results") or [])
-            record.description = str(data.get("description") or "")
+            # Control characters (a C string's NUL copied into the JSON) would make the
+            # summary a "binary" file for grep and editors.
+            record.description = re.sub(r"[\x00-\x1f\x7f]", "",
+                                        str(data.get("description") or ""))
             record.skipped = [str(x) for x in data.get("skipped") or []]
             record.source = "json"
             if data.get("ok") is False and record.status == "ok":
