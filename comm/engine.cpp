@@ -65,8 +65,19 @@ Engine::Engine(Setup setup)
   shm_local_index_.resize(size_t(nranks_), -1);
   links_.resize(size_t(nranks_));
   pidfds_.assign(size_t(nranks_), -1);
-  int local_ranks = shm_ ? shm_->localCount() : 1;
-  policy_ = waitPolicyFor(local_ranks);
+  int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
+  if (shm_) {
+    // Judged on the union of the local ranks' CPUs: ranks a launcher bound to one CPU each do
+    // not oversubscribe anything, and must spin rather than yield (yielding at once measured
+    // 1.6-2.9 us vs 0.4 us at 2 ranks bound to 2 CPUs).
+    local_ranks = shm_->localCount();
+    uint64_t all[16] = {};
+    for (int local = 0; local < local_ranks; local++)
+      for (int w = 0; w < 16; w++) all[w] |= shm_->control(local)->allowed_cpus[w];
+    usable_cpus = 0;
+    for (uint64_t w : all) usable_cpus += __builtin_popcountll(w);
+  }
+  policy_ = waitPolicyFor(local_ranks, usable_cpus);
   for (int p = 0; p < nranks_; p++) {
     if (links_[size_t(p)]) {
       std::vector<pollfd> fds;

@@ -47,9 +47,9 @@ const HostTopology& hostTopology() {
   return t;
 }
 
-WaitPolicy waitPolicyFor(int local_ranks) {
+WaitPolicy waitPolicyFor(int local_ranks, int usable_cpus) {
   WaitPolicy p;
-  const bool oversubscribed = local_ranks > hostTopology().hardware_threads;
+  const bool oversubscribed = local_ranks > usable_cpus;
   // Enough ranks for every core: a peer is running and will answer within microseconds, so
   // spin (a cross-core wake-up costs ~60 us here, MACHINE-FACTS.md; the waiter still yields when
   // it finds a peer stacked on its own core). Oversubscribed: the peer we wait for probably needs

@@ -22,7 +22,8 @@ struct WaitPolicy {
   int64_t yield_ns = 0;
 };
 
-// local_ranks ranks share this host's cores. OURO_SPIN_US overrides the spin time.
-WaitPolicy waitPolicyFor(int local_ranks);
+// local_ranks ranks share usable_cpus CPUs (the union of their affinity masks). OURO_SPIN_US
+// overrides the spin time.
+WaitPolicy waitPolicyFor(int local_ranks, int usable_cpus);
 
 }  // namespace ouro
