@@ -2,8 +2,9 @@
 # Runs each peer program built here over every collective, dtype, op and root on 1 to 3 ranks,
 # in place and out of place, and fails on any wrong element or bad exit: the harness exits 1 when
 # a checked element is wrong or a guard byte was written, 2 when a call failed.
-#   check_peers.sh OURO_RUN NAME=PROGRAM...   (NAME: openmpi, mpich or gloo)
-# Exits 77 (meson's "skipped") when no listed peer has its launcher on this machine.
+#   check_peers.sh OURO_RUN NAME=PROGRAM...   (NAME: openmpi, mpich, gloo, or torch with
+#                                              PROGRAM the path of torch_bench.py)
+# Exits 77 (meson's "skipped") when no listed peer has its launcher (or torch) on this machine.
 set -u
 ouro_run=$1
 shift
@@ -13,6 +14,7 @@ launch() {  # name nranks program -> the command line that starts it
     openmpi) echo "mpirun.openmpi --allow-run-as-root --oversubscribe -n $2 $3" ;;
     mpich) echo "mpirun.mpich -n $2 $3" ;;
     gloo) echo "$ouro_run -n $2 $3" ;;
+    torch) echo "$ouro_run -n $2 /usr/bin/python3 $3" ;;
   esac
 }
 launcher_present() {
@@ -20,6 +22,8 @@ launcher_present() {
     openmpi) command -v mpirun.openmpi > /dev/null ;;
     mpich) command -v mpirun.mpich > /dev/null ;;
     gloo) [ -x "$ouro_run" ] ;;
+    # Debian's python3-torch lives in the system interpreter, not whichever python3 is on PATH.
+    torch) [ -x "$ouro_run" ] && /usr/bin/python3 -c 'import torch.distributed' 2> /dev/null ;;
   esac
 }
 
@@ -29,7 +33,7 @@ for spec in "$@"; do
   name=${spec%%=*}
   program=${spec#*=}
   if ! launcher_present "$name"; then
-    echo "skip $name: no launcher"
+    echo "skip $name: no launcher (or no torch for /usr/bin/python3)"
     continue
   fi
   for n in 1 2 3; do
