@@ -6,8 +6,8 @@
 A Python re-implementation of the C++ harness, since torch is reached from Python: the same flags
 (bench/flags.cpp), sizes and layouts (formulas.cpp), seeded inputs and check (verify.cpp), timing
 (harness.cpp: barrier, warm-up, -n ops back to back or --budget, times combined by -a) and the
-same table and JSON (report.cpp; no progress line), so bench/compare reads it like the others. Keep it in step with
-those files.
+same table and JSON (report.cpp; no progress line), so bench/compare reads it like the others.
+Keep it in step with those files.
 
 What torch 1.13's gloo backend has: all_reduce, broadcast, reduce, all_gather, alltoall
 (all_to_all_single) and sendrecv (isend/irecv); no reduce_scatter; dtypes int8 uint8 int32 int64
