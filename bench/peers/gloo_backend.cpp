@@ -250,7 +250,11 @@ class GlooBackend final : public Backend {
     // directory must not find this job's stale addresses there.
     barrier();
     for (const std::string& file : key_files) std::filesystem::remove(file, ec);
-    if (rank_ == 0 && store_.owned) std::filesystem::remove_all(store_.path, ec);
+    if (!store_.owned) return;
+    // Removing the directory while other ranks still delete their keys would race (remove_all
+    // stops at an entry that vanished under it), so it waits until every key is gone.
+    barrier();
+    if (rank_ == 0) std::filesystem::remove(store_.path, ec);
   }
 
   template <typename T>
