@@ -223,7 +223,7 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
       // scheduler stacked two busy ranks on one core): spinning would only delay it. Peers on
       // our CPU that merely wait too gain nothing from the CPU: handing it over costs ~5 us a
       // switch and delays noticing a peer on another core.
-      if ((iter & 15) == 0 && shm_ && notePeersOnMyCpu(missing()))
+      if ((iter == 1 ? policy_.oversubscribed : (iter & 15) == 0) && shm_ && notePeersOnMyCpu(missing()))
         sched_yield();
       else
         cpuRelax();

@@ -52,10 +52,12 @@ WaitPolicy waitPolicyFor(int local_ranks, int usable_cpus) {
   const bool oversubscribed = local_ranks > usable_cpus;
   // Enough ranks for every core: a peer is running and will answer within microseconds, so
   // spin (a cross-core wake-up costs ~60 us here, MACHINE-FACTS.md; the waiter still yields when
-  // it finds a peer stacked on its own core). Oversubscribed: the peer we wait for probably needs
-  // our core, so yield at once; even a 2 us spin measured 2x slower at 4 ranks on 2 cores
-  // (8-byte all-reduce ~21 us vs ~9 us), since every hand-over pays it.
-  p.spin_ns = oversubscribed ? 0 : 200'000;
+  // it finds a peer it waits for stacked on its own core). Oversubscribed: a waited-for peer on
+  // our core needs it, so the waiter checks at once and yields (a blind 2 us spin measured 2x
+  // slower at 4 ranks on 2 cores, 8-byte all-reduce ~21 us vs ~9 us, since every hand-over paid
+  // it); peers on other cores get a short spin before the waiter yields anyway.
+  p.oversubscribed = oversubscribed;
+  p.spin_ns = oversubscribed ? 2'000 : 200'000;
   p.yield_ns = 20'000'000;
   if (envIsSet("OURO_SPIN_US")) p.spin_ns = envInt("OURO_SPIN_US") * 1000;
   return p;

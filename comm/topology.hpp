@@ -20,6 +20,7 @@ const HostTopology& hostTopology();
 struct WaitPolicy {
   int64_t spin_ns = 0;
   int64_t yield_ns = 0;
+  bool oversubscribed = false;  // more local ranks than CPUs: look for a stacked peer at once
 };
 
 // local_ranks ranks share usable_cpus CPUs (the union of their affinity masks). OURO_SPIN_US
