@@ -233,9 +233,10 @@ class Launchers:
         if launcher is None:
             return None, f"{system.launcher} not on PATH"
         if system.launcher == "mpirun.openmpi":
-            # Root needs --allow-run-as-root; more ranks than cores need --oversubscribe;
-            # --bind-to none lets the ranks share the cores as ouro's and gloo's do.
-            return [launcher, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+            # Root needs --allow-run-as-root; more ranks than cores need --oversubscribe.
+            # Binding is each launcher's default: mpirun.openmpi and ouro-run pin one rank per
+            # core when the ranks fit the cores, and spread them otherwise.
+            return [launcher, "--allow-run-as-root", "--oversubscribe",
                     "-n", str(nranks)] + program, None
         return [launcher, "-n", str(nranks)] + program, None
 

@@ -57,6 +57,9 @@ TEST_CASE("ouro-run options parse like torchrun and mpirun") {
   CHECK(o.master_host == "::1");
   CHECK_THROWS_WITH(run::parseOptions({"-n", "0", "p"}), Catch::Contains("-n needs a whole number >= 1"));
   CHECK_THROWS_WITH(run::parseOptions({"-n", "4"}), Catch::Contains("no PROGRAM"));
+  CHECK(run::parseOptions({"p"}).bind_to == "auto");
+  CHECK(run::parseOptions({"--bind-to", "none", "p"}).bind_to == "none");
+  CHECK_THROWS_WITH(run::parseOptions({"--bind-to", "socket", "p"}), Catch::Contains("--bind-to needs auto, core or none"));
   CHECK_THROWS_WITH(run::parseOptions({"--nnodes", "2", "p"}), Catch::Contains("--master"));
   CHECK_THROWS_WITH(run::parseOptions({"--nnodes", "2", "--node-rank", "2", "--master", "h:1", "p"}),
                     Catch::Contains("out of range"));

@@ -1,6 +1,7 @@
 // ouro-run: starts the ranks of an ouro job on this host (like torchrun / mpirun), serves their
 // rendezvous store, and supervises them. With --nnodes > 1, one ouro-run per host: node 0 serves
 // the store at --master; the launchers use it to stop every node when one rank anywhere fails.
+#include <sched.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -90,12 +91,21 @@ int main(int argc, char** argv) {
   }
 
   const int world = opt.nnodes * opt.nproc_per_node;
+  // The CPUs this launcher may use, in order; rank i gets the i-th when binding.
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const bool bind = !cpus.empty() && (opt.bind_to == "core" ||
+                                      (opt.bind_to == "auto" && opt.nproc_per_node <= int(cpus.size())));
   std::vector<RankSpec> specs;
   for (int local = 0; local < opt.nproc_per_node; local++) {
     RankSpec s;
     s.rank = opt.node_rank * opt.nproc_per_node + local;
     s.argv = opt.program;
     s.inherit_stdin = s.rank == 0;
+    if (bind) s.cpu = cpus[size_t(local) % cpus.size()];
     const std::string r = std::to_string(s.rank), w = std::to_string(world), l = std::to_string(local),
                       lw = std::to_string(opt.nproc_per_node);
     s.env = {{"OURO_RANK", r},       {"OURO_WORLD_SIZE", w},        {"OURO_LOCAL_RANK", l},

@@ -29,6 +29,8 @@ std::string usage() {
          "                               (needed with --nnodes > 1; every node gives the same one,\n"
          "                               and the same OURO_TOKEN in its environment)\n"
          "  --tag-output                 prefix every output line with \"[RANK]: \"\n"
+         "  --bind-to auto|core|none     pin rank i to the i-th CPU ouro-run may use: 'auto' does so when\n"
+         "                               the ranks fit the CPUs (default), 'core' always, 'none' never\n"
          "  --kill-timeout S             seconds ranks get after SIGTERM before SIGKILL (default 3)\n"
          "  -h, --help                   this text\n"
          "  --version                    print the version\n"
@@ -77,6 +79,10 @@ Options parseOptions(const std::vector<std::string>& args) {
       if (o.master_port > 65535) throw std::invalid_argument("--master port must be at most 65535");
     } else if (flag == "--tag-output") {
       o.tag_output = true;
+    } else if (flag == "--bind-to") {
+      o.bind_to = val();
+      if (o.bind_to != "auto" && o.bind_to != "core" && o.bind_to != "none")
+        throw std::invalid_argument("--bind-to needs auto, core or none, got '" + o.bind_to + "'");
     } else if (flag == "--kill-timeout") {
       std::string v = val();
       char* end = nullptr;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -110,6 +111,10 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (spec.cpu >= 0) CPU_SET(spec.cpu, &cpus);
+
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
@@ -119,6 +124,9 @@ void Supervisor::start(const std::vector<RankSpec>& ranks) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != launcher) _exit(127);
       sigprocmask(SIG_SETMASK, &old, nullptr);
+      // Pinned before exec: a rank never starts stacked on its neighbour's CPU, where the
+      // scheduler would leave two busy-waiting ranks for milliseconds before it spreads them.
+      if (spec.cpu >= 0) sched_setaffinity(0, sizeof(cpus), &cpus);
       if (tag_output_) {
         dup2(pipes[0][1], STDOUT_FILENO);
         dup2(pipes[1][1], STDERR_FILENO);

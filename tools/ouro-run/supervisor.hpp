@@ -18,6 +18,7 @@ struct RankSpec {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) the launcher's
   bool inherit_stdin = false;                            // others read /dev/null
+  int cpu = -1;                                          // pin to this CPU when >= 0
 };
 
 struct JobOutcome {

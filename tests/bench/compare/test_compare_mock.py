@@ -114,7 +114,7 @@ class Failures(MockSetup):
         self.assertIn("- openmpi: timeout", summary)
         self.assertIn("logs/all_reduce_np2_mpich.log", summary)
         log = (self.out / "logs/all_reduce_np2_openmpi.log").read_text()
-        self.assertIn("--allow-run-as-root --oversubscribe --bind-to none -n 2", log)
+        self.assertIn("--allow-run-as-root --oversubscribe -n 2", log)
         self.assertIn("timed out after 2s", log)
 
 
@@ -216,7 +216,7 @@ class CommandLine(MockSetup):
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = p.stdout.splitlines()
         self.assertEqual(len(lines), 3)
-        self.assertIn("mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -n 3 ",
+        self.assertIn("mpirun.openmpi --allow-run-as-root --oversubscribe -n 3 ",
                       lines[0])
         self.assertRegex(lines[1], r"mpirun.mpich -n 3 \S+/ouro-bench-mpich all_gather ")
         self.assertIn("OURO_BENCH_GLOO_STORE=", lines[2])
