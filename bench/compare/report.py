@@ -340,6 +340,8 @@ def _style(system: str) -> str:
 
 def _xtics(sizes: list) -> str:
     """A multiplicative tick step (powers of 2) giving at most ~10 ticks over the sweep."""
+    # A log axis has no 0: rows of size 0 (all_gather of 8 B on 4 ranks has count 0) are left out.
+    sizes = [s for s in sizes if s > 0] or [1]
     lo, hi = min(sizes), max(sizes)
     step = 2
     while hi / lo / step ** 10 > 1:
@@ -361,6 +363,8 @@ def plot_pair(out: Path, gnuplot: str, collective: str, nranks: int, dtype: str,
         names.append((block, system))
         lines.append(f"{block} << EOD")
         for size in sorted(points):
+            if size <= 0:  # not on a log axis
+                continue
             t, bw, _ = points[size]
             lines.append(f"{size} {t!r} {bw if bw is not None else 'NaN'}")
         lines.append("EOD")
