@@ -151,6 +151,46 @@ class Direct {
     finish(dst, count);
   }
 
+  // The pipeline every staged (large) collective runs: chunk k of the call uses generation
+  // g0 + k + 1, alternating between the two staging buffers. A rank that `stages` waits until its
+  // buffer is free and fills it (stage); the first chunk's announcement is also its publication.
+  // A rank that `waits` then waits for the staged chunk of rank `only` (or of every rank when
+  // only < 0) before consume reads it. Every rank publishes that it consumed the chunk, which
+  // frees the buffers of two generations on.
+  template <class Stage, class Consume>
+  void stagedChunks(size_t count, size_t per_chunk, bool stages, bool waits, int only, Stage&& stage,
+                    Consume&& consume) {
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      if (stages) {
+        waitBufferFree(g);
+        stage(off, len, g);
+      }
+      if (k == 0) {
+        announce(nullptr, 0, stages ? g : g0);
+        generation_ = g0 + nc;  // from here on every rank advances through all nc chunks
+      } else if (stages) {
+        publishStaged(g);
+      }
+      if (waits) waitStaged(g, only);
+      consume(off, len, g);
+      publishConsumed(g);
+    }
+  }
+  // Stage: this rank's elements [off, off + len) of its input, contiguous.
+  void stageContiguous(size_t off, size_t len, uint64_t g) {
+    std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+  }
+  // Stage: elements [off, off + len) of each of the n input blocks of `count` except this
+  // rank's own, block d at d * len (reduce-scatter, all-to-all).
+  void stageBlocks(size_t count, size_t off, size_t len, uint64_t g) {
+    for (int d = 0; d < n_; d++)
+      if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
+  }
+
   // ---- collectives ----
   void allReduce() {
     const size_t bytes = a_.count * es_;
@@ -162,25 +202,13 @@ class Direct {
       return reduceFrom(out_, srcs, a_.count);
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
-    const size_t nc = chunks(a_.count, per_chunk);
     // Symmetric reduction reads every buffer on every rank; worth it while the chunk is small or
     // there are only two ranks (then it reads no more than reduce-scatter + all-gather does).
     const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
     e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
                                         : "direct reduce-scatter + all-gather through staging buffers");
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, a_.count - off);
-      waitBufferFree(g);
-      std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
-      if (k == 0) {
-        announce(nullptr, 0, g);
-        generation_ = g0 + nc;  // from here on every rank advances through all nc chunks
-      } else {
-        publishStaged(g);
-      }
-      waitStaged(g);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {
         for (int p = 0; p < n_; p++)
           srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
@@ -199,8 +227,7 @@ class Direct {
           std::memcpy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_);
         }
       }
-      publishConsumed(g);
-    }
+    });
   }
 
   void reduceScatter() {
@@ -214,26 +241,12 @@ class Direct {
       return reduceFrom(out_, srcs, count);
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
-    const size_t nc = chunks(count, per_chunk);
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
-      waitBufferFree(g);
-      for (int d = 0; d < n_; d++)
-        if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
-      if (k == 0) {
-        announce(nullptr, 0, g);
-        generation_ = g0 + nc;
-      } else {
-        publishStaged(g);
-      }
-      waitStaged(g);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       for (int p = 0; p < n_; p++)
         srcs[size_t(p)] = p == me_ ? in_ + (size_t(me_) * count + off) * es_ : staging(p, g) + size_t(me_) * len * es_;
       reduceFrom(out_ + off * es_, srcs, len);
-      publishConsumed(g);
-    }
+    });
   }
 
   void allGather() {
@@ -249,24 +262,11 @@ class Direct {
       return copyOwn();
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
-    const size_t nc = chunks(count, per_chunk);
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
-      waitBufferFree(g);
-      std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
-      if (k == 0) {
-        announce(nullptr, 0, g);
-        generation_ = g0 + nc;
-      } else {
-        publishStaged(g);
-      }
-      waitStaged(g);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       for (int p = 0; p < n_; p++)
         if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g), len * es_);
-      publishConsumed(g);
-    }
+    });
     copyOwn();
   }
 
@@ -281,28 +281,14 @@ class Direct {
       return;
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
-    const size_t nc = chunks(count, per_chunk);
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
-      if (is_root) {
-        waitBufferFree(g);
-        std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
-        if (out_ != in_) std::memcpy(out_ + off * es_, in_ + off * es_, len * es_);
-      }
-      if (k == 0) {
-        announce(nullptr, 0, is_root ? g : g0);
-        generation_ = g0 + nc;
-      } else if (is_root) {
-        publishStaged(g);
-      }
-      if (!is_root) {
-        waitStaged(g, root);
-        std::memcpy(out_ + off * es_, staging(root, g), len * es_);
-      }
-      publishConsumed(g);
-    }
+    // The root stages (and copies its own output); the others wait for the root's chunk only.
+    auto stage = [&](size_t off, size_t len, uint64_t g) {
+      stageContiguous(off, len, g);
+      if (out_ != in_) std::memcpy(out_ + off * es_, in_ + off * es_, len * es_);
+    };
+    stagedChunks(count, per_chunk, is_root, !is_root, root, stage, [&](size_t off, size_t len, uint64_t g) {
+      if (!is_root) std::memcpy(out_ + off * es_, staging(root, g), len * es_);
+    });
   }
 
   void reduce() {
@@ -317,29 +303,14 @@ class Direct {
       return reduceFrom(out_, srcs, count);
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
-    const size_t nc = chunks(count, per_chunk);
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
-      if (!is_root) {
-        waitBufferFree(g);
-        std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
-      }
-      if (k == 0) {
-        announce(nullptr, 0, is_root ? g0 : g);
-        generation_ = g0 + nc;
-      } else if (!is_root) {
-        publishStaged(g);
-      }
-      if (is_root) {
-        waitStaged(g);  // root's own line is not consulted
-        for (int p = 0; p < n_; p++)
-          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
-        reduceFrom(out_ + off * es_, srcs, len);
-      }
-      publishConsumed(g);
-    }
+    // The others stage; the root waits for all of them (its own line is not consulted) and reduces.
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(count, per_chunk, !is_root, is_root, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      if (!is_root) return;
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
+      reduceFrom(out_ + off * es_, srcs, len);
+    });
   }
 
   void allToAll() {
@@ -356,25 +327,11 @@ class Direct {
       return copyOwn();
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
-    const size_t nc = chunks(count, per_chunk);
-    const uint64_t g0 = generation_;
-    for (size_t k = 0; k < nc; k++) {
-      const uint64_t g = g0 + k + 1;
-      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
-      waitBufferFree(g);
-      for (int d = 0; d < n_; d++)
-        if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
-      if (k == 0) {
-        announce(nullptr, 0, g);
-        generation_ = g0 + nc;
-      } else {
-        publishStaged(g);
-      }
-      waitStaged(g);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       for (int p = 0; p < n_; p++)
         if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g) + size_t(me_) * len * es_, len * es_);
-      publishConsumed(g);
-    }
+    });
     copyOwn();
   }
 
