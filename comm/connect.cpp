@@ -113,6 +113,7 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
     options.rank = rank;
     options.sockets_per_peer = int(envInt("OURO_TCP_SOCKETS"));
     options.token = envString("OURO_TOKEN");
+    options.congestion = envString("OURO_TCP_CONGESTION");
     options.comm_key = std::hash<std::string>()(store.describe() + "|" + prefix);
     if (options.sockets_per_peer < 1 || options.sockets_per_peer > 16)
       raise(Result::kInvalidArgument, "OURO_TCP_SOCKETS must be 1..16");

@@ -31,6 +31,7 @@ constexpr Setting kSettings[] = {
     {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME; default: all interfaces)"},
     {"OURO_TCP_SOCKETS", "1", "TCP sockets per peer, messages striped across them"},
     {"OURO_TCP_SLOT_BYTES", "524288", "bytes per TCP message (the pipelining unit over TCP)"},
+    {"OURO_TCP_CONGESTION", "auto", "auto|system|NAME: auto replaces a pacing default (bbr) by cubic, else reno; system keeps the kernel's"},
     {"OURO_TCP_SLOTS", "4", "messages a TCP link may have in flight per direction"},
     {"OURO_SHM_SLOT_BYTES", "131072", "bytes per shared-memory FIFO slot (the pipelining unit over shm links)"},
     {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO"},

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -366,6 +367,81 @@ TEST_CASE("results are bit-identical on every rank and from run to run", "[deter
       }
       report(first);
     }
+}
+
+// ---- TCP transport settings ----
+
+namespace {
+
+std::string systemCongestionControl() {
+  std::string name;
+  std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control") >> name;
+  return name;
+}
+
+// The "TCP congestion control NAME" info line of every rank (empty string where a rank has none).
+std::set<std::string> congestionLogged(const Run& run) {
+  std::set<std::string> names;
+  for (const auto& res : run.ranks) {
+    const std::string key = "TCP congestion control ";
+    size_t at = res.err.find(key);
+    if (at == std::string::npos) {
+      names.insert("");
+      continue;
+    }
+    std::istringstream rest(res.err.substr(at + key.size()));
+    std::string name;
+    rest >> name;
+    if (!name.empty() && name.back() == ',') name.pop_back();
+    names.insert(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("OURO_TCP_CONGESTION picks the sockets' congestion control and says so", "[tcpsettings]") {
+  const std::string system = systemCongestionControl();
+  REQUIRE(!system.empty());
+  const std::vector<std::string> args = {"--mode", "matrix", "--colls", "allreduce"};
+  const std::map<std::string, std::string> info = {{"OURO_DEBUG", "info"}};
+  auto with = [&](const char* value) {
+    auto env = info;
+    env["OURO_TCP_CONGESTION"] = value;
+    return env;
+  };
+
+  // auto: a pacing default (bbr) is replaced by cubic or reno; anything else is kept.
+  Run run = launch(2, kTcp, args, 120, info);
+  if (allPassed(run)) {
+    INFO(run.label << ", system default " << system);
+    auto names = congestionLogged(run);
+    REQUIRE(names.size() == 1);
+    if (system.rfind("bbr", 0) == 0) CHECK((*names.begin() == "cubic" || *names.begin() == "reno"));
+    else CHECK(*names.begin() == system);
+  }
+  report(run);
+
+  // system keeps the kernel's default; reno is allowed to every process.
+  for (const auto& [value, expected] : {std::pair<const char*, std::string>{"system", system}, {"reno", "reno"}}) {
+    run = launch(2, kTcp, args, 120, with(value));
+    if (allPassed(run)) {
+      INFO(run.label);
+      CHECK(congestionLogged(run) == std::set<std::string>{expected});
+    }
+    report(run);
+  }
+
+  // A name the kernel refuses fails communicator creation on every rank, naming the setting.
+  run = launch(2, kTcp, args, 120, with("no-such-algorithm"));
+  for (const auto& res : run.ranks) {
+    INFO(run.label << ": " << test::describe(res));
+    CHECK(res.exit_code != 0);
+    CHECK(!res.timed_out);
+    CHECK(res.out.find("ouroInvalidArgument: rank") != std::string::npos);
+    CHECK(res.out.find("OURO_TCP_CONGESTION=no-such-algorithm: the kernel refused it") != std::string::npos);
+  }
+  report(run);
 }
 
 // ---- errors ----

@@ -126,6 +126,17 @@ void setNoDelay(int fd) {
   OURO_SYSCALL(::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
 }
 
+std::string congestionControl(int fd) {
+  char name[64] = {};
+  socklen_t len = sizeof(name) - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+  return std::string(name, strnlen(name, len));
+}
+
+bool setCongestionControl(int fd, const std::string& name) {
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0;
+}
+
 void setNonBlocking(int fd, bool on) {
   int flags = OURO_SYSCALL(::fcntl(fd, F_GETFL));
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);

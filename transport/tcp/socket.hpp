@@ -65,6 +65,11 @@ Fd connectWithRetry(const std::string& host, int port, Deadline deadline, const 
 Fd acceptUntil(int listen_fd, Deadline deadline, const std::string& what);
 
 void setNoDelay(int fd);
+// The congestion control algorithm in effect on fd ("cubic", "bbr", ...); "" if the kernel says none.
+std::string congestionControl(int fd);
+// Sets fd's congestion control to `name`; returns false with errno set when the kernel refuses
+// (not built in: ENOENT; not in net.ipv4.tcp_allowed_congestion_control for this user: EPERM).
+bool setCongestionControl(int fd, const std::string& name);
 void setNonBlocking(int fd, bool on);
 
 // Write / read exactly len bytes, polling until the deadline. A peer that closes the connection

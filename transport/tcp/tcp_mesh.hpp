@@ -35,6 +35,9 @@ struct MeshOptions {
   int sockets_per_peer = 1;
   std::string token;
   uint64_t comm_key = 0;  // tells communicators apart on one listener's port
+  // OURO_TCP_CONGESTION: "auto" replaces a pacing algorithm (bbr) by cubic, else reno; "system"
+  // keeps the kernel's default; any other value is set on every socket or fails clearly.
+  std::string congestion = "auto";
 };
 
 // Connects to every peer in `peers` (rank -> "HOST:PORT"); returns each peer's sockets, ordered by
