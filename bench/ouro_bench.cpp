@@ -38,9 +38,15 @@ class OuroBackend final : public Backend {
     return "ouro " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
            std::to_string(version % 100) + "; " + std::to_string(local_count_) + " of " + std::to_string(size_) +
            " ranks on this host; " + setting("OURO_TRANSPORT") + " " + setting("OURO_ALGO") +
+           (usesTcp() ? " " + setting("OURO_TCP_CONGESTION") : std::string()) +
            (stream_ ? "; ops on a stream" : "; blocking calls");
   }
   int rank() const override { return rank_; }
+  // TCP carries this job's traffic: forced, or ranks on more than one host.
+  bool usesTcp() const {
+    const char* t = std::getenv("OURO_TRANSPORT");
+    return (t && std::string(t) == "tcp") || local_count_ < size_;
+  }
   int size() const override { return size_; }
   bool supports(Collective, DType, RedOp) const override { return true; }
 
