@@ -9,6 +9,8 @@ the numbers differ only by the library underneath:
 
     ouro       ouro-run -n N build/bench/ouro-bench           OURO_TRANSPORT=shm
     ouro-tcp   ouro-run -n N build/bench/ouro-bench           OURO_TRANSPORT=tcp
+    ouro-tcp-syscc (opt-in) the same with OURO_TCP_CONGESTION=system: the kernel's default
+               congestion control, as the peers get it (ouro replaces a pacing bbr by cubic)
     openmpi    mpirun.openmpi ... -n N build/bench/peers/ouro-bench-openmpi
     mpich      mpirun.mpich -n N build/bench/peers/ouro-bench-mpich
     gloo       ouro-run -n N build/bench/peers/ouro-bench-gloo (FileStore in a fresh temp dir)
@@ -52,7 +54,7 @@ DEFAULT_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather"]
 KNOWN_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                      "alltoall", "sendrecv"]
 DEFAULT_SYSTEMS = ["ouro", "ouro-tcp", "openmpi", "mpich", "gloo", "torch"]
-OURO_SYSTEMS = {"ouro", "ouro-tcp"}  # the subject; every other system is a peer
+OURO_SYSTEMS = {"ouro", "ouro-tcp", "ouro-tcp-syscc"}  # the subject; every other system is a peer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,8 @@ class System:
 SYSTEMS = {
     "ouro": System("ouro", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "shm"),)),
     "ouro-tcp": System("ouro-tcp", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "tcp"),)),
+    "ouro-tcp-syscc": System("ouro-tcp-syscc", "ouro-run", "bench/ouro-bench",
+                             (("OURO_TRANSPORT", "tcp"), ("OURO_TCP_CONGESTION", "system"))),
     "openmpi": System("openmpi", "mpirun.openmpi", "bench/peers/ouro-bench-openmpi"),
     "mpich": System("mpich", "mpirun.mpich", "bench/peers/ouro-bench-mpich"),
     # Which collectives a program has is its own business (the harness prints a skip line
@@ -125,7 +129,8 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--collectives", default=",".join(DEFAULT_COLLECTIVES),
                    help="comma-separated (default %(default)s)")
     p.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
-                   help="comma-separated, from " + ", ".join(SYSTEMS) + " (default: all)")
+                   help="comma-separated, from " + ", ".join(SYSTEMS) +
+                   " (default: all but ouro-tcp-syscc)")
     p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", default="256M", help="largest size (default 256M)")
     p.add_argument("-f", "--stepfactor", default="2", help="size multiplier (default 2)")

@@ -223,6 +223,15 @@ class CommandLine(MockSetup):
         self.assertTrue(all(ln.endswith("--seed 7") for ln in lines))
         self.assertFalse(self.out.exists())
 
+    def test_ouro_tcp_with_the_kernels_congestion_control(self):
+        p = self.compare("--ranks", "2", "--collectives", "all_reduce", "--dry-run",
+                         "--systems", "ouro-tcp,ouro-tcp-syscc")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        tcp, syscc = p.stdout.splitlines()
+        self.assertNotIn("OURO_TCP_CONGESTION", tcp)
+        self.assertIn("OURO_TCP_CONGESTION=system", syscc)
+        self.assertIn("OURO_TRANSPORT=tcp", syscc)
+
     def test_bad_arguments(self):
         for args in (["--systems", "nccl"], ["--collectives", "allfoo"], ["--ranks", "0"]):
             p = self.compare(*args, "--dry-run")
