@@ -96,6 +96,7 @@ class RunRecord:
     log: str = ""            # relative to the output dir
     json_path: str = ""
     note: str = ""
+    repeat: int = 1          # which of --repeat K runs of the plan this is
     description: str = ""    # the program's own line about the system (JSON "description")
     results: list = dataclasses.field(default_factory=list)  # JSON "results" entries
     skipped: list = dataclasses.field(default_factory=list)  # JSON "skipped": what it lacks
@@ -139,6 +140,10 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=None,
                    help="seconds per size for the timed loop; iterations follow from the "
                         "warm-up (passed as --budget to every program, replaces -n)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the whole plan K times, interleaved (every system once, then again); "
+                        "tables and plots show each size's median time over the K runs, which "
+                        "one slow run (a descheduled vCPU) cannot move (default 1)")
     p.add_argument("-d", "--dtype", default="float32", help="element type (default float32)")
     p.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
                    help="verify results (default 1)")
@@ -174,6 +179,8 @@ def parse_args(argv: list) -> argparse.Namespace:
             p.error(f"unknown system {s!r}; one of {', '.join(SYSTEMS)}")
     if args.timeout <= 0:
         p.error("--timeout must be positive")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     # Runs start in the output dir, so every path given relative to here must be made absolute.
     # (absolute, not resolved: a program may be a symlink whose name matters to it).
     args.build = args.build.absolute()
@@ -333,9 +340,9 @@ def wrong_note(results: list) -> str:
 _SKIP_LINE = re.compile(r"skip|not support|unsupported", re.IGNORECASE)
 
 
-def run_one(args, launchers: Launchers, system: System, collective: str, nranks: int
-            ) -> RunRecord:
-    rec = RunRecord(system.name, collective, nranks)
+def run_one(args, launchers: Launchers, system: System, collective: str, nranks: int,
+            repeat: int = 1) -> RunRecord:
+    rec = RunRecord(system.name, collective, nranks, repeat=repeat)
     if collective in system.lacks:
         rec.status, rec.note = "unsupported", f"{system.name} has no {collective}"
         return rec
@@ -343,7 +350,7 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     if prefix is None:
         rec.status, rec.note = "missing", why
         return rec
-    stem = f"{collective}_np{nranks}_{system.name}"
+    stem = f"{collective}_np{nranks}_{system.name}" + (f"_r{repeat}" if args.repeat > 1 else "")
     json_path = args.out / "json" / f"{stem}.json"
     log_path = args.out / "logs" / f"{stem}.log"
     rec.json_path = str(json_path.relative_to(args.out))
@@ -414,7 +421,10 @@ def main(argv: list) -> int:
         (args.out / "json").mkdir(parents=True, exist_ok=True)
         (args.out / "logs").mkdir(parents=True, exist_ok=True)
     launchers = Launchers(args)
-    plan = [(c, n, SYSTEMS[s]) for c in args.collectives for n in args.ranks for s in args.systems]
+    # Interleaved repeats: a slow spell of the machine hits one run of every system, not all
+    # runs of one.
+    plan = [(c, n, SYSTEMS[s], k) for k in range(1, args.repeat + 1) for c in args.collectives
+            for n in args.ranks for s in args.systems]
     records = []
     started = time.monotonic()
     load_before = report.load_average()
@@ -423,11 +433,12 @@ def main(argv: list) -> int:
         # Other work on the cores shows up in every number (ranks wait for descheduled peers).
         print(f"warning: load average {load_before:.2f} on {cores} cores before the first run; "
               f"timings will include other work", file=sys.stderr)
-    for i, (collective, nranks, system) in enumerate(plan, start=1):
+    for i, (collective, nranks, system, k) in enumerate(plan, start=1):
         if not args.dry_run:
-            print(f"[{i:3d}/{len(plan)}] {collective} np{nranks} {system.name:9s} ",
+            print(f"[{i:3d}/{len(plan)}] {collective} np{nranks} {system.name:9s} "
+                  + (f"run {k} " if args.repeat > 1 else ""),
                   end="", file=sys.stderr, flush=True)
-        rec = run_one(args, launchers, system, collective, nranks)
+        rec = run_one(args, launchers, system, collective, nranks, k)
         records.append(rec)
         if not args.dry_run:
             print(f"{rec.status}" + (f" {rec.seconds:.1f} s, {len(rec.results)} sizes"
@@ -442,7 +453,9 @@ def main(argv: list) -> int:
                                         f"-f {args.stepfactor}",
         iterations=(f"--budget {args.budget:g} s per size (warm-up {args.warmup_iters})"
                     if args.budget is not None
-                    else f"-n {args.iters} timed, -w {args.warmup_iters} warm-up"),
+                    else f"-n {args.iters} timed, -w {args.warmup_iters} warm-up")
+        + (f"; median of {args.repeat} interleaved runs of every system" if args.repeat > 1
+           else ""),
         wall_s=time.monotonic() - started, src_root=str(SRC_ROOT),
         load=(load_before, report.load_average()))
     text = report.write_all(args.out, records, info, plots=not args.no_plots,

@@ -22,9 +22,9 @@ import subprocess
 from pathlib import Path
 
 CSV_COLUMNS = ["system", "collective", "nranks", "dtype", "placement", "size_bytes", "count",
-               "time_us", "algbw", "busbw", "wrong"]
+               "time_us", "algbw", "busbw", "wrong", "repeat"]
 RUN_COLUMNS = ["system", "collective", "nranks", "status", "rc", "seconds", "sizes", "source",
-               "log", "note"]
+               "log", "note", "repeat"]
 PLACEMENTS = (("out_of_place", "out"), ("in_place", "in"))
 
 
@@ -130,19 +130,29 @@ def primary_placement(placement: str) -> str:
 
 
 def series(records, collective: str, nranks: int, placement_key: str) -> dict:
-    """{system: {size: (time_us, busbw, wrong)}} for one summary table, in run order."""
-    out = {}
+    """{system: {size: (time_us, busbw, wrong)}} for one summary table, in run order.
+
+    With several runs of a system (--repeat), each size shows the run with the median time
+    (the lower middle one for an even count: a time that was measured, with its own busbw), and
+    counts as wrong if any run was."""
+    runs = {}
     for rec in records:
         if rec.collective != collective or rec.nranks != nranks or not rec.results:
             continue
-        points = {}
         for r in rec.results:
             m = r.get(placement_key)
             if not m or m.get("time_us") is None:
                 continue
-            points[int(r["size"])] = (float(m["time_us"]), m.get("busbw"), m.get("wrong"))
-        if points:
-            out[rec.system] = points
+            point = (float(m["time_us"]), m.get("busbw"), m.get("wrong"))
+            runs.setdefault(rec.system, {}).setdefault(int(r["size"]), []).append(point)
+    out = {}
+    for system, sizes in runs.items():
+        out[system] = {}
+        for size, points in sizes.items():
+            points.sort(key=lambda p: p[0])
+            t, bw, _ = points[(len(points) - 1) // 2]
+            wrong = next((p[2] for p in points if p[2]), points[0][2])
+            out[system][size] = (t, bw, wrong)
     return out
 
 
@@ -175,14 +185,14 @@ def write_csv(out: Path, records) -> None:
                     w.writerow([rec.system, rec.collective, rec.nranks, r.get("type", ""), short,
                                 r.get("size"), r.get("count"), _cell(m.get("time_us")),
                                 _cell(m.get("algbw")), _cell(m.get("busbw")),
-                                _cell(m.get("wrong"))])
+                                _cell(m.get("wrong")), rec.repeat])
     with open(out / "runs.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(RUN_COLUMNS)
         for rec in records:
             w.writerow([rec.system, rec.collective, rec.nranks, rec.status,
                         "" if rec.rc is None else rec.rc, f"{rec.seconds:.2f}",
-                        len(rec.results), rec.source, rec.log, rec.note])
+                        len(rec.results), rec.source, rec.log, rec.note, rec.repeat])
 
 
 def _cell(v):
@@ -294,8 +304,9 @@ def write_all(out: Path, records, info: RunInfo, plots: bool, ouro_systems) -> s
         head += ["Systems:", ""] + [f"- {s}: {d}" for s, d in descriptions.items()] + [""]
     if plot_note:
         head += [plot_note, ""]
+    repeated = any(r.repeat > 1 for r in records)
     runs = md_table(["system", "collective", "status", "ranks", "wall s", "sizes", "note"],
-                    [[r.system, r.collective, r.status, r.nranks,
+                    [[r.system + (f" (run {r.repeat})" if repeated else ""), r.collective, r.status, r.nranks,
                       f"{r.seconds:.1f}" if r.rc is not None else "-", len(r.results),
                       (r.note or "").replace("|", "/")[:100]] for r in records],
                     text_columns=(0, 1, 2, 6))

@@ -148,7 +148,7 @@ class Sweep(MockSetup):
         rows = read_csv(self.out / "results.csv")
         self.assertEqual(list(rows[0]), ["system", "collective", "nranks", "dtype", "placement",
                                          "size_bytes", "count", "time_us", "algbw", "busbw",
-                                         "wrong"])
+                                         "wrong", "repeat"])
         key = {(r["system"], r["collective"], r["nranks"], r["size_bytes"]) for r in rows}
         for system in ("ouro", "ouro-tcp", "openmpi"):
             for coll in ("all_reduce", "reduce_scatter"):
@@ -194,6 +194,38 @@ class Sweep(MockSetup):
                     self.assertEqual(png.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
 
 
+class Repeat(MockSetup):
+    """--repeat 3 with one slow run of ouro and of openmpi: tables show the median run."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.proc = cls.compare("--ranks", "2", "--collectives", "all_reduce", "--systems",
+                               "ouro,openmpi", "--repeat", "3", "--no-plots",
+                               behavior="ouro:slowonce,openmpi:slowonce")
+
+    def test_every_run_recorded(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        runs = read_csv(self.out / "runs.csv")
+        self.assertEqual(sorted((r["system"], r["repeat"]) for r in runs),
+                         [(s, str(k)) for s in ("openmpi", "ouro") for k in (1, 2, 3)])
+        self.assertEqual(len({r["log"] for r in runs}), 6)  # one log per run, none overwritten
+        rows = [r for r in read_csv(self.out / "results.csv")
+                if r["system"] == "ouro" and r["size_bytes"] == "8"]
+        times = sorted(float(r["time_us"]) for r in rows)
+        self.assertEqual(len(times), 3)
+        self.assertAlmostEqual(times[2], 10 * times[0], places=3)  # the slow first run is kept
+
+    def test_tables_show_the_median(self):
+        summary = (self.out / "summary.md").read_text()
+        self.assertIn("median of 3 interleaved runs", summary)
+        self.assertRegex(summary, r"\| ouro \(run 2\) +\| all_reduce ")
+        # Model times (ouro 1 us + size/8 GB/s, openmpi 0.5 + size/4): the slow runs are left out.
+        row8 = next(ln for ln in summary.splitlines() if re.match(r"\|\s+8 B ", ln))
+        self.assertRegex(row8, r"^\|\s+8 B \|\s+1\.00 \|")
+        self.assertRegex(row8, r"\| +openmpi \| +0\.501x \|$")
+
+
 class CommandLine(MockSetup):
     # A fresh tree per test: one of them deletes ouro-bench.
     @classmethod
@@ -233,7 +265,8 @@ class CommandLine(MockSetup):
         self.assertIn("OURO_TRANSPORT=tcp", syscc)
 
     def test_bad_arguments(self):
-        for args in (["--systems", "nccl"], ["--collectives", "allfoo"], ["--ranks", "0"]):
+        for args in (["--systems", "nccl"], ["--collectives", "allfoo"], ["--ranks", "0"],
+                     ["--repeat", "0"]):
             p = self.compare(*args, "--dry-run")
             self.assertEqual(p.returncode, 2, args)
 

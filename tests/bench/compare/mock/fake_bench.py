@@ -11,6 +11,8 @@ FAKE_BENCH_BEHAVIOR="system:what,system@collective:what,..." makes one system mi
   nojson  print the whole table but write no JSON (compare falls back to the table parser)
   wrong   report wrong elements at the second size, exit 1
   skip    print a skip line and no rows (a collective the program lacks), exit 0
+  slowonce  times 10x longer in its first run (per system and collective; a state file beside
+          FAKE_BENCH_PIDFILE remembers it), as a descheduled run would be
 """
 import json
 import os
@@ -55,11 +57,18 @@ print("#       size         count      type   redop    root     time   algbw   b
 if what == "skip":
     print(f"# skipping {collective}: {system} does not support it")
     sys.exit(0)
+slowdown = 1.0
+if what == "slowonce":
+    marker = os.path.join(os.path.dirname(os.environ["FAKE_BENCH_PIDFILE"]),
+                          f"slowonce-{system}-{collective}")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        slowdown = 10.0
 results = []
 size, row = lo, 0
 while size <= hi:
     lat, bw = MODEL[system]
-    t = lat + size / (bw * 1e3)
+    t = (lat + size / (bw * 1e3)) * slowdown
     alg = size / 1e3 / t
     wrong = 5 if what == "wrong" and row == 1 else 0
     count = size // 4 // (nranks if collective in ("reduce_scatter", "all_gather") else 1)
