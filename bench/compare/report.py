@@ -341,7 +341,7 @@ def _terminal(gnuplot: str) -> str:
 # One colour per system in every plot, so plots of different collectives read alike; ouro
 # thickest, ouro over TCP dashed in ouro's colour family.
 _STYLES = {"ouro": "lc rgb '#1f3fbf' lw 3 pt 7", "ouro-tcp": "lc rgb '#6f9fef' lw 2 dt 2 pt 6",
-           "ouro-tcp-syscc": "lc rgb '#6f9fef' lw 1 dt 3 pt 4",
+           "ouro-tcp-syscc": "lc rgb '#6f9fef' lw 2 dt 3 pt 4",
            "openmpi": "lc rgb '#d62728' lw 2 pt 5", "mpich": "lc rgb '#ff7f0e' lw 2 pt 9",
            "gloo": "lc rgb '#2ca02c' lw 2 pt 11", "torch": "lc rgb '#9467bd' lw 2 pt 13"}
 

@@ -34,10 +34,11 @@ static_assert(sizeof(Handshake) == 32);
 // Applies options.congestion to one connected socket; returns the algorithm it ends up with and,
 // in *why, what was done (for the one info line per communicator).
 //
-// Why "auto" avoids bbr: bbr paces every send from a timer at its estimate of the path's
-// bandwidth. Between ranks that estimate trails what the link can take, and on loopback (no qdisc)
-// the pacing runs on hrtimers: measured on the 2-core development VM, bidirectional loopback
-// streams carry 1.7-2.0 GB/s each way under bbr and 4.3-4.7 GB/s under cubic or reno.
+// Why "auto" avoids bbr: bbr releases every segment at a paced rate, its estimate of the path's
+// bandwidth, and with no pacing qdisc (loopback, most hosts) the kernel paces from hrtimers.
+// Measured on the 2-core development VM: bidirectional loopback streams carry 1.7-2.0 GB/s each
+// way under bbr and 4.3-4.7 GB/s under cubic or reno. cubic is what Linux defaults to; reno is
+// the one every process may set.
 std::string applyCongestionControl(int fd, const MeshOptions& options, std::string* why) {
   const std::string current = congestionControl(fd);
   const std::string& want = options.congestion;
