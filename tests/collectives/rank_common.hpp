@@ -97,6 +97,18 @@ struct CaseSpec {
   Inputs inputs = kExactInputs;
 };
 
+inline CaseSpec spec(Coll coll, int dtype, int op, size_t count, uint64_t id, int root = 0, bool inplace = false) {
+  CaseSpec s;
+  s.coll = coll;
+  s.dtype = dtype;
+  s.op = op;
+  s.count = count;
+  s.id = id;
+  s.root = root;
+  s.inplace = inplace;
+  return s;
+}
+
 class Case {
  public:
   virtual ~Case() = default;

@@ -32,15 +32,7 @@ class MatrixBuilder {
  public:
   explicit MatrixBuilder(int n) : n_(n) {}
   void add(Coll coll, int dtype, int op, size_t count, bool inplace, int root = 0) {
-    CaseSpec s;
-    s.coll = coll;
-    s.dtype = dtype;
-    s.op = op;
-    s.count = count;
-    s.inplace = inplace;
-    s.root = root;
-    s.id = next_id_++;
-    specs.push_back(s);
+    specs.push_back(spec(coll, dtype, op, count, next_id_++, root, inplace));
   }
   int nextRoot() { return rotating_root_++ % n_; }
   std::vector<CaseSpec> specs;
@@ -202,18 +194,6 @@ CommView viewOf(Rank& r, ouroComm_t comm, std::vector<int> ids, int expect_rank,
     std::exit(1);
   }
   return v;
-}
-
-CaseSpec spec(Coll coll, int dtype, int op, size_t count, uint64_t id, int root = 0, bool inplace = false) {
-  CaseSpec s;
-  s.coll = coll;
-  s.dtype = dtype;
-  s.op = op;
-  s.count = count;
-  s.id = id;
-  s.root = root;
-  s.inplace = inplace;
-  return s;
 }
 
 }  // namespace

@@ -16,16 +16,6 @@ bool hasWord(const std::string& text, const std::string& word) {
   return squash(text).find(squash(word)) != std::string::npos;
 }
 
-CaseSpec goodSpec(Coll coll, int dtype, size_t count, uint64_t id) {
-  CaseSpec s;
-  s.coll = coll;
-  s.dtype = dtype;
-  s.op = kSum;
-  s.count = count;
-  s.id = id;
-  return s;
-}
-
 // ---- bad arguments ----
 class BadArgs {
  public:
@@ -62,7 +52,7 @@ class BadArgs {
   }
 
   void stillWorks(const std::string& after) {
-    CaseSpec s = goodSpec(kAllReduce, kInt32, size_t(r_.n) + 1, id_++);
+    CaseSpec s = spec(kAllReduce, kInt32, kSum, size_t(r_.n) + 1, id_++);
     auto c = makeCase(s, world_);
     mustSucceed(c->issue(nullptr), "good allreduce after " + after, r_.comm);
     c->verify(r_);
@@ -199,7 +189,7 @@ void BadArgs::run() {
               lastError(comm).c_str());
     std::printf("REJECTED grouped send to peer %d -> %s/%s: %s\n", n, resultName(at_send), resultName(at_end),
                 lastError(comm).c_str());
-    auto ring = makeCase(goodSpec(kRingExchange, kFloat32, 1000, id_++), world_);
+    auto ring = makeCase(spec(kRingExchange, kFloat32, kSum, 1000, id_++), world_);
     mustSucceed(ring->issue(nullptr), "good grouped ring exchange after a bad grouped send", comm);
     ring->verify(r_);
     stillWorks("a bad grouped send");
@@ -231,7 +221,7 @@ void BadArgs::run() {
     mustSucceed(ouroStreamCreate(comm, &st), "ouroStreamCreate", comm);
     rejected("allreduce on a stream with sendbuff NULL", "allreduce",
              [&] { return ouroAllReduce(nullptr, d, 16, f32, ouroSum, comm, st); });
-    auto c = makeCase(goodSpec(kAllReduce, kFloat32, 1000, id_++), world_);
+    auto c = makeCase(spec(kAllReduce, kFloat32, kSum, 1000, id_++), world_);
     mustSucceed(c->issue(st), "good allreduce on the stream after a rejected one", comm);
     mustSucceed(ouroStreamSynchronize(st), "ouroStreamSynchronize after a rejected call", comm);
     c->verify(r_);
@@ -311,8 +301,8 @@ int runMismatch(Rank& r) {
   const CommView world = worldView(r);
   const int odd_rank = r.opt.victim >= 0 ? r.opt.victim : r.n - 1;
   uint64_t id = 300;
-  runBlocking(r, goodSpec(kAllReduce, kFloat32, 1000, id++), world, nullptr);
-  runBlocking(r, goodSpec(kAllGather, kInt32, 10, id++), world, nullptr);
+  runBlocking(r, spec(kAllReduce, kFloat32, kSum, 1000, id++), world, nullptr);
+  runBlocking(r, spec(kAllGather, kInt32, kSum, 10, id++), world, nullptr);
   std::vector<double> send(size_t(r.n) * 2048, 1.0), recv(size_t(r.n) * 2048, 0.0);
   const Disagreement dis = disagreement(r.opt.variant, send.data(), recv.data(), r.comm);
   ouroStream_t stream = nullptr;
@@ -335,10 +325,10 @@ int runMismatch(Rank& r) {
     r.expect(hasWord(msg, word), "the disagreement message must name both sides ('%s' missing): '%s'", word.c_str(),
              msg.c_str());
   // Still usable: blocking calls of two kinds, and the stream.
-  runBlocking(r, goodSpec(kAllReduce, kFloat32, 1000, id++), world, nullptr);
-  runBlocking(r, goodSpec(kAllGather, kInt8, 100, id++), world, nullptr);
+  runBlocking(r, spec(kAllReduce, kFloat32, kSum, 1000, id++), world, nullptr);
+  runBlocking(r, spec(kAllGather, kInt8, kSum, 100, id++), world, nullptr);
   if (stream) {
-    auto c = makeCase(goodSpec(kAllReduce, kInt64, 77, id++), world);
+    auto c = makeCase(spec(kAllReduce, kInt64, kSum, 77, id++), world);
     mustSucceed(c->issue(stream), "allreduce on the stream after the disagreement", r.comm);
     mustSucceed(ouroStreamSynchronize(stream), "ouroStreamSynchronize after the disagreement", r.comm);
     c->verify(r);
@@ -355,8 +345,8 @@ int runStall(Rank& r) {
   const CommView world = worldView(r);
   const int victim = r.opt.victim >= 0 ? r.opt.victim : r.n - 1;
   uint64_t id = 400;
-  for (int k = 0; k < 3; k++) runBlocking(r, goodSpec(kAllReduce, kFloat32, 1000, id++), world, nullptr);
-  runBlocking(r, goodSpec(kAllGather, kInt32, 100, id++), world, nullptr);
+  for (int k = 0; k < 3; k++) runBlocking(r, spec(kAllReduce, kFloat32, kSum, 1000, id++), world, nullptr);
+  runBlocking(r, spec(kAllGather, kInt32, kSum, 100, id++), world, nullptr);
   std::vector<std::string> survivors;
   for (int q = 0; q < r.n; q++)
     if (q != victim) survivors.push_back("done" + std::to_string(q));
@@ -403,7 +393,7 @@ int runDie(Rank& r) {
   ouroStream_t stream = nullptr;
   if (r.opt.on_stream) mustSucceed(ouroStreamCreate(r.comm, &stream), "ouroStreamCreate", r.comm);
   uint64_t id = 600;
-  for (int k = 0; k < 3; k++) runBlocking(r, goodSpec(kAllReduce, kFloat32, 1000, id++), world, nullptr);
+  for (int k = 0; k < 3; k++) runBlocking(r, spec(kAllReduce, kFloat32, kSum, 1000, id++), world, nullptr);
   std::vector<std::string> survivors;
   for (int q = 0; q < r.n; q++)
     if (q != victim) survivors.push_back("done" + std::to_string(q));

@@ -7,13 +7,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
 
 namespace ouro::kernels::test {
+
+// Bit patterns in failure messages: "0x7fc00000".
+inline std::string hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
+  return text;
+}
 
 constexpr DataType kAllDataTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
                                       DataType::kInt64,   DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,

@@ -14,14 +14,9 @@ namespace ouro::kernels {
 namespace {
 
 using test::decodeHalf;
+using test::hex;
 using test::encodeHalfNearest;
 using test::HalfFormat;
-
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 // A NaN keeps its sign and the top payload bits and comes out quiet (what F16C and CUDA do).
 uint16_t expectedNaNNarrowing(const HalfFormat& f, uint32_t float_bits) {

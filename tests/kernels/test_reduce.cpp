@@ -16,16 +16,11 @@ namespace ouro::kernels {
 namespace {
 
 using test::ElementBuffer;
+using test::hex;
 using test::kAllDataTypes;
 using test::kAllRedOps;
 
 constexpr size_t kCounts[] = {0, 1, 7, 8, 9, 31, 33, 1000, 65537};
-
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 std::string describe(DataType t, RedOp op, size_t count, const char* layout) {
   return std::string(dataTypeName(t)) + " " + redOpName(op) + " count " + std::to_string(count) + " " + layout;

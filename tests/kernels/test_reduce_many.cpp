@@ -15,14 +15,9 @@ namespace ouro::kernels {
 namespace {
 
 using test::ElementBuffer;
+using test::hex;
 using test::kAllDataTypes;
 using test::kAllRedOps;
-
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 // reduceMany over n sources, each at its own misalignment; dst_source >= 0 makes dst that source.
 // Returns "" or the first element that differs from the reference.
