@@ -146,8 +146,9 @@ class Direct {
   void finish(std::byte* dst, size_t count) {
     if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
   }
-  void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count) {
-    kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op);
+  void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
+                  kernels::Store store = kernels::Store::kCached) {
+    kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op, store);
     finish(dst, count);
   }
 
@@ -207,12 +208,17 @@ class Direct {
     const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
     e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
                                         : "direct reduce-scatter + all-gather through staging buffers");
+    // A large out-of-place output goes around the cache (no read-for-ownership of its lines; the
+    // staging buffers and inputs keep the cache). Not in place (the lines are cached already, as
+    // input) and not for avg (its finishing pass rereads the output).
+    const bool cached_only = in_ == out_ || a_.op == RedOp::kAvg;
+    const kernels::Store store = cached_only ? kernels::Store::kCached : e_.outputStore(bytes);
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {
         for (int p = 0; p < n_; p++)
           srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
-        reduceFrom(out_ + off * es_, srcs, len);
+        reduceFrom(out_ + off * es_, srcs, len, store);
       } else {
         auto mine = kernels::chunkRange(len, n_, me_);
         for (int p = 0; p < n_; p++)
@@ -224,7 +230,7 @@ class Direct {
         waitWhile(behind);
         for (int p = 0; p < n_; p++) {
           auto slice = kernels::chunkRange(len, n_, p);
-          std::memcpy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_);
+          kernels::copy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_, store);
         }
       }
     });

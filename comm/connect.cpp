@@ -86,6 +86,11 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
     layout.slot_bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
     if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
       raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
+    const int64_t streaming = envInt("OURO_SHM_STREAMING_BYTES");
+    if (streaming < 0)
+      raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAMING_BYTES=%lld: must be >= 0 (0 = never stream)", rank,
+            (long long)streaming);
+    setup.streaming_bytes = size_t(streaming);
     auto world = std::make_unique<transport::shm::ShmWorld>(layout, m.local_rank);
     store.set(prefix + "shm/" + std::to_string(rank), world->createOwn());
     std::vector<std::string> names, mapped;

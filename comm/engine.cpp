@@ -56,6 +56,7 @@ Engine::Engine(Setup setup)
       direct_family_(setup.direct_family),
       algo_(setup.algo),
       slice_bytes_(setup.slice_bytes),
+      streaming_bytes_(setup.streaming_bytes),
       check_(envInt("OURO_CHECK") != 0),
       timeout_ns_(envInt("OURO_TIMEOUT_S") * 1'000'000'000),
       send_calls_(size_t(nranks_), 0),

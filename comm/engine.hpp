@@ -20,6 +20,7 @@
 #include "comm/topology.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/reduce.hpp"
 #include "transport/link.hpp"
 #include "transport/shm/shm_world.hpp"
 
@@ -50,6 +51,9 @@ class Engine {
     // Pipelining unit of ring and chain algorithms: the smallest slot of any link kind used
     // anywhere in the world, so every rank slices a call the same way (and fits every link).
     size_t slice_bytes = 4096;
+    // Direct algorithms write outputs of at least this many bytes with streaming stores
+    // (OURO_SHM_STREAMING_BYTES; 0 = never).
+    size_t streaming_bytes = 0;
   };
   explicit Engine(Setup setup);
   ~Engine();
@@ -92,6 +96,10 @@ class Engine {
   void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
   size_t sliceBytes() const { return slice_bytes_; }
+  // How a direct algorithm writes an output of `bytes` on this rank.
+  kernels::Store outputStore(size_t bytes) const {
+    return streaming_bytes_ != 0 && bytes >= streaming_bytes_ ? kernels::Store::kStreaming : kernels::Store::kCached;
+  }
   // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
   std::byte* scratch(size_t bytes);
   // A reusable array of one source pointer per rank (for kernels::reduceMany).
@@ -121,6 +129,7 @@ class Engine {
   bool direct_family_;
   std::string algo_;
   size_t slice_bytes_;
+  size_t streaming_bytes_;
   bool check_;
   WaitPolicy policy_;
   int64_t timeout_ns_;

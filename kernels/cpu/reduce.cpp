@@ -56,8 +56,9 @@ void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType d
 // Per element: op(...op(op(srcs[0], srcs[1]), srcs[2])..., srcs[n-1]), in that order also for
 // floats. dst may be any of the sources: within a tile every source is read before dst is
 // written (the last step reads srcs[n-1] and writes dst element by element), and a tile writes
-// only its own elements.
-void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op) {
+// only its own elements. Streaming stores are used only when dst is none of the sources (the
+// point is not to read dst's lines; an in-place result is in the cache already).
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op, Store store) {
   OURO_ASSERT(n >= 1);
   const cpu::TypeKernels& table = kernelsFor(dtype);
   const cpu::OpKernels& k = opKernelsFor(dtype, op);
@@ -67,8 +68,10 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     if (dst != srcs[0]) std::memmove(dst, srcs[0], count * size);
     return;
   }
+  bool streaming = store == Store::kStreaming;
+  for (int s = 0; s < n && streaming; s++) streaming = srcs[s] != dst;
   if (n == 2) {
-    k.two(dst, srcs[0], srcs[1], count);
+    (streaming ? k.twoStreaming : k.two)(dst, srcs[0], srcs[1], count);
     return;
   }
   alignas(64) unsigned char acc[kTileBytes];
@@ -80,8 +83,15 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     auto at = [&](int s) { return static_cast<const unsigned char*>(srcs[s]) + offset; };
     k.accStart(acc, at(0), at(1), len);
     for (int s = 2; s < n - 1; s++) k.accAdd(acc, at(s), len);
-    k.accFinish(out + offset, acc, at(n - 1), len);
+    (streaming ? k.accFinishStreaming : k.accFinish)(out + offset, acc, at(n - 1), len);
   }
+}
+
+void copy(void* dst, const void* src, size_t bytes, Store store) {
+  if (store == Store::kStreaming)
+    cpu::copyStreaming(dst, src, bytes);
+  else if (bytes > 0)
+    std::memcpy(dst, src, bytes);
 }
 
 void finishAvg(void* dst, size_t count, DataType dtype, int nranks) {

@@ -18,9 +18,18 @@ void reduceInPlace(void* dst, const void* src, size_t count, DataType dtype, Red
 // dst[i] = op(a[i], b[i]). dst may equal a or b.
 void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType dtype, RedOp op);
 
+// How a result reaches dst: through the cache (ordinary stores), or streamed around it with
+// non-temporal stores, for results larger than the cache that will not be read back soon.
+enum class Store { kCached, kStreaming };
+
 // dst[i] = op(srcs[0][i], ..., srcs[n-1][i]) with one rounding for fp16/bf16 (accumulated in fp32);
-// n >= 1; dst may equal one of the sources. Used by the one-host direct algorithm.
-void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op);
+// n >= 1; dst may equal one of the sources (then the store is always cached). Used by the
+// one-host direct algorithm.
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
+                Store store = Store::kCached);
+
+// memcpy (dst and src must not overlap) with the given store.
+void copy(void* dst, const void* src, size_t bytes, Store store);
 
 // Avg's last step: dst[i] = dst[i] / nranks (integers truncate toward zero; floats divide in their
 // own precision, fp16/bf16 in fp32 with one rounding).

@@ -38,6 +38,10 @@ const Config kTcpRing{"OURO_TRANSPORT=tcp OURO_ALGO=ring, file:// rendezvous",
                       {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "ring"}},
                       Init::kFile};
 const Config kDirect{"OURO_ALGO=direct, tcp:// rendezvous", {{"OURO_ALGO", "direct"}}, Init::kTcp};
+// Every direct all-reduce output written with streaming stores (the default does so from 16 MiB).
+const Config kDirectStreaming{"OURO_ALGO=direct OURO_SHM_STREAMING_BYTES=1, file:// rendezvous",
+                              {{"OURO_ALGO", "direct"}, {"OURO_SHM_STREAMING_BYTES", "1"}},
+                              Init::kFile};
 const Config kLatency{"OURO_ALGO=latency, file:// rendezvous", {{"OURO_ALGO", "latency"}}, Init::kFile};
 
 struct Run {
@@ -287,7 +291,7 @@ TEST_CASE("reference: float inputs give exact results in any reduction order", "
 TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n = 1; n <= 8; n++) matrix(n, *cfg, "allreduce", cfg != &kTcp || n % 3 == 2);
-  for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing})
+  for (const Config* cfg : {&kDirect, &kDirectStreaming, &kLatency, &kTcpRing})
     for (int n : {2, 3, 8}) matrix(n, *cfg, "allreduce", n == 3);
 }
 

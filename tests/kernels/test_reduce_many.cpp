@@ -3,6 +3,7 @@
 // fp16/bf16 in fp32 with one rounding) against the reference of reference.hpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -19,9 +20,11 @@ using test::hex;
 using test::kAllDataTypes;
 using test::kAllRedOps;
 
-// reduceMany over n sources, each at its own misalignment; dst_source >= 0 makes dst that source.
+// reduceMany over n sources, each at its own misalignment; dst_source >= 0 makes dst that source,
+// else dst is its own buffer, `dst_offset` elements past a 64-byte boundary.
 // Returns "" or the first element that differs from the reference.
-std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_source, std::mt19937_64& rng) {
+std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_source, std::mt19937_64& rng,
+                            Store store = Store::kCached, size_t dst_offset = 3) {
   std::vector<std::vector<uint64_t>> values;
   std::vector<ElementBuffer> buffers;
   buffers.reserve(size_t(n) + 1);
@@ -33,18 +36,19 @@ std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_s
     buffers.emplace_back(t, count, size_t(s) % 5);
     buffers.back().fill(values[size_t(s)]);
   }
-  buffers.emplace_back(t, count, 3);
+  buffers.emplace_back(t, count, dst_offset);
   std::vector<const void*> srcs;
   for (int s = 0; s < n; s++) srcs.push_back(buffers[size_t(s)].data());
   ElementBuffer& out = dst_source >= 0 ? buffers[size_t(dst_source)] : buffers.back();
-  reduceMany(out.data(), srcs.data(), n, count, t, op);
+  reduceMany(out.data(), srcs.data(), n, count, t, op, store);
   std::vector<uint64_t> column(static_cast<size_t>(n));
   for (size_t i = 0; i < count; i++) {
     for (int s = 0; s < n; s++) column[size_t(s)] = values[size_t(s)][i];
     const uint64_t expected = test::refReduce(t, op, column.data(), size_t(n));
     if (out.get(i) != expected)
       return std::string(dataTypeName(t)) + " " + redOpName(op) + " n " + std::to_string(n) + " count " +
-             std::to_string(count) + " dst source " + std::to_string(dst_source) + ": element " + std::to_string(i) +
+             std::to_string(count) + " dst source " + std::to_string(dst_source) + " dst offset " +
+             std::to_string(dst_offset) + (store == Store::kStreaming ? " streaming" : "") + ": element " + std::to_string(i) +
              " gave " + hex(out.get(i)) + ", expected " + hex(expected);
   }
   return "";
@@ -66,6 +70,39 @@ TEST_CASE("reduceMany combines n = 1..8 sources in order with one rounding, for 
         const std::string mismatch = checkReduceMany(t, op, n, 65537, -1, rng);
         if (!mismatch.empty()) FAIL_CHECK(mismatch);
       }
+}
+
+TEST_CASE("reduceMany with streaming stores gives the same bits, at every alignment of dst", "[reduce_many]") {
+  std::mt19937_64 rng(7);
+  // Counts below, at and across the 512-byte blocks and 64-byte lines the streaming loop writes;
+  // dst offsets 0 (line-aligned) and odd ones (a scalar head before the first whole line).
+  for (DataType t : kAllDataTypes)
+    for (RedOp op : kAllRedOps)
+      for (int n : {2, 3, 8})
+        for (size_t count : {size_t(1), size_t(100), size_t(513), size_t(4097)})
+          for (size_t dst_offset : {size_t(0), size_t(1), size_t(5)}) {
+            const std::string mismatch = checkReduceMany(t, op, n, count, -1, rng, Store::kStreaming, dst_offset);
+            if (!mismatch.empty()) FAIL_CHECK(mismatch);
+          }
+  // Streaming in place falls back to ordinary stores; the result is the same.
+  for (DataType t : kAllDataTypes) {
+    const std::string mismatch = checkReduceMany(t, RedOp::kSum, 2, 1000, 1, rng, Store::kStreaming);
+    if (!mismatch.empty()) FAIL_CHECK(mismatch);
+  }
+}
+
+TEST_CASE("copy with streaming stores copies every byte and nothing more", "[reduce_many]") {
+  std::vector<unsigned char> src(5000), dst(5200);
+  for (size_t i = 0; i < src.size(); i++) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (size_t offset : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(100)})
+    for (size_t bytes : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65), size_t(4096), size_t(5000)}) {
+      std::fill(dst.begin(), dst.end(), static_cast<unsigned char>(0xEE));
+      copy(dst.data() + offset, src.data(), bytes, Store::kStreaming);
+      INFO("offset " << offset << " bytes " << bytes);
+      CHECK(std::equal(src.begin(), src.begin() + long(bytes), dst.begin() + long(offset)));
+      CHECK(std::all_of(dst.begin(), dst.begin() + long(offset), [](unsigned char c) { return c == 0xEE; }));
+      CHECK(std::all_of(dst.begin() + long(offset + bytes), dst.end(), [](unsigned char c) { return c == 0xEE; }));
+    }
 }
 
 TEST_CASE("reduceMany accepts dst equal to any one of its sources", "[reduce_many]") {
