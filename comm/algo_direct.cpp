@@ -19,6 +19,8 @@
 
 #include "comm/algorithms.hpp"
 #include "comm/engine.hpp"
+#include "core/clock.hpp"
+#include "core/log.hpp"
 #include "core/strings.hpp"
 #include "kernels/common/ring_schedule.hpp"
 #include "kernels/cpu/reduce.hpp"
@@ -30,6 +32,19 @@ namespace {
 using transport::shm::ArrivalLine;
 using transport::shm::ControlBlock;
 using transport::shm::kInlineBytes;
+
+// Core distance probe (two local ranks): calls of at least kProbeMinBytes per rank measure a
+// cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
+// The conditions depend only on the call (identical on both ranks once announce has checked it),
+// never on a rank's settings, so both ranks always probe together. On the 2-core VM the round
+// trip was 65-70 ns or 440-460 ns depending on where the host placed the vCPUs; from
+// kFarRoundTripNs on, a peer's staged lines are read faster from memory than from this core's
+// cache (2 ranks, 16 MiB all-reduce: 10.8 vs 7.5-7.9 GB/s when far; 5.8-6.8 vs 9.2-10.0 when
+// near), so OURO_SHM_STREAM_STAGING=auto streams the staging copies only when far.
+constexpr size_t kProbeMinBytes = size_t(256) << 10;
+constexpr uint64_t kProbeEveryCalls = 64;
+constexpr int kProbeRounds = 16;
+constexpr int64_t kFarRoundTripNs = 200;
 
 class Direct {
  public:
@@ -44,6 +59,7 @@ class Direct {
         es_(a.elementBytes()),
         in_(static_cast<const std::byte*>(a.send)),
         out_(static_cast<std::byte*>(a.recv)),
+        stage_store_(e.stagingStore(a.count * es_)),
         generation_(e.directGeneration()) {}
 
   void run() {
@@ -146,8 +162,10 @@ class Direct {
   void finish(std::byte* dst, size_t count) {
     if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
   }
+  // Avg's finishing pass rereads dst, so its result goes through the cache whatever `store` says.
   void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
                   kernels::Store store = kernels::Store::kCached) {
+    if (a_.op == RedOp::kAvg) store = kernels::Store::kCached;
     kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op, store);
     finish(dst, count);
   }
@@ -173,6 +191,7 @@ class Direct {
       if (k == 0) {
         announce(nullptr, 0, stages ? g : g0);
         generation_ = g0 + nc;  // from here on every rank advances through all nc chunks
+        if (probeDue()) probeCoreDistance();
       } else if (stages) {
         publishStaged(g);
       }
@@ -181,15 +200,55 @@ class Direct {
       publishConsumed(g);
     }
   }
+  bool probeDue() const {
+    return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= e_.coreDistance().next_probe_call;
+  }
+  // Times kProbeRounds cache-line round trips with the other rank (rank 0 serves, rank 1 answers;
+  // the fastest round counts, so a preempted round does not) and updates this rank's staging store.
+  void probeCoreDistance() {
+    Engine::CoreDistance& d = e_.coreDistance();
+    std::atomic<uint64_t>& mine = control(me_)->probe.value;
+    std::atomic<uint64_t>& theirs = control(1 - me_)->probe.value;
+    const uint64_t base = mine.load(std::memory_order_relaxed);  // both ranks advance by kProbeRounds per probe
+    int64_t best = INT64_MAX;
+    auto answered = [&](uint64_t v) { waitWhile([&](int) { return theirs.load(std::memory_order_acquire) < v; }); };
+    for (int i = 1; i <= kProbeRounds; i++) {
+      const int64_t start = nowNs();
+      if (me_ == 0) {
+        mine.store(base + uint64_t(i), std::memory_order_release);
+        ringPeers();
+        answered(base + uint64_t(i));
+      } else {
+        answered(base + uint64_t(i));
+        mine.store(base + uint64_t(i), std::memory_order_release);
+        ringPeers();
+      }
+      if (i > 1 || me_ == 0) best = std::min(best, nowNs() - start);  // rank 1's first round includes the wait for rank 0
+    }
+    const bool far = best >= kFarRoundTripNs;
+    const bool first = d.round_trip_ns < 0, changed = far != d.far;
+    d.round_trip_ns = best;
+    d.far = far;
+    d.next_probe_call = call_ + kProbeEveryCalls;
+    stage_store_ = e_.stagingStore(a_.count * es_);
+    if (first || changed)
+      OURO_INFO("rank %d: cache-line round trip to rank %d: %lld ns, cores %s (far from %lld ns); this call's staging "
+                "copies go %s the cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
+                me_, 1 - me_, (long long)best, far ? "far apart" : "near", (long long)kFarRoundTripNs,
+                stage_store_ == kernels::Store::kStreaming ? "around" : "through");
+  }
+
   // Stage: this rank's elements [off, off + len) of its input, contiguous.
   void stageContiguous(size_t off, size_t len, uint64_t g) {
-    std::memcpy(staging(me_, g), in_ + off * es_, len * es_);
+    kernels::copy(staging(me_, g), in_ + off * es_, len * es_, stage_store_);
   }
   // Stage: elements [off, off + len) of each of the n input blocks of `count` except this
   // rank's own, block d at d * len (reduce-scatter, all-to-all).
   void stageBlocks(size_t count, size_t off, size_t len, uint64_t g) {
     for (int d = 0; d < n_; d++)
-      if (d != me_) std::memcpy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_);
+      if (d != me_)
+        kernels::copy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_,
+                      stage_store_);
   }
 
   // ---- collectives ----
@@ -208,11 +267,9 @@ class Direct {
     const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
     e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
                                         : "direct reduce-scatter + all-gather through staging buffers");
-    // A large out-of-place output goes around the cache (no read-for-ownership of its lines; the
-    // staging buffers and inputs keep the cache). Not in place (the lines are cached already, as
-    // input) and not for avg (its finishing pass rereads the output).
-    const bool cached_only = in_ == out_ || a_.op == RedOp::kAvg;
-    const kernels::Store store = cached_only ? kernels::Store::kCached : e_.outputStore(bytes);
+    // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
+    // eviction of the inputs). Not in place: those lines are cached already, as input.
+    const kernels::Store store = in_ == out_ ? kernels::Store::kCached : e_.outputStore(bytes);
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {
@@ -223,7 +280,7 @@ class Direct {
         auto mine = kernels::chunkRange(len, n_, me_);
         for (int p = 0; p < n_; p++)
           srcs[size_t(p)] = (p == me_ ? in_ + off * es_ : staging(p, g)) + mine.offset * es_;
-        reduceFrom(staging(me_, g) + mine.offset * es_, srcs, mine.count);
+        reduceFrom(staging(me_, g) + mine.offset * es_, srcs, mine.count, stage_store_);
         control(me_)->reduced.value.store(g, std::memory_order_release);
         ringPeers();
         auto behind = [&](int p) { return control(p)->reduced.value.load(std::memory_order_acquire) < g; };
@@ -350,6 +407,10 @@ class Direct {
   const size_t es_;
   const std::byte* in_;
   std::byte* out_;
+  // Large calls copy into the staging buffers with streaming stores: on the 2-core VM a peer
+  // reading lines that sit modified in this core's cache was slower than reading them from
+  // memory (2 ranks, 16 MiB all-reduce 9.7-10.3 vs 6.7-8.1 GB/s; docs/PERFORMANCE.md).
+  kernels::Store stage_store_;  // updated by probeCoreDistance
   uint64_t& generation_;
 };
 

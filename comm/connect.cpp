@@ -86,11 +86,20 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
     layout.slot_bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
     if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
       raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
-    const int64_t streaming = envInt("OURO_SHM_STREAMING_BYTES");
-    if (streaming < 0)
-      raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAMING_BYTES=%lld: must be >= 0 (0 = never stream)", rank,
-            (long long)streaming);
-    setup.streaming_bytes = size_t(streaming);
+    auto threshold = [&](const char* name) {
+      const int64_t bytes = envInt(name);
+      if (bytes < 0) raise(Result::kInvalidArgument, "rank %d: %s=%lld: must be >= 0 (0 = never)", rank, name, (long long)bytes);
+      return size_t(bytes);
+    };
+    setup.stream_output_bytes = threshold("OURO_SHM_STREAM_OUTPUT_BYTES");
+    setup.stream_staging_bytes = threshold("OURO_SHM_STREAM_STAGING_BYTES");
+    const std::string stream_staging = envString("OURO_SHM_STREAM_STAGING");
+    if (stream_staging == "auto") setup.stream_staging = StreamStaging::kAuto;
+    else if (stream_staging == "always") setup.stream_staging = StreamStaging::kAlways;
+    else if (stream_staging == "never") setup.stream_staging = StreamStaging::kNever;
+    else
+      raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAM_STAGING=%s: must be auto, always or never", rank,
+            stream_staging.c_str());
     auto world = std::make_unique<transport::shm::ShmWorld>(layout, m.local_rank);
     store.set(prefix + "shm/" + std::to_string(rank), world->createOwn());
     std::vector<std::string> names, mapped;

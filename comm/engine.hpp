@@ -38,8 +38,21 @@ struct Transfer {
   bool started = false;  // first message seen (receiver) / sent (sender)
 };
 
+// Whether the direct algorithms' staging copies go around the cache (OURO_SHM_STREAM_STAGING).
+// auto: when the two local ranks' cores are far apart (a cache-line round trip above
+// kFarRoundTripNs), where a peer reading lines modified in this core's cache is slower than
+// reading them from memory.
+enum class StreamStaging { kAuto, kAlways, kNever };
+
 class Engine {
  public:
+  // The direct algorithms' latest measure of how far apart two local ranks' cores are (2 ranks).
+  struct CoreDistance {
+    uint64_t next_probe_call = 0;  // the first call number that may probe again
+    int64_t round_trip_ns = -1;    // -1 until measured
+    bool far = false;
+  };
+
   struct Setup {
     int rank = 0;
     int nranks = 1;
@@ -51,9 +64,12 @@ class Engine {
     // Pipelining unit of ring and chain algorithms: the smallest slot of any link kind used
     // anywhere in the world, so every rank slices a call the same way (and fits every link).
     size_t slice_bytes = 4096;
-    // Direct algorithms write outputs of at least this many bytes with streaming stores
-    // (OURO_SHM_STREAMING_BYTES; 0 = never).
-    size_t streaming_bytes = 0;
+    // Direct algorithms write with streaming stores, around the cache, the outputs and the
+    // staging copies of calls of at least these many bytes (OURO_SHM_STREAM_OUTPUT_BYTES and
+    // OURO_SHM_STREAM_STAGING_BYTES; 0 = never).
+    size_t stream_output_bytes = 0;
+    size_t stream_staging_bytes = 0;
+    StreamStaging stream_staging = StreamStaging::kAuto;  // OURO_SHM_STREAM_STAGING
   };
   explicit Engine(Setup setup);
   ~Engine();
@@ -96,10 +112,14 @@ class Engine {
   void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
   size_t sliceBytes() const { return slice_bytes_; }
-  // How a direct algorithm writes an output of `bytes` on this rank.
-  kernels::Store outputStore(size_t bytes) const {
-    return streaming_bytes_ != 0 && bytes >= streaming_bytes_ ? kernels::Store::kStreaming : kernels::Store::kCached;
+  // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
+  kernels::Store outputStore(size_t bytes) const { return storeFor(bytes, stream_output_bytes_); }
+  kernels::Store stagingStore(size_t bytes) const {
+    if (stream_staging_ == StreamStaging::kNever || (stream_staging_ == StreamStaging::kAuto && !core_distance_.far))
+      return kernels::Store::kCached;
+    return storeFor(bytes, stream_staging_bytes_);
   }
+  CoreDistance& coreDistance() { return core_distance_; }
   // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
   std::byte* scratch(size_t bytes);
   // A reusable array of one source pointer per rank (for kernels::reduceMany).
@@ -129,7 +149,13 @@ class Engine {
   bool direct_family_;
   std::string algo_;
   size_t slice_bytes_;
-  size_t streaming_bytes_;
+  static kernels::Store storeFor(size_t bytes, size_t threshold) {
+    return threshold != 0 && bytes >= threshold ? kernels::Store::kStreaming : kernels::Store::kCached;
+  }
+  size_t stream_output_bytes_;
+  size_t stream_staging_bytes_;
+  StreamStaging stream_staging_;
+  CoreDistance core_distance_;
   bool check_;
   WaitPolicy policy_;
   int64_t timeout_ns_;

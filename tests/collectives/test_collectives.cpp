@@ -38,9 +38,13 @@ const Config kTcpRing{"OURO_TRANSPORT=tcp OURO_ALGO=ring, file:// rendezvous",
                       {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "ring"}},
                       Init::kFile};
 const Config kDirect{"OURO_ALGO=direct, tcp:// rendezvous", {{"OURO_ALGO", "direct"}}, Init::kTcp};
-// Every direct all-reduce output written with streaming stores (the default does so from 16 MiB).
-const Config kDirectStreaming{"OURO_ALGO=direct OURO_SHM_STREAMING_BYTES=1, file:// rendezvous",
-                              {{"OURO_ALGO", "direct"}, {"OURO_SHM_STREAMING_BYTES", "1"}},
+// Every write the direct algorithms may stream (all-reduce outputs, staging copies) streamed at
+// every size; by default only large calls stream, staging only when the cores are far apart.
+const Config kDirectStreaming{"OURO_ALGO=direct, every output and staging copy streamed, file:// rendezvous",
+                              {{"OURO_ALGO", "direct"},
+                               {"OURO_SHM_STREAM_OUTPUT_BYTES", "1"},
+                               {"OURO_SHM_STREAM_STAGING", "always"},
+                               {"OURO_SHM_STREAM_STAGING_BYTES", "1"}},
                               Init::kFile};
 const Config kLatency{"OURO_ALGO=latency, file:// rendezvous", {{"OURO_ALGO", "latency"}}, Init::kFile};
 
@@ -291,7 +295,7 @@ TEST_CASE("reference: float inputs give exact results in any reduction order", "
 TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n = 1; n <= 8; n++) matrix(n, *cfg, "allreduce", cfg != &kTcp || n % 3 == 2);
-  for (const Config* cfg : {&kDirect, &kDirectStreaming, &kLatency, &kTcpRing})
+  for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing})
     for (int n : {2, 3, 8}) matrix(n, *cfg, "allreduce", n == 3);
 }
 
@@ -446,6 +450,52 @@ TEST_CASE("OURO_TCP_CONGESTION picks the sockets' congestion control and says so
     CHECK(res.out.find("OURO_TCP_CONGESTION=no-such-algorithm: the kernel refused it") != std::string::npos);
   }
   report(run);
+}
+
+// ---- shared-memory settings of the direct algorithms ----
+
+TEST_CASE("streaming stores give the same results; two ranks measure their cores' distance and say so", "[shmsettings]") {
+  // Forced streaming, through every staged collective (all-reduce both ways: symmetric at 2 ranks,
+  // reduce-scatter + all-gather from 3).
+  for (int n : {2, 3, 8}) matrix(n, kDirectStreaming, "allreduce", n != 8);
+  for (int n : {2, 3}) {
+    matrix(n, kDirectStreaming, "reducescatter,allgather", true);
+    matrix(n, kDirectStreaming, "broadcast,reduce", true);
+    matrix(n, kDirectStreaming, "alltoall", true);
+  }
+
+  // auto: calls of 256 KiB and more time a cache-line round trip between the two ranks' cores
+  // (both ranks, together) and log it with the choice it leads to.
+  const std::vector<std::string> args = {"--mode", "matrix", "--colls", "allreduce,broadcast", "--big"};
+  Run run = launch(2, kDefault, args, 240, {{"OURO_DEBUG", "info"}});
+  if (allPassed(run)) {
+    for (size_t r = 0; r < run.ranks.size(); r++) {
+      const std::string& err = run.ranks[r].err;
+      const std::string key = "rank " + std::to_string(r) + ": cache-line round trip to rank " + std::to_string(1 - r) + ": ";
+      const size_t at = err.find(key);
+      INFO(run.label << ": rank " << r << " stderr:\n" << err);
+      REQUIRE(at != std::string::npos);
+      long long ns = -1;
+      std::sscanf(err.c_str() + at + key.size(), "%lld ns", &ns);
+      CHECK(ns > 0);
+      CHECK(err.find("staging copies go ", at) != std::string::npos);
+    }
+  }
+  report(run);
+
+  // Bad values fail communicator creation on every rank, naming the setting.
+  for (const auto& [name, value] : {std::pair<std::string, std::string>{"OURO_SHM_STREAM_STAGING", "sometimes"},
+                                    {"OURO_SHM_STREAM_OUTPUT_BYTES", "-1"}}) {
+    run = launch(2, kDefault, {"--mode", "matrix", "--colls", "allreduce"}, 120, {{name, value}});
+    for (const auto& res : run.ranks) {
+      INFO(run.label << ": " << test::describe(res));
+      CHECK(res.exit_code != 0);
+      CHECK(!res.timed_out);
+      CHECK(res.out.find("ouroInvalidArgument: rank") != std::string::npos);
+      CHECK(res.out.find(name + "=" + value + ": must be") != std::string::npos);
+    }
+    report(run);
+  }
 }
 
 // ---- errors ----

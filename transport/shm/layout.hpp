@@ -87,6 +87,9 @@ struct ControlBlock {
   // The last chunk generation this rank is completely done with (read everything it needed);
   // a rank may overwrite its staging buffer for generation g once every peer consumed g - 2.
   Padded64 consumed;
+  // Ping-pong counter with which two local ranks time a cache-line round trip between their
+  // cores (comm/algo_direct.cpp, probeCoreDistance).
+  Padded64 probe;
 };
 
 struct FifoHeader {
