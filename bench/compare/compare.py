@@ -340,6 +340,18 @@ def wrong_note(results: list) -> str:
 _SKIP_LINE = re.compile(r"skip|not support|unsupported", re.IGNORECASE)
 
 
+# ouro's info line from its core-distance probe (2 ranks on shared memory, calls >= 256 KiB): the
+# distance decides how the staging copies are written and moves ouro's large-message figures, and
+# the host may move the VM's CPUs between runs, so each run records what it measured.
+_CORE_DISTANCE = re.compile(r"\[r0\] ouro INFO: rank 0: cache-line round trip to rank 1: (\d+) ns, "
+                            r"cores (near|far apart|shared)")
+
+
+def core_distance_note(stderr: str) -> str:
+    seen = [f"{m.group(2)} ({m.group(1)} ns)" for m in _CORE_DISTANCE.finditer(stderr)]
+    return "cores " + ", then ".join(seen) if seen else ""
+
+
 def run_one(args, launchers: Launchers, system: System, collective: str, nranks: int,
             repeat: int = 1) -> RunRecord:
     rec = RunRecord(system.name, collective, nranks, repeat=repeat)
@@ -358,6 +370,8 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     cmd = prefix + bench_args(args, collective, json_path)
     env = dict(os.environ)
     env.update(system.env)
+    if system.name in OURO_SYSTEMS and "OURO_DEBUG" not in os.environ:
+        env["OURO_DEBUG"] = "info"  # for the core-distance line (core_distance_note)
     scratch = None
     if system.name in ("gloo", "torch"):
         # A fresh rendezvous dir per run: a stale FileStore key from an earlier run would
@@ -401,7 +415,7 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     elif rc != 0:
         rec.status = "failed"
         # The harness and launchers report errors on stderr; stdout holds only the table.
-        tail = [line.strip() for line in stderr.splitlines() if line.strip()]
+        tail = [line.strip() for line in stderr.splitlines() if line.strip() and " ouro INFO: " not in line]
         rec.note += f"exit {rc}" + (f": {tail[-1][:200]}" if tail else ", nothing on stderr")
     elif not rec.results:
         # The harness lists what the backend lacks in the JSON and as "# skipped:" lines.
@@ -412,6 +426,9 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     elif any_wrong(rec.results):
         rec.status = "wrong"
         rec.note += wrong_note(rec.results)
+    distance = core_distance_note(stderr)
+    if distance:
+        rec.note = f"{rec.note}; {distance}" if rec.note else distance
     return rec
 
 

@@ -216,6 +216,13 @@ class Repeat(MockSetup):
         self.assertEqual(len(times), 3)
         self.assertAlmostEqual(times[2], 10 * times[0], places=3)  # the slow first run is kept
 
+    def test_ouro_runs_note_the_core_distance(self):
+        notes = {(r["system"], r["repeat"]): r["note"] for r in read_csv(self.out / "runs.csv")}
+        for k in ("1", "2", "3"):
+            self.assertEqual(notes[("ouro", k)], "cores far apart (452 ns)")
+            self.assertEqual(notes[("openmpi", k)], "")
+        self.assertRegex((self.out / "summary.md").read_text(), r"\| ouro \(run 1\) .*\| cores far apart \(452 ns\) \|")
+
     def test_tables_show_the_median(self):
         summary = (self.out / "summary.md").read_text()
         self.assertIn("median of 3 interleaved runs", summary)
