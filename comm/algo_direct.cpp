@@ -14,6 +14,10 @@
 // into its own buffer and everyone copy the slices out (reduce-scatter + all-gather: half the
 // reads, one more synchronisation). Reductions always combine sources in rank order, so every rank
 // computes bit-identical results.
+//
+// Large calls write around the cache where that measured faster (docs/PERFORMANCE.md): all-reduce
+// outputs of OURO_SHM_STREAM_OUTPUT_BYTES and more (no read-for-ownership of lines nobody reads
+// soon), and, when two ranks' cores turn out far apart, the staging copies (see the probe below).
 #include <algorithm>
 #include <cstring>
 
@@ -37,10 +41,11 @@ using transport::shm::kInlineBytes;
 // cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
 // The conditions depend only on the call (identical on both ranks once announce has checked it),
 // never on a rank's settings, so both ranks always probe together. On the 2-core VM the round
-// trip was 65-70 ns or 440-460 ns depending on where the host placed the vCPUs; from
-// kFarRoundTripNs on, a peer's staged lines are read faster from memory than from this core's
-// cache (2 ranks, 16 MiB all-reduce: 10.8 vs 7.5-7.9 GB/s when far; 5.8-6.8 vs 9.2-10.0 when
-// near), so OURO_SHM_STREAM_STAGING=auto streams the staging copies only when far.
+// trip was 50-70 ns or 440-560 ns depending on where the host had put the vCPUs (it moves them
+// within minutes). When far, a peer reads staged lines faster from memory than from this core's
+// cache; when near, the other way round (a standalone model of the 2-rank 16 MiB all-reduce:
+// 10.8 vs 7.5-7.9 GB/s streaming vs cached when far, 5.8-6.8 vs 9.2-10.0 when near; ouro itself
+// 8.2-9.2 vs 6.9-7.4 when far). So OURO_SHM_STREAM_STAGING=auto streams staging only when far.
 constexpr size_t kProbeMinBytes = size_t(256) << 10;
 constexpr uint64_t kProbeEveryCalls = 64;
 constexpr int kProbeRounds = 16;
@@ -238,9 +243,9 @@ class Direct {
     d.next_probe_call = call_ + kProbeEveryCalls;
     stage_store_ = e_.stagingStore(a_.count * es_);
     if (first || changed) {
-      const char* where = far                         ? "far apart (200 ns to 2 us)"
-                          : median < kFarRoundTripNs    ? "near (under 200 ns)"
-                                                      : "shared (2 us or more: the ranks take turns on one CPU)";
+      const char* where = far                        ? "far apart (200 ns to 2 us)"
+                          : median < kFarRoundTripNs ? "near (under 200 ns)"
+                                                     : "shared (2 us or more: the ranks take turns on one CPU)";
       OURO_INFO("rank %d: cache-line round trip to rank %d: %lld ns, cores %s; this call's staging copies go %s the "
                 "cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
                 me_, 1 - me_, (long long)median, where, stage_store_ == kernels::Store::kStreaming ? "around" : "through");

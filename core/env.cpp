@@ -37,7 +37,7 @@ constexpr Setting kSettings[] = {
     {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO"},
     {"OURO_SHM_STAGING_BYTES", "524288", "bytes per staging buffer of the one-host direct algorithms (two per rank)"},
     {"OURO_SHM_STREAM_OUTPUT_BYTES", "16777216", "one-host direct all-reduce: outputs of at least this many bytes per rank are written with non-temporal stores, around the cache (0 = never)"},
-    {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when two ranks' cores measure a cache-line round trip above 200 ns"},
+    {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when the two ranks' cores measure a cache-line round trip of 200 ns to 2 us (far apart; logged at info level)"},
     {"OURO_SHM_STREAM_STAGING_BYTES", "8388608", "calls of at least this many bytes per rank (count x element size) may stream their staging copies (0 = never)"},
     // Algorithms.
     {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages in a ring; latency = one-shot exchange over links when the data fits"},
