@@ -41,7 +41,7 @@ using transport::shm::kInlineBytes;
 // cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
 // The conditions depend only on the call (identical on both ranks once announce has checked it),
 // never on a rank's settings, so both ranks always probe together. On the 2-core VM the round
-// trip was 50-70 ns or 440-560 ns depending on where the host had put the vCPUs (it moves them
+// trip was 50-70 ns or 360-720 ns depending on where the host had put the vCPUs (it moves them
 // within minutes). When far, a peer reads staged lines faster from memory than from this core's
 // cache; when near, the other way round (a standalone model of the 2-rank 16 MiB all-reduce:
 // 10.8 vs 7.5-7.9 GB/s streaming vs cached when far, 5.8-6.8 vs 9.2-10.0 when near; ouro itself
