@@ -39,9 +39,9 @@ struct Transfer {
 };
 
 // Whether the direct algorithms' staging copies go around the cache (OURO_SHM_STREAM_STAGING).
-// auto: when the two local ranks' cores are far apart (a cache-line round trip above
-// kFarRoundTripNs), where a peer reading lines modified in this core's cache is slower than
-// reading them from memory.
+// auto: when two local ranks' cores are far apart (the probe in comm/algo_direct.cpp measures a
+// cache-line round trip of 200 ns to 2 us), where a peer reading lines modified in this core's
+// cache is slower than reading them from memory.
 enum class StreamStaging { kAuto, kAlways, kNever };
 
 class Engine {
@@ -126,6 +126,9 @@ class Engine {
   std::vector<const void*>& sources() { return sources_; }
 
  private:
+  static kernels::Store storeFor(size_t bytes, size_t threshold) {
+    return threshold != 0 && bytes >= threshold ? kernels::Store::kStreaming : kernels::Store::kCached;
+  }
   void waitSlow(const std::function<bool()>& ready, const MissingFn& missing);
   [[noreturn]] void throwUnusable(const char* call) const;
   void checkPeers(const std::vector<int>& waited_on);
@@ -149,9 +152,6 @@ class Engine {
   bool direct_family_;
   std::string algo_;
   size_t slice_bytes_;
-  static kernels::Store storeFor(size_t bytes, size_t threshold) {
-    return threshold != 0 && bytes >= threshold ? kernels::Store::kStreaming : kernels::Store::kCached;
-  }
   size_t stream_output_bytes_;
   size_t stream_staging_bytes_;
   StreamStaging stream_staging_;
