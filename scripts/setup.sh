@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibverbs-dev iproute2)
+packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibverbs-dev iproute2
+          libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox)
 if [[ "${1:-}" == "--tests" ]]; then
   # Peers and engines the tests and benchmarks run beside ouro.
   packages+=(openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev slurm-wlm munge
