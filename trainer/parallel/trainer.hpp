@@ -1,0 +1,107 @@
+// One rank's training state and step, in any of the five modes. The modes differ only in what
+// each rank keeps and which collectives move gradients and parameters:
+//   single  one process, no communicator.
+//   ddp     replicated parameters, gradients and optimizer state; gradients all-reduced (average)
+//           in buckets, in reverse layer order, each bucket's all-reduce started on an ouro stream
+//           as soon as backward has produced it; the step waits for them.
+//   zero1   optimizer state (and fp32 master weights) sharded; gradients reduce-scattered
+//           (average) after backward; each rank steps its shard; parameters all-gathered.
+//   zero2   as zero1, and only this rank's shard of the gradients is kept: reduce-scatter per
+//           bucket during backward, the bucket's memory reused.
+//   zero3   as zero2, and parameters are sharded too: each layer is all-gathered before its
+//           forward and its backward (the next layer's gather prefetched on a stream) and freed
+//           after use; gradients reduce-scattered per layer.
+// Every mode produces the same bits after the same steps: ouro's reductions depend only on the
+// inputs, dtype, op and number of ranks (docs/API.md), the optimizers are elementwise, and no
+// mode changes what is summed, only where.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/mlp.hpp"
+#include "model/optimizer.hpp"
+#include "ouro/ouro.hpp"
+
+namespace ouro::trainer {
+
+enum class Mode { kSingle, kDdp, kZero1, kZero2, kZero3 };
+enum class Precision { kFp32, kBf16 };
+
+Mode parseMode(const std::string& name);            // throws std::invalid_argument
+const char* modeName(Mode mode);
+Precision parsePrecision(const std::string& name);  // throws std::invalid_argument
+const char* precisionName(Precision precision);
+
+struct TrainerConfig {
+  Mode mode = Mode::kSingle;
+  Precision precision = Precision::kFp32;
+  OptimizerConfig optimizer;
+  int batch_size = 64;     // per rank, per micro-batch
+  int accumulate = 1;      // micro-batches per optimizer step
+  double bucket_mb = 25;   // DDP / ZeRO-2 bucket size (the first bucket is 1 MiB, as PyTorch's)
+};
+
+// What one rank holds, in bytes (--json "bytes_per_rank"). The ZeRO paper's accounting: with
+// Psi parameters and N ranks in bf16 mixed precision (K = 12 for Adam: fp32 master + 2 moments),
+// ddp 16 Psi, zero1 4 Psi + 12 Psi / N, zero2 2 Psi + 14 Psi / N, zero3 16 Psi / N.
+struct MemoryAccount {
+  size_t params = 0;       // compute-precision parameters this rank keeps between steps
+  size_t grads = 0;        // compute-precision gradients this rank keeps
+  size_t optimizer = 0;    // fp32 master weights (bf16 only) + optimizer state
+  size_t buffers = 0;      // communication buffers: buckets, gathered layers
+  size_t activations = 0;  // forward/backward activations (not in the paper's formulas)
+};
+
+struct StepResult {
+  double loss_sum = 0;  // this rank's summed cross-entropy over its samples of the step
+  int correct = 0;      // this rank's correctly classified samples of the step
+  int samples = 0;      // this rank's samples of the step (batch_size * accumulate)
+  double seconds = 0;          // wall time of the step
+  double comm_wait_seconds = 0;  // time the step spent waiting for communication
+};
+
+// A contiguous range of the flat (unpadded) parameter vector that this rank owns.
+struct OwnedRange {
+  size_t offset = 0;
+  size_t count = 0;
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // comm may be null for Mode::kSingle. initial_params: paramCount() floats, identical on every
+  // rank for ZeRO modes (ddp broadcasts rank 0's anyway, as PyTorch's DDP does).
+  static std::unique_ptr<Trainer> create(const TrainerConfig& config, const MlpLayout& layout,
+                                         ouro::Communicator* comm, const float* initial_params);
+
+  // One optimizer step over `accumulate` micro-batches: inputs is [accumulate * batch_size, 784]
+  // row-major, labels has accumulate * batch_size entries; micro-batch j is rows
+  // [j * batch_size, (j + 1) * batch_size).
+  virtual StepResult step(const float* inputs, const int32_t* labels) = 0;
+  // Loss sum and correct count over n samples with the current parameters (every rank the same
+  // samples; ZeRO-3 gathers layer by layer). Collective in ZeRO-3: every rank must call it.
+  virtual LossResult evaluate(const float* inputs, const int32_t* labels, int64_t n) = 0;
+
+  // The whole parameter vector in fp32 (paramCount() floats), on every rank: the master weights
+  // where they exist (bf16 mixed precision), else the parameters. Collective in ZeRO modes.
+  virtual std::vector<float> gatherParameters() = 0;
+  // This rank's slice of the fp32 master / optimizer state, and the ranges of the flat vector
+  // they cover (back to back, in order), for checkpoints. ddp/single own everything.
+  virtual std::vector<OwnedRange> ownedRanges() const = 0;
+  virtual std::vector<float> ownedParameters() const = 0;    // fp32, concatenated owned ranges
+  virtual std::vector<StateTensor> ownedOptimizerState() = 0;  // each the owned length
+  // Restores from whole-model fp32 vectors (params, and each optimizer state tensor by name,
+  // paramCount() floats each): every rank keeps its own part. optimizer_steps = updates so far.
+  virtual void restore(const std::vector<float>& params,
+                       const std::vector<std::pair<std::string, std::vector<float>>>& optimizer_state,
+                       int64_t optimizer_steps) = 0;
+  virtual int64_t optimizerSteps() const = 0;
+
+  virtual MemoryAccount memory() const = 0;
+};
+
+}  // namespace ouro::trainer
