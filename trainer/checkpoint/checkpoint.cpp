@@ -1,0 +1,367 @@
+#include "checkpoint/checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <system_error>
+
+#include "checkpoint/atomic_file.hpp"
+#include "checkpoint/json.hpp"
+#include "data/safetensors.hpp"
+
+namespace ouro::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "ouro-train checkpoint";
+constexpr int kVersion = 1;
+constexpr const char* kParamsTensor = "params";
+
+std::string stepName(int64_t step) { return "step-" + std::to_string(step); }
+std::string shardName(int rank, int world) {
+  return "rank-" + std::to_string(rank) + "-of-" + std::to_string(world) + ".safetensors";
+}
+
+// Every rank says whether its part succeeded; all learn whether every rank did. Doubles as the
+// barrier between the phases of a checkpoint, so one rank's failure cannot leave the others
+// waiting in a barrier that rank never reaches.
+bool allSucceeded(ouro::Communicator* comm, bool ok) {
+  if (!comm) return ok;
+  int32_t failed = ok ? 0 : 1;
+  comm->allReduce(std::span<int32_t>(&failed, 1), ouroMax);
+  return failed == 0;
+}
+
+void throwIfAnyFailed(ouro::Communicator* comm, const std::string& error, const std::string& phase) {
+  if (allSucceeded(comm, error.empty())) return;
+  if (!error.empty()) throw std::runtime_error(error);
+  throw std::runtime_error(phase + " failed on another rank (its own message says why)");
+}
+
+std::string rangesText(const std::vector<OwnedRange>& ranges) {
+  std::string out;
+  for (const auto& r : ranges) out += (out.empty() ? "" : ",") + std::to_string(r.offset) + ":" + std::to_string(r.count);
+  return out;
+}
+
+std::vector<OwnedRange> parseRanges(const std::string& text, const std::string& where) {
+  std::vector<OwnedRange> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    size_t colon = item.find(':');
+    OwnedRange r;
+    bool ok = colon != std::string::npos;
+    if (ok) {
+      auto a = std::from_chars(item.data(), item.data() + colon, r.offset);
+      auto b = std::from_chars(item.data() + colon + 1, item.data() + item.size(), r.count);
+      ok = a.ec == std::errc() && a.ptr == item.data() + colon && b.ec == std::errc() &&
+           b.ptr == item.data() + item.size();
+    }
+    if (!ok) throw std::runtime_error(where + ": metadata \"ranges\" holds '" + item + "', expected OFFSET:COUNT");
+    out.push_back(r);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void writeShard(const std::string& path, Trainer& trainer, int rank, int world, size_t param_count) {
+  const std::vector<OwnedRange> ranges = trainer.ownedRanges();
+  const std::vector<float> params = trainer.ownedParameters();
+  const std::vector<StateTensor> state = trainer.ownedOptimizerState();
+  size_t owned = 0;
+  for (const auto& r : ranges) owned += r.count;
+  if (owned != params.size())
+    throw std::runtime_error("the trainer's owned ranges hold " + std::to_string(owned) + " parameters but it gave " +
+                             std::to_string(params.size()) + " (a trainer bug)");
+  std::vector<TensorOut> tensors;
+  tensors.push_back({kParamsTensor, {int64_t(params.size())}, "F32", asBytes(params)});
+  for (const auto& s : state) {
+    if (s.values.size() != owned)
+      throw std::runtime_error("optimizer state '" + s.name + "' holds " + std::to_string(s.values.size()) +
+                               " floats, expected " + std::to_string(owned) + " (a trainer bug)");
+    tensors.push_back({s.name, {int64_t(owned)}, "F32", asBytes(std::span<const float>(s.values))});
+  }
+  writeSafetensors(path, tensors,
+                   {{"ranges", rangesText(ranges)},
+                    {"rank", std::to_string(rank)},
+                    {"world_size", std::to_string(world)},
+                    {"param_count", std::to_string(param_count)},
+                    {"optimizer_steps", std::to_string(trainer.optimizerSteps())}});
+}
+
+// Rank 0's last phase: manifest into the temporary folder, the folder renamed into place (an
+// older folder of the same step moved aside first: rename cannot replace a non-empty folder),
+// then `latest` pointed at it.
+void publish(const std::string& dir, const std::string& tmp, const CheckpointManifest& manifest) {
+  writeFileAtomic(tmp + "/manifest.json", manifestToJson(manifest));
+  const std::string final_path = dir + "/" + stepName(manifest.step);
+  const std::string old = dir + "/." + stepName(manifest.step) + ".old";
+  std::error_code ec;
+  fs::remove_all(old, ec);
+  if (fs::exists(final_path)) {
+    fs::rename(final_path, old, ec);
+    if (ec) throw std::runtime_error("cannot move the older " + final_path + " aside: " + ec.message());
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp + " to " + final_path + ": " + ec.message());
+  writeFileAtomic(dir + "/latest", stepName(manifest.step) + "\n");
+  fs::remove_all(old, ec);
+}
+
+std::string optimizerJson(const OptimizerConfig& o) {
+  return json::ObjectWriter()
+      .add("kind", optimizerName(o.kind))
+      .add("lr", o.lr)
+      .add("momentum", o.momentum)
+      .add("weight_decay", o.weight_decay)
+      .addRaw("betas", "[" + json::number(o.beta1) + ", " + json::number(o.beta2) + "]")
+      .add("eps", o.eps)
+      .str();
+}
+
+std::string layersText(const std::vector<int>& layers) {
+  std::string out;
+  for (int w : layers) out += (out.empty() ? "" : ",") + std::to_string(w);
+  return out;
+}
+
+}  // namespace
+
+std::string manifestToJson(const CheckpointManifest& m) {
+  std::string shards = "[";
+  for (int r = 0; r < m.world_size; r++) shards += (r ? ", " : "") + json::quote(shardName(r, m.world_size));
+  shards += "]";
+  return json::ObjectWriter()
+             .add("format", kFormat)
+             .add("version", kVersion)
+             .add("mode", modeName(m.mode))
+             .add("world_size", m.world_size)
+             .add("precision", precisionName(m.precision))
+             .addRaw("layers", json::intArray(m.layers))
+             .add("param_count", uint64_t(m.param_count))
+             .addRaw("optimizer", optimizerJson(m.optimizer))
+             .add("step", m.step)
+             .add("epoch", m.epoch)
+             .add("batch_in_epoch", m.batch_in_epoch)
+             .add("seed", m.seed)
+             .add("batch_size", m.batch_size)
+             .add("accumulate", m.accumulate)
+             .addRaw("shards", shards)
+             .str() +
+         "\n";
+}
+
+CheckpointManifest manifestFromJson(const std::string& text, const std::string& where) {
+  json::Value doc;
+  try {
+    doc = json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where + ": " + e.what());
+  }
+  auto member = [&](const char* key) -> const json::Value& { return doc.at(key, where); };
+  auto name = [&](const char* key) { return where + ": " + key; };
+  if (member("format").asString(name("format")) != kFormat)
+    throw std::runtime_error(where + ": not an ouro-train checkpoint manifest (format is '" +
+                             member("format").asString(name("format")) + "')");
+  if (member("version").asInt(name("version")) != kVersion)
+    throw std::runtime_error(where + ": manifest version " + std::to_string(member("version").asInt(name("version"))) +
+                             " is not the version " + std::to_string(kVersion) + " this ouro-train reads");
+  CheckpointManifest m;
+  try {
+    m.mode = parseMode(member("mode").asString(name("mode")));
+    m.precision = parsePrecision(member("precision").asString(name("precision")));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(where + ": " + e.what());
+  }
+  m.world_size = int(member("world_size").asInt(name("world_size")));
+  if (m.world_size < 1) throw std::runtime_error(where + ": world_size must be >= 1");
+  for (const auto& w : member("layers").asArray(name("layers"))) m.layers.push_back(int(w.asInt(name("layers"))));
+  m.param_count = size_t(member("param_count").asUint(name("param_count")));
+  const json::Value& opt = member("optimizer");
+  const std::string ow = where + ": optimizer";
+  try {
+    m.optimizer.kind = parseOptimizerKind(opt.at("kind", ow).asString(ow + ".kind"));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(ow + ": " + e.what());
+  }
+  m.optimizer.lr = opt.at("lr", ow).asDouble(ow + ".lr");
+  m.optimizer.momentum = opt.at("momentum", ow).asDouble(ow + ".momentum");
+  m.optimizer.weight_decay = opt.at("weight_decay", ow).asDouble(ow + ".weight_decay");
+  const auto& betas = opt.at("betas", ow).asArray(ow + ".betas");
+  if (betas.size() != 2) throw std::runtime_error(ow + ".betas must hold two numbers");
+  m.optimizer.beta1 = betas[0].asDouble(ow + ".betas");
+  m.optimizer.beta2 = betas[1].asDouble(ow + ".betas");
+  m.optimizer.eps = opt.at("eps", ow).asDouble(ow + ".eps");
+  m.step = member("step").asInt(name("step"));
+  m.epoch = member("epoch").asInt(name("epoch"));
+  m.batch_in_epoch = member("batch_in_epoch").asInt(name("batch_in_epoch"));
+  m.seed = member("seed").asUint(name("seed"));
+  m.batch_size = int(member("batch_size").asInt(name("batch_size")));
+  m.accumulate = int(member("accumulate").asInt(name("accumulate")));
+  if (m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0 || m.batch_size < 1 || m.accumulate < 1)
+    throw std::runtime_error(where + ": step, epoch and batch_in_epoch must be >= 0, batch_size and accumulate >= 1");
+  return m;
+}
+
+void probeCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("--checkpoint " + dir + ": cannot create the folder: " + ec.message());
+  if (!fs::is_directory(dir)) throw std::runtime_error("--checkpoint " + dir + ": exists and is not a folder");
+  const std::string probe = dir + "/.probe-" + std::to_string(getpid());
+  try {
+    writeFileAtomic(probe, "ouro-train checks that it can write checkpoints here\n");
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--checkpoint " + dir + ": the folder is not writable (" + e.what() + ")");
+  }
+  fs::remove(probe, ec);
+}
+
+std::string writeCheckpoint(const std::string& dir, const CheckpointManifest& manifest, Trainer& trainer,
+                            ouro::Communicator* comm) {
+  const int rank = comm ? comm->rank() : 0;
+  const int world = comm ? comm->size() : 1;
+  const std::string what = "checkpoint " + stepName(manifest.step) + " in " + dir;
+  const std::string on_rank = what + ", rank " + std::to_string(rank) + ": ";
+  const std::string tmp = dir + "/." + stepName(manifest.step) + ".tmp";
+  std::string error;
+  if (rank == 0) {
+    try {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // left by a run that died mid-checkpoint
+      fs::create_directories(tmp, ec);
+      if (ec) throw std::runtime_error("cannot create " + tmp + ": " + ec.message());
+    } catch (const std::exception& e) {
+      error = on_rank + e.what();
+    }
+  }
+  throwIfAnyFailed(comm, error, what + ": preparing the folder");
+  try {
+    writeShard(tmp + "/" + shardName(rank, world), trainer, rank, world, manifest.param_count);
+  } catch (const std::exception& e) {
+    error = on_rank + e.what() + " (check free space and permissions)";
+  }
+  throwIfAnyFailed(comm, error, what + ": writing the shards");
+  if (rank == 0) {
+    try {
+      publish(dir, tmp, manifest);
+    } catch (const std::exception& e) {
+      error = on_rank + e.what();
+    }
+  }
+  throwIfAnyFailed(comm, error, what + ": publishing");
+  return dir + "/" + stepName(manifest.step);
+}
+
+CheckpointState readCheckpoint(const std::string& dir) {
+  const std::string latest_path = dir + "/latest";
+  if (!fs::exists(latest_path))
+    throw std::runtime_error("--resume " + dir + ": no checkpoint there (" + latest_path +
+                             " does not exist; ouro-train --checkpoint DIR writes it)");
+  std::string latest = readFile(latest_path);
+  while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ' || latest.back() == '\r')) latest.pop_back();
+  if (latest.rfind("step-", 0) != 0 || latest.find('/') != std::string::npos)
+    throw std::runtime_error(latest_path + ": holds '" + latest + "', expected step-<N>");
+  CheckpointState st;
+  st.path = dir + "/" + latest;
+  const std::string manifest_path = st.path + "/manifest.json";
+  st.manifest = manifestFromJson(readFile(manifest_path), manifest_path);
+  const size_t n = st.manifest.param_count;
+  st.params.assign(n, 0.0f);
+  std::vector<char> covered(n, 0);
+  size_t covered_count = 0;
+  std::vector<std::string> state_names;
+  // ddp's shards are whole replicas: the first one covers everything and the rest are skipped;
+  // ZeRO shards each add their ranges.
+  for (int r = 0; r < st.manifest.world_size && covered_count < n; r++) {
+    const std::string path = st.path + "/" + shardName(r, st.manifest.world_size);
+    SafetensorsFile file = readSafetensors(path);
+    auto meta = file.metadata.find("ranges");
+    if (meta == file.metadata.end()) throw std::runtime_error(path + ": the metadata has no \"ranges\"");
+    const std::vector<OwnedRange> ranges = parseRanges(meta->second, path);
+    const TensorIn* params = file.find(kParamsTensor);
+    if (!params) throw std::runtime_error(path + ": no tensor \"params\"");
+    const std::vector<float> owned = params->asFloats();
+    size_t total = 0;
+    for (const auto& range : ranges) {
+      if (range.offset > n || range.count > n - range.offset)
+        throw std::runtime_error(path + ": range " + std::to_string(range.offset) + ":" + std::to_string(range.count) +
+                                 " lies outside the " + std::to_string(n) + " parameters");
+      total += range.count;
+    }
+    if (total != owned.size())
+      throw std::runtime_error(path + ": \"params\" holds " + std::to_string(owned.size()) +
+                               " floats but the ranges cover " + std::to_string(total));
+    std::vector<std::string> names;
+    for (const auto& t : file.tensors)
+      if (t.name != kParamsTensor) names.push_back(t.name);
+    if (r == 0) {
+      state_names = names;
+      for (const auto& name : names) st.optimizer_state.emplace_back(name, std::vector<float>(n, 0.0f));
+    } else if (names != state_names) {
+      throw std::runtime_error(path + ": holds other optimizer state tensors than rank 0's shard");
+    }
+    std::vector<std::vector<float>> state_values;
+    for (const auto& name : names) {
+      state_values.push_back(file.find(name)->asFloats());
+      if (state_values.back().size() != total)
+        throw std::runtime_error(path + ": \"" + name + "\" holds " + std::to_string(state_values.back().size()) +
+                                 " floats, expected " + std::to_string(total));
+    }
+    size_t src = 0;
+    for (const auto& range : ranges) {
+      std::copy_n(owned.begin() + long(src), range.count, st.params.begin() + long(range.offset));
+      for (size_t s = 0; s < names.size(); s++)
+        std::copy_n(state_values[s].begin() + long(src), range.count,
+                    st.optimizer_state[s].second.begin() + long(range.offset));
+      for (size_t i = range.offset; i < range.offset + range.count; i++) {
+        covered_count += covered[i] ? 0 : 1;
+        covered[i] = 1;
+      }
+      src += range.count;
+    }
+  }
+  if (covered_count != n) {
+    size_t first = size_t(std::find(covered.begin(), covered.end(), 0) - covered.begin());
+    throw std::runtime_error(st.path + ": the shards cover " + std::to_string(covered_count) + " of " +
+                             std::to_string(n) + " parameters (element " + std::to_string(first) +
+                             " is in none); the checkpoint is incomplete");
+  }
+  return st;
+}
+
+void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& now, const std::string& dir) {
+  const std::string head = "--resume " + dir + ": the checkpoint (step " + std::to_string(saved.step) + ") ";
+  if (saved.layers != now.layers)
+    throw std::runtime_error(head + "holds the model --layers " + layersText(saved.layers) + ", this run asks for " +
+                             layersText(now.layers) + ": pass --layers " + layersText(saved.layers));
+  if (saved.mode != now.mode)
+    throw std::runtime_error(head + "was written by --mode " + modeName(saved.mode) + ", this run is --mode " +
+                             modeName(now.mode) + ": pass --mode " + modeName(saved.mode));
+  if (saved.precision != now.precision)
+    throw std::runtime_error(head + "was trained in --precision " + precisionName(saved.precision) +
+                             ", this run asks for " + precisionName(now.precision) + ": pass --precision " +
+                             precisionName(saved.precision));
+  if (saved.optimizer.kind != now.optimizer.kind)
+    throw std::runtime_error(head + "holds " + optimizerName(saved.optimizer.kind) + " state, this run asks for --optimizer " +
+                             optimizerName(now.optimizer.kind) + ": pass --optimizer " +
+                             optimizerName(saved.optimizer.kind));
+  if (saved.seed != now.seed)
+    throw std::runtime_error(head + "was run with --seed " + std::to_string(saved.seed) + ", this run has --seed " +
+                             std::to_string(now.seed) + " (the seed fixes the data order the run continues): pass --seed " +
+                             std::to_string(saved.seed));
+  if (saved.param_count != now.param_count)
+    throw std::runtime_error(head + "holds " + std::to_string(saved.param_count) + " parameters, the model has " +
+                             std::to_string(now.param_count));
+}
+
+}  // namespace ouro::trainer
