@@ -1,0 +1,61 @@
+#include "data_order.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace ouro::train {
+
+DataOrder::DataOrder(int64_t dataset_size, int world, int rank, uint64_t seed, int batch_size, int accumulate)
+    : sampler_(dataset_size, world, rank, /*shuffle=*/true, seed, /*drop_last=*/false,
+               sampler::randpermVersionForTorch(1, 13)),
+      batches_(sampler_, batch_size, /*drop_last=*/true),
+      batch_size_(batch_size),
+      accumulate_(accumulate) {
+  if (stepsPerEpoch() < 1)
+    throw std::invalid_argument("--batch-size " + std::to_string(batch_size) + " x --accumulate " +
+                                std::to_string(accumulate) + " needs more than the " + std::to_string(sampler_.size()) +
+                                " samples each of the " + std::to_string(world) +
+                                " ranks gets per epoch: use a smaller batch or fewer micro-batches");
+  seek(0, 0);
+}
+
+void DataOrder::seek(int64_t epoch, int64_t batch) {
+  if (batch < 0 || batch % accumulate_ != 0 || batch >= stepsPerEpoch() * accumulate_)
+    throw std::invalid_argument("data position: batch " + std::to_string(batch) + " does not start a step of an epoch of " +
+                                std::to_string(stepsPerEpoch()) + " steps");
+  epoch_ = epoch;
+  batch_ = batch;
+  sampler_.setEpoch(epoch);
+  next_ = batches_.begin();
+  for (int64_t i = 0; i < batch; i++) ++next_;
+}
+
+bool DataOrder::nextStep(const trainer::Dataset& data, float* inputs, int32_t* labels) {
+  const int64_t row = int64_t(data.rows) * data.cols;
+  int64_t k = 0;
+  for (int j = 0; j < accumulate_; j++, ++next_) {
+    for (int64_t index : *next_) {
+      std::copy_n(data.image(index), row, inputs + k * row);
+      labels[k++] = data.labels[size_t(index)];
+    }
+  }
+  batch_ += accumulate_;
+  if (batch_ < stepsPerEpoch() * accumulate_) return false;
+  seek(epoch_ + 1, 0);
+  return true;
+}
+
+void DataOrder::resumePosition(const trainer::CheckpointManifest& saved, int world, int batch_size, int accumulate,
+                               int64_t steps_per_epoch, int64_t* epoch, int64_t* batch) {
+  const int64_t samples = saved.batch_in_epoch * int64_t(saved.batch_size) * saved.world_size;
+  const int64_t step = samples / (int64_t(batch_size) * world * accumulate);
+  *epoch = saved.epoch;
+  *batch = step * accumulate;
+  if (step >= steps_per_epoch) {
+    *epoch = saved.epoch + 1;
+    *batch = 0;
+  }
+}
+
+}  // namespace ouro::train

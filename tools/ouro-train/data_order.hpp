@@ -1,0 +1,58 @@
+// Which training samples each rank uses at each step: PyTorch's
+// BatchSampler(DistributedSampler(60000, W, r, shuffle=True, seed, drop_last=False), B,
+// drop_last=True) with set_epoch(epoch) per epoch and torch 1.13's randperm. An optimizer step
+// takes the next `accumulate` batches of the epoch (micro-step j of the epoch's step i is batch
+// i*N+j); batches left over at the end of an epoch (fewer than N) are skipped, so a step never
+// straddles two epochs, and the next step starts the next epoch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "checkpoint/checkpoint.hpp"
+#include "data/fashion_mnist.hpp"
+#include "ouro/sampler.hpp"
+
+namespace ouro::train {
+
+class DataOrder {
+ public:
+  // Throws std::invalid_argument when one step needs more batches than an epoch holds.
+  DataOrder(int64_t dataset_size, int world, int rank, uint64_t seed, int batch_size, int accumulate);
+  DataOrder(const DataOrder&) = delete;
+  DataOrder& operator=(const DataOrder&) = delete;
+
+  int64_t batchesPerEpoch() const { return batches_.size(); }
+  int64_t stepsPerEpoch() const { return batchesPerEpoch() / accumulate_; }
+  // Where the next step starts: the epoch (set_epoch value) and its batch index.
+  int64_t epoch() const { return epoch_; }
+  int64_t batchInEpoch() const { return batch_; }
+
+  // Moves to batch `batch` of `epoch`; batch must be a multiple of accumulate below
+  // stepsPerEpoch() * accumulate.
+  void seek(int64_t epoch, int64_t batch);
+
+  // Copies the next step's accumulate * batch_size samples (rows of 784 floats, and labels) into
+  // the buffers and advances. Returns true when this step was the last of its epoch (the
+  // position then is the next epoch's batch 0).
+  bool nextStep(const trainer::Dataset& data, float* inputs, int32_t* labels);
+
+  // Where a checkpoint written at another world size, batch size or accumulation continues in
+  // this run: the same number of samples into the same epoch (a global batch is a contiguous
+  // stretch of the epoch's permutation), rounded down to a whole step of this run. With the same
+  // configuration this is the saved position exactly.
+  static void resumePosition(const trainer::CheckpointManifest& saved, int world, int batch_size, int accumulate,
+                             int64_t steps_per_epoch, int64_t* epoch, int64_t* batch);
+
+ private:
+  using Batches = sampler::BatchSampler<sampler::DistributedSampler>;
+  sampler::DistributedSampler sampler_;
+  Batches batches_;
+  int batch_size_;
+  int accumulate_;
+  int64_t epoch_ = 0;
+  int64_t batch_ = 0;
+  Batches::Iterator next_;
+};
+
+}  // namespace ouro::train

@@ -1,0 +1,422 @@
+// ouro-train: trains the reference MLP on Fashion-MNIST on one process or on every rank of an
+// ouro job (DDP, ZeRO-1/2/3), with PyTorch's data order, sharded checkpoints and resumption,
+// and the reports docs/TRAINING.md describes. The command line is in options.hpp.
+//
+// Order of work, so that bad input costs nothing and writes nothing: parse the command line
+// (exit 2), join the job, read and check every input and probe every output on every rank, agree
+// across ranks (one message, from the lowest failing rank), then train, then write.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "checkpoint/atomic_file.hpp"
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/json.hpp"
+#include "data/fashion_mnist.hpp"
+#include "data_order.hpp"
+#include "job.hpp"
+#include "model/mlp.hpp"
+#include "model_io.hpp"
+#include "options.hpp"
+#include "parallel/trainer.hpp"
+#include "reporting.hpp"
+
+namespace ouro::train {
+namespace {
+
+namespace json = trainer::json;
+
+constexpr int kRunFailed = 1;
+constexpr int kBadInput = 2;
+// Test images per Trainer::evaluate call: bounds the evaluation's activations (10,000 rows of the
+// widest layer at once would be the largest buffer of a small run).
+constexpr int64_t kEvalChunk = 1000;
+
+// Input that is wrong for this run though every flag parsed (a batch larger than an epoch).
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+double seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::string optimizerText(const trainer::OptimizerConfig& o) {
+  char buf[160];
+  if (o.kind == trainer::OptimizerKind::kSgd)
+    std::snprintf(buf, sizeof(buf), "sgd lr %g momentum %g weight decay %g", o.lr, o.momentum, o.weight_decay);
+  else
+    std::snprintf(buf, sizeof(buf), "adamw lr %g betas %g,%g eps %g weight decay %g", o.lr, o.beta1, o.beta2, o.eps,
+                  o.weight_decay);
+  return buf;
+}
+
+class Run {
+ public:
+  Run(const Options& options, Job& job) : o_(options), job_(job) {}
+
+  // Reads and checks every input; probes every output. Throws BadInput or std::runtime_error.
+  void setUp();
+  // Trains and writes the results. Collective throughout.
+  void execute();
+
+ private:
+  trainer::CheckpointManifest manifestNow(int64_t step) const;
+  trainer::LossResult evaluateTest();
+  void logInterval(int64_t step);
+  void checkpoint(int64_t step);
+  void writeJson(const trainer::LossResult& test, const MetricsRow& totals, int64_t steps_this_run, double train_wall);
+
+  const Options& o_;
+  Job& job_;
+  std::optional<trainer::MlpLayout> layout_;
+  trainer::Dataset train_, test_;
+  std::unique_ptr<DataOrder> order_;
+  std::vector<float> initial_;
+  std::optional<trainer::CheckpointState> resume_;
+  std::string plot_terminal_;
+  int64_t start_step_ = 0;
+  int64_t target_steps_ = 0;
+
+  std::unique_ptr<trainer::Trainer> trainer_;
+  std::unique_ptr<MetricsCsv> csv_;
+  Progress interval_, totals_;
+  std::vector<MetricsRow> rows_;
+  std::vector<std::pair<int64_t, double>> test_points_;
+  MetricsRow last_row_;
+  bool have_row_ = false;
+  int64_t last_checkpoint_ = -1;
+};
+
+void Run::setUp() {
+  const bool writer = job_.rank() == 0;
+  trainer::setBlasThreads(o_.threads);
+  layout_.emplace(o_.layers);
+  try {
+    order_ = std::make_unique<DataOrder>(60000, job_.world(), job_.rank(), o_.seed, o_.batch_size, o_.accumulate);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  if (!o_.init_path.empty()) {
+    initial_ = readModelFile(o_.init_path, *layout_);
+  } else {
+    initial_.resize(layout_->paramCount());
+    trainer::initParameters(*layout_, o_.seed, initial_.data());
+  }
+  if (!o_.resume_dir.empty()) {
+    resume_ = trainer::readCheckpoint(o_.resume_dir);
+    trainer::checkResumable(resume_->manifest, manifestNow(0), o_.resume_dir);
+    start_step_ = resume_->manifest.step;
+  }
+  // Output files are only looked at (nothing is created) before the data, which takes longest.
+  if (writer) {
+    if (!o_.save_path.empty()) probeOutputFile("--save", o_.save_path);
+    if (!o_.json_path.empty()) probeOutputFile("--json", o_.json_path);
+    if (!o_.metrics_path.empty()) probeOutputFile("--metrics", o_.metrics_path);
+    if (!o_.plot_path.empty()) {
+      probeOutputFile("--plot", o_.plot_path);
+      plot_terminal_ = gnuplotPngTerminal();
+    }
+  }
+  train_ = trainer::loadFashionMnist(o_.data_dir, true);
+  test_ = trainer::loadFashionMnist(o_.data_dir, false);
+  if (train_.size != 60000 || train_.rows * train_.cols != 784)
+    throw std::runtime_error("--data " + o_.data_dir + ": the training set holds " + std::to_string(train_.size) +
+                             " images of " + std::to_string(train_.rows) + "x" + std::to_string(train_.cols) +
+                             ", expected Fashion-MNIST's 60000 of 28x28");
+  target_steps_ = o_.steps ? *o_.steps : o_.epochs * order_->stepsPerEpoch();
+  // Last, as it creates the folder: only once every input has been found good.
+  if (!o_.checkpoint_dir.empty()) trainer::probeCheckpointDir(o_.checkpoint_dir);
+}
+
+trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
+  trainer::CheckpointManifest m;
+  m.mode = o_.mode;
+  m.precision = o_.precision;
+  m.world_size = job_.world();
+  m.layers = o_.layers;
+  m.optimizer = o_.optimizer;
+  m.step = step;
+  m.epoch = order_->epoch();
+  m.batch_in_epoch = order_->batchInEpoch();
+  m.seed = o_.seed;
+  m.batch_size = o_.batch_size;
+  m.accumulate = o_.accumulate;
+  m.param_count = layout_->paramCount();
+  return m;
+}
+
+trainer::LossResult Run::evaluateTest() {
+  trainer::LossResult total;
+  for (int64_t i = 0; i < test_.size; i += kEvalChunk) {
+    const int64_t n = std::min(kEvalChunk, test_.size - i);
+    trainer::LossResult r = trainer_->evaluate(test_.image(i), test_.labels.data() + i, n);
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+  }
+  return total;
+}
+
+void Run::logInterval(int64_t step) {
+  last_row_ = interval_.report(job_, order_->epoch(), step);
+  have_row_ = true;
+  if (job_.rank() != 0 || o_.log_every == 0) return;
+  say(progressLine(last_row_, target_steps_));
+  rows_.push_back(last_row_);
+  if (csv_) csv_->append(last_row_);
+}
+
+void Run::checkpoint(int64_t step) {
+  std::string path = trainer::writeCheckpoint(o_.checkpoint_dir, manifestNow(step), *trainer_, job_.comm());
+  last_checkpoint_ = step;
+  if (job_.rank() == 0) say("checkpoint " + path);
+}
+
+void Run::execute() {
+  const bool writer = job_.rank() == 0;
+  trainer::TrainerConfig config;
+  config.mode = o_.mode;
+  config.precision = o_.precision;
+  config.optimizer = o_.optimizer;
+  config.batch_size = o_.batch_size;
+  config.accumulate = o_.accumulate;
+  config.bucket_mb = o_.bucket_mb;
+  trainer_ = trainer::Trainer::create(config, *layout_, job_.comm(), initial_.data());
+  if (resume_) {
+    trainer_->restore(resume_->params, resume_->optimizer_state, resume_->manifest.step);
+    int64_t epoch = 0, batch = 0;
+    DataOrder::resumePosition(resume_->manifest, job_.world(), o_.batch_size, o_.accumulate, order_->stepsPerEpoch(),
+                              &epoch, &batch);
+    order_->seek(epoch, batch);
+    if (writer)
+      say("ouro-train: resuming from " + resume_->path + " at step " + std::to_string(start_step_) + " (epoch " +
+          std::to_string(epoch) + ", batch " + std::to_string(batch) + " of " +
+          std::to_string(order_->batchesPerEpoch()) + ")");
+    resume_.reset();  // whole-model copies no longer needed
+  }
+  initial_ = {};
+  if (writer) {
+    say("ouro-train: " + std::string(trainer::modeName(o_.mode)) + " on " + std::to_string(job_.world()) +
+        " rank(s), layers " + layout_->describe() + " (" + std::to_string(layout_->paramCount()) + " parameters), " +
+        trainer::precisionName(o_.precision) + ", " + optimizerText(o_.optimizer) + "; batch " +
+        std::to_string(o_.batch_size) + " per rank x " + std::to_string(o_.accumulate) + " micro-batch(es), " +
+        std::to_string(order_->stepsPerEpoch()) + " steps per epoch; training to step " + std::to_string(target_steps_));
+    if (start_step_ > target_steps_)
+      say("ouro-train: the checkpoint is at step " + std::to_string(start_step_) + ", past the " +
+          std::to_string(target_steps_) + " asked for: no training, only evaluation and outputs");
+    if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path);
+  }
+
+  const size_t rows = size_t(o_.batch_size) * size_t(o_.accumulate);
+  std::vector<float> inputs(rows * 784);
+  std::vector<int32_t> labels(rows);
+  const double run_start = seconds();
+  int64_t step = start_step_;
+  std::optional<trainer::LossResult> test_at_step;
+  while (step < target_steps_) {
+    const double t0 = seconds();
+    const int64_t epoch = order_->epoch();
+    const bool epoch_done = order_->nextStep(train_, inputs.data(), labels.data());
+    trainer::StepResult r = trainer_->step(inputs.data(), labels.data());
+    const double wall = seconds() - t0;
+    step++;
+    interval_.add(r, wall);
+    totals_.add(r, wall);
+    test_at_step.reset();
+    if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
+    if (epoch_done) {
+      test_at_step = evaluateTest();
+      const double acc = double(test_at_step->correct) / double(test_.size);
+      test_points_.emplace_back(step, acc);
+      if (writer) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "epoch %lld done at step %lld: test accuracy %.4f (%d/%lld), test loss %.4f",
+                      static_cast<long long>(epoch), static_cast<long long>(step), acc, test_at_step->correct,
+                      static_cast<long long>(test_.size), test_at_step->loss_sum / double(test_.size));
+        say(buf);
+      }
+    }
+    if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
+  }
+  const double train_wall = seconds() - run_start;
+  if (interval_.steps() > 0) logInterval(step);
+  const MetricsRow totals = totals_.report(job_, order_->epoch(), step);
+
+  const trainer::LossResult test = test_at_step ? *test_at_step : evaluateTest();
+  if (!test_at_step) test_points_.emplace_back(step, double(test.correct) / double(test_.size));
+  if (!o_.save_path.empty()) {
+    std::vector<float> params = trainer_->gatherParameters();
+    std::string error;
+    if (writer) {
+      try {
+        writeModelFile(o_.save_path, *layout_, params);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    int reporter = 0;
+    if (job_.agreeOnFailure(error.empty() ? 0 : kRunFailed, &reporter) != 0)
+      throw std::runtime_error(error.empty() ? "--save failed on rank 0" : error);
+    if (writer) say("saved " + o_.save_path);
+  }
+  if (!o_.checkpoint_dir.empty() && last_checkpoint_ != step) checkpoint(step);
+  writeJson(test, totals, step - start_step_, train_wall);
+  if (writer) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "done: step %lld, test accuracy %.4f", static_cast<long long>(step),
+                  double(test.correct) / double(test_.size));
+    say(buf);
+    if (!o_.plot_path.empty()) {
+      plotMetrics(rows_, test_points_,
+                  "ouro-train " + std::string(trainer::modeName(o_.mode)) + ", " + std::to_string(job_.world()) +
+                      " rank(s), layers " + layout_->describe(),
+                  plot_terminal_, o_.plot_path);
+      say("plotted " + o_.plot_path);
+    }
+  }
+}
+
+void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, int64_t steps_this_run,
+                    double train_wall) {
+  // Every rank takes part in the reductions; rank 0 writes. Memory is the largest rank's: ZeRO
+  // shards differ by a few elements between ranks.
+  const trainer::MemoryAccount mem = trainer_->memory();
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::vector<uint64_t> maxima = {mem.params, mem.grads, mem.optimizer, mem.buffers, mem.activations,
+                                  uint64_t(usage.ru_maxrss) * 1024};
+  job_.max(maxima);
+  std::vector<double> slowest = {train_wall};
+  job_.max(slowest);
+  if (job_.rank() != 0 || o_.json_path.empty()) return;
+  const MetricsRow& last = have_row_ ? last_row_ : totals;
+  const json::ObjectWriter bytes = json::ObjectWriter()
+                                       .add("params", maxima[0])
+                                       .add("grads", maxima[1])
+                                       .add("optimizer", maxima[2])
+                                       .add("buffers", maxima[3])
+                                       .add("activations", maxima[4]);
+  const trainer::OptimizerConfig& opt = o_.optimizer;
+  const json::ObjectWriter optimizer = json::ObjectWriter()
+                                           .add("kind", trainer::optimizerName(opt.kind))
+                                           .add("lr", opt.lr)
+                                           .add("momentum", opt.momentum)
+                                           .add("weight_decay", opt.weight_decay)
+                                           .addRaw("betas", "[" + json::number(opt.beta1) + ", " + json::number(opt.beta2) + "]")
+                                           .add("eps", opt.eps);
+  json::ObjectWriter report;
+  report.add("test_accuracy", double(test.correct) / double(test_.size))
+      .add("test_loss", test.loss_sum / double(test_.size))
+      .add("final_loss", last.loss)
+      .add("final_accuracy", last.accuracy)
+      .add("train_loss", totals.loss)
+      .add("steps", start_step_ + steps_this_run)
+      .add("steps_this_run", steps_this_run)
+      .add("epochs", double(start_step_ + steps_this_run) / double(order_->stepsPerEpoch()))
+      .add("samples_per_s", totals.samples_per_s)
+      .add("comm_fraction", totals.comm_fraction)
+      .add("train_seconds", slowest[0])
+      .addRaw("bytes_per_rank", bytes.str())
+      .add("peak_rss_bytes", maxima[5])
+      .add("mode", trainer::modeName(o_.mode))
+      .add("world_size", job_.world())
+      .add("precision", trainer::precisionName(o_.precision))
+      .add("param_count", uint64_t(layout_->paramCount()))
+      .addRaw("layers", json::intArray(o_.layers))
+      .add("batch_size", o_.batch_size)
+      .add("accumulate", o_.accumulate)
+      .add("global_batch_size", int64_t(o_.batch_size) * o_.accumulate * job_.world())
+      .addRaw("optimizer", optimizer.str())
+      .add("seed", o_.seed)
+      .addRaw("resumed_from_step", !o_.resume_dir.empty() ? std::to_string(start_step_) : "null");
+  trainer::writeFileAtomic(o_.json_path, report.str() + "\n");
+}
+
+// The message every failing path prints: who failed, what, and (from the callee) what to do.
+void complain(const Job* job, const std::string& message) {
+  std::string who = job && job->world() > 1 ? " " + job->who() : "";
+  std::fprintf(stderr, "ouro-train%s: %s\n", who.c_str(), message.c_str());
+}
+
+int runMain(const Options& options) {
+  if (options.mode == trainer::Mode::kSingle) {
+    std::string source;
+    const int world = launcherWorldSize(&source);
+    if (world > 1) {
+      complain(nullptr, "--mode single trains in one process, but the launcher started " + std::to_string(world) +
+                            " (" + source + "): pass --mode ddp, zero1, zero2 or zero3 to use them, or start one process");
+      return kBadInput;
+    }
+  }
+  std::unique_ptr<Job> job;
+  try {
+    job = std::make_unique<Job>(options.mode);
+  } catch (const std::exception& e) {
+    complain(nullptr, e.what());
+    return kRunFailed;
+  }
+  Run run(options, *job);
+  int code = 0;
+  std::string error;
+  try {
+    run.setUp();
+  } catch (const BadInput& e) {
+    code = kBadInput;
+    error = e.what();
+  } catch (const std::invalid_argument& e) {
+    code = kBadInput;
+    error = e.what();
+  } catch (const std::exception& e) {
+    code = kRunFailed;
+    error = e.what();
+  }
+  int reporter = 0;
+  try {
+    code = job->agreeOnFailure(code, &reporter);
+  } catch (const std::exception& e) {
+    complain(job.get(), std::string("ranks could not agree that setting up succeeded: ") + e.what());
+    return kRunFailed;
+  }
+  if (code != 0) {
+    if (reporter == job->rank()) complain(job.get(), error);
+    return code;
+  }
+  try {
+    run.execute();
+  } catch (const std::exception& e) {
+    complain(job.get(), e.what());
+    return kRunFailed;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ouro::train
+
+int main(int argc, char** argv) {
+  using namespace ouro::train;
+  Options options;
+  try {
+    options = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "ouro-train: %s\n", e.what());
+    return kBadInput;
+  }
+  if (options.show_help) {
+    std::fputs(usage().c_str(), stdout);
+    return 0;
+  }
+  return runMain(options);
+}
