@@ -1,0 +1,61 @@
+// Mode and precision names, and Trainer::create: checks the configuration, then builds the mode.
+#include "parallel/trainer.hpp"
+
+#include <stdexcept>
+
+#include "parallel/mode_trainer.hpp"
+
+namespace ouro::trainer {
+
+Mode parseMode(const std::string& name) {
+  if (name == "single") return Mode::kSingle;
+  if (name == "ddp") return Mode::kDdp;
+  if (name == "zero1") return Mode::kZero1;
+  if (name == "zero2") return Mode::kZero2;
+  if (name == "zero3") return Mode::kZero3;
+  throw std::invalid_argument("unknown mode '" + name + "': use single, ddp, zero1, zero2 or zero3");
+}
+
+const char* modeName(Mode mode) {
+  switch (mode) {
+    case Mode::kSingle: return "single";
+    case Mode::kDdp: return "ddp";
+    case Mode::kZero1: return "zero1";
+    case Mode::kZero2: return "zero2";
+    case Mode::kZero3: return "zero3";
+  }
+  return "unknown";
+}
+
+Precision parsePrecision(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  throw std::invalid_argument("unknown precision '" + name + "': use fp32 or bf16");
+}
+
+const char* precisionName(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
+
+std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpLayout& layout,
+                                         ouro::Communicator* comm, const float* initial_params) {
+  const std::string what = std::string("Trainer::create (") + modeName(config.mode) + ")";
+  if (config.batch_size < 1)
+    throw std::invalid_argument(what + ": batch size " + std::to_string(config.batch_size) + " is below 1");
+  if (config.accumulate < 1)
+    throw std::invalid_argument(what + ": accumulate " + std::to_string(config.accumulate) + " is below 1");
+  if (!(config.bucket_mb > 0))
+    throw std::invalid_argument(what + ": bucket size " + std::to_string(config.bucket_mb) + " MiB is not above 0");
+  if (!initial_params) throw std::invalid_argument(what + ": no initial parameters given");
+  if (config.mode != Mode::kSingle && (!comm || !comm->valid()))
+    throw std::invalid_argument(what + ": this mode needs a communicator (start the ranks with ouro-run, mpirun, "
+                                       "srun or torchrun), or use --mode single");
+  switch (config.mode) {
+    case Mode::kSingle:
+    case Mode::kDdp: return makeReplicatedTrainer(config, layout, comm, initial_params);
+    case Mode::kZero1:
+    case Mode::kZero2: return makeZeroTrainer(config, layout, comm, initial_params);
+    case Mode::kZero3: return makeZero3Trainer(config, layout, comm, initial_params);
+  }
+  throw std::invalid_argument(what + ": unknown mode");
+}
+
+}  // namespace ouro::trainer
