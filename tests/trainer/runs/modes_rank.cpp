@@ -1,0 +1,189 @@
+// One rank of the trainer's mode tests (test_modes.cpp starts W of them under ouro-run). Trains a
+// small MLP (784,48,30,10: W = 3 and 4 need padding) on synthetic, deterministic data with the
+// Trainer directly, in every configuration of the chosen suite, and writes what the test compares:
+//   --suite equality  after K steps, rank 0 writes the gathered fp32 parameters of each run to
+//                     OUT/<mode>-<precision>-<optimizer>-acc<N>.bin, plus OUT/init.bin; the single
+//                     runs (W * B samples per step, rank 0 only) go to OUT/single-....bin.
+//   --suite memory    after one step, every rank writes OUT/memory-<mode>-<precision>-rank<R>.txt:
+//                     "params grads optimizer buffers activations" in bytes (AdamW).
+// Synthetic data keep the test fast and independent of the Fashion-MNIST package. Rank r's
+// micro-batch j of step i is samples ((i * N + j) * W + r) * B ..+B, so W ranks of B samples and
+// one process of W * B samples see the same global batch.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/mlp.hpp"
+#include "ouro/ouro.hpp"
+#include "parallel/trainer.hpp"
+
+using namespace ouro::trainer;
+
+namespace {
+
+constexpr int kSteps = 10;
+constexpr int kBatch = 8;  // per rank, per micro-batch
+const std::vector<int> kWidths = {784, 48, 30, 10};
+// Small enough that fp32 makes three buckets ({2}, {1}, {0}) and bf16 two ({1, 2}, {0}).
+constexpr double kBucketMb = 0.001;
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Sample s: pixels in [0, 1), the label a function of the first pixels (something to learn).
+void makeSample(int64_t s, float* pixels, int32_t* label) {
+  for (int p = 0; p < 784; p++) pixels[p] = float(mix(uint64_t(s) * 1000003u + uint64_t(p)) >> 40) / float(1 << 24);
+  *label = int32_t(int(pixels[0] * 5) + int(pixels[1] * 2)) % 10;
+}
+
+void makeBatch(int64_t first, int count, std::vector<float>& inputs, std::vector<int32_t>& labels, size_t at) {
+  for (int b = 0; b < count; b++) makeSample(first + b, inputs.data() + (at + size_t(b)) * 784, &labels[at + size_t(b)]);
+}
+
+struct RunSpec {
+  Mode mode;
+  Precision precision;
+  OptimizerKind optimizer;
+  int accumulate = 1;
+};
+
+OptimizerConfig optimizerConfig(OptimizerKind kind) {
+  OptimizerConfig c;
+  c.kind = kind;
+  if (kind == OptimizerKind::kSgd) {
+    c.lr = 0.05;
+    c.momentum = 0.9;
+    c.weight_decay = 1e-4;
+  } else {
+    c.lr = 1e-3;
+    c.weight_decay = 0.01;
+  }
+  return c;
+}
+
+std::string label(const RunSpec& r) {
+  return std::string(modeName(r.mode)) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) +
+         "-acc" + std::to_string(r.accumulate);
+}
+
+void fail(const std::string& what) { throw std::runtime_error(what); }
+
+// Trains `steps` steps; `world` and `rank` pick the data (single: world 1 with W * B samples).
+std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, int world, int rank, int batch,
+                               int steps, const std::vector<float>& init) {
+  TrainerConfig config;
+  config.mode = spec.mode;
+  config.precision = spec.precision;
+  config.optimizer = optimizerConfig(spec.optimizer);
+  config.batch_size = batch;
+  config.accumulate = spec.accumulate;
+  config.bucket_mb = kBucketMb;
+  const MlpLayout layout(kWidths);
+  auto trainer = Trainer::create(config, layout, comm, init.data());
+  const int rows = batch * spec.accumulate;
+  std::vector<float> inputs(static_cast<size_t>(rows) * 784);
+  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  for (int i = 0; i < steps; i++) {
+    for (int j = 0; j < spec.accumulate; j++)
+      makeBatch((int64_t(i) * spec.accumulate + j) * world * batch + int64_t(rank) * batch, batch, inputs, labels,
+                size_t(j) * size_t(batch));
+    const StepResult r = trainer->step(inputs.data(), labels.data());
+    if (r.samples != rows) fail(label(spec) + ": step reports " + std::to_string(r.samples) + " samples, not " +
+                                std::to_string(rows));
+    if (!std::isfinite(r.loss_sum) || r.loss_sum <= 0) fail(label(spec) + ": loss sum " + std::to_string(r.loss_sum));
+    if (r.correct < 0 || r.correct > rows || r.comm_wait_seconds < 0 || r.seconds < r.comm_wait_seconds)
+      fail(label(spec) + ": implausible step result");
+  }
+  if (trainer->optimizerSteps() != steps) fail(label(spec) + ": optimizerSteps() is not " + std::to_string(steps));
+  return trainer;
+}
+
+void writeFloats(const std::string& path, const std::vector<float>& v) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
+  if (!out) fail("cannot write " + path);
+}
+
+void equalitySuite(ouro::Communicator& comm, const std::string& out) {
+  const int world = comm.size(), rank = comm.rank();
+  const MlpLayout layout(kWidths);
+  std::vector<float> init(layout.paramCount());
+  initParameters(layout, 7, init.data());
+  if (rank == 0) writeFloats(out + "/init.bin", init);
+  std::vector<RunSpec> runs;
+  for (Precision p : {Precision::kFp32, Precision::kBf16})
+    for (OptimizerKind o : {OptimizerKind::kSgd, OptimizerKind::kAdamW})
+      for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) runs.push_back({m, p, o, 1});
+  for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) {
+    runs.push_back({m, Precision::kFp32, OptimizerKind::kSgd, 2});
+    runs.push_back({m, Precision::kBf16, OptimizerKind::kAdamW, 2});
+  }
+  for (const RunSpec& spec : runs) {
+    auto trainer = train(spec, &comm, world, rank, kBatch, kSteps, init);
+    const std::vector<float> params = trainer->gatherParameters();
+    if (params.size() != layout.paramCount()) fail(label(spec) + ": gatherParameters() size");
+    if (rank == 0) writeFloats(out + "/" + label(spec) + ".bin", params);
+  }
+  // The same global batches in one process: W * B samples per step.
+  if (rank == 0) {
+    for (OptimizerKind o : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+      const RunSpec spec{Mode::kSingle, Precision::kFp32, o, 1};
+      auto trainer = train(spec, nullptr, 1, 0, kBatch * world, kSteps, init);
+      writeFloats(out + "/" + label(spec) + ".bin", trainer->gatherParameters());
+    }
+  }
+}
+
+void memorySuite(ouro::Communicator& comm, const std::string& out) {
+  const MlpLayout layout(kWidths);
+  std::vector<float> init(layout.paramCount());
+  initParameters(layout, 7, init.data());
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) {
+      const RunSpec spec{m, p, OptimizerKind::kAdamW, 1};
+      auto trainer = train(spec, &comm, comm.size(), comm.rank(), kBatch, 1, init);
+      const MemoryAccount a = trainer->memory();
+      std::ofstream file(out + "/memory-" + modeName(m) + "-" + precisionName(p) + "-rank" + std::to_string(comm.rank()) +
+                         ".txt");
+      file << a.params << " " << a.grads << " " << a.optimizer << " " << a.buffers << " " << a.activations << "\n";
+      if (!file) fail("cannot write the memory report into " + out);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string suite, out;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--suite") suite = argv[i + 1];
+    else if (flag == "--out") out = argv[i + 1];
+  }
+  if (out.empty() || (suite != "equality" && suite != "memory")) {
+    std::cerr << "usage: modes_rank --suite equality|memory --out DIR (under ouro-run -n W)\n";
+    return 2;
+  }
+  int rank = -1;
+  try {
+    setBlasThreads(1);
+    ouro::Communicator comm = ouro::Communicator::fromEnv();
+    rank = comm.rank();
+    if (suite == "equality") equalitySuite(comm, out);
+    else memorySuite(comm, out);
+    comm.barrier();
+  } catch (const std::exception& e) {
+    std::cerr << "modes_rank (rank " << rank << "): " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
