@@ -5,9 +5,15 @@
 // message naming its call, and waits for one from every peer. Everyone sees every descriptor, so
 // a disagreement is reported identically on all ranks, and every message sent is consumed, so the
 // communicator stays usable. For small calls the descriptor messages also carry the data each
-// peer needs (one-shot); otherwise the data moves by ring (all-reduce, reduce-scatter,
-// all-gather: kernels/common/ring_schedule.hpp), pipelined chain (broadcast, reduce) or pairwise
-// transfers (all-to-all), in slices of one link slot.
+// peer needs (one-shot); otherwise the data moves in slices of one link slot:
+//   reduce-scatter: pairwise exchange. Every rank sends each peer that peer's chunk and folds the
+//     n contributions to its own chunk in rank order (kernels::reduceMany), the one reduction
+//     order of docs/API.md "Reproducible reductions". A ring would fold chunk c starting at rank
+//     c+1, a different order for every chunk; pairwise exchange moves the same bytes per rank
+//     ((n-1)/n of the data in and out), over n-1 links instead of one.
+//   all-gather: ring (kernels/common/ring_schedule.hpp). all-reduce: the two in turn.
+//   reduce: the reduce-scatter, then every rank sends its finished chunk to the root.
+//   broadcast: pipelined chain. all-to-all: pairwise transfers.
 #include <algorithm>
 #include <cstring>
 
@@ -51,16 +57,23 @@ class OverLinks {
       e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
       return oneShot();
     }
-    static const char* const kNames[] = {"", "ring", "ring", "ring", "pipelined chain", "pipelined chain",
-                                         "pairwise transfers", "descriptor exchange", ""};
+    static const char* const kNames[] = {"",
+                                         "pairwise reduce-scatter + ring all-gather",
+                                         "pairwise reduce-scatter",
+                                         "ring",
+                                         "pipelined chain",
+                                         "pairwise reduce-scatter + gather to the root",
+                                         "pairwise transfers",
+                                         "descriptor exchange",
+                                         ""};
     e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)]);
     if (e_.checkEnabled() || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
     switch (a_.kind) {
-      case CollKind::kAllReduce: return ring(kernels::RingCollective::kAllReduce);
-      case CollKind::kReduceScatter: return ring(kernels::RingCollective::kReduceScatter);
-      case CollKind::kAllGather: return ring(kernels::RingCollective::kAllGather);
+      case CollKind::kAllReduce: return allReduce();
+      case CollKind::kReduceScatter: return reduceScatter();
+      case CollKind::kAllGather: return allGather();
       case CollKind::kBroadcast: return chainBroadcast();
-      case CollKind::kReduce: return chainReduce();
+      case CollKind::kReduce: return reduceToRoot();
       case CollKind::kAllToAll: return allToAll();
       case CollKind::kBarrier: return;
       case CollKind::kSendRecv: break;
@@ -216,86 +229,159 @@ class OverLinks {
     ReceivedMessage m;
     e_.waitUntil([&] { return into ? l.tryRecvInto(&m, into, bytes) : l.tryRecv(&m); },
                  [&] { return std::vector<int>{peer}; });
+    checkData(peer, m, bytes);
+    return m.data;
+  }
+  // A data message of this call and the expected size, or a clear error (the message released).
+  void checkData(int peer, const ReceivedMessage& m, size_t bytes) {
     if (m.header.kind != uint32_t(MessageKind::kData) || m.header.call != call_ || m.header.bytes != bytes) {
-      l.releaseRecv();
+      e_.link(peer).releaseRecv();
       raise(Result::kInternalError,
             "rank %d: %s #%llu: rank %d sent an unexpected message (kind %u, call #%llu, %u bytes; expected data of "
             "call #%llu, %zu bytes)",
             me_, collName(a_.kind), (unsigned long long)call_, peer, m.header.kind,
             (unsigned long long)m.header.call, m.header.bytes, (unsigned long long)call_, bytes);
     }
-    return m.data;
   }
   void finishAvg(std::byte* dst, size_t count) {
     if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
   }
 
-  void ring(kernels::RingCollective coll) {
+  // Element ranges of the "long" buffer (the all-reduce count; reduce-scatter input and all-gather
+  // output: n blocks of count) that chunk c covers.
+  kernels::ElementRange chunkOf(bool blocks, int c) const {
+    return blocks ? kernels::ElementRange{size_t(c) * a_.count, a_.count} : kernels::chunkRange(a_.count, n_, c);
+  }
+  size_t sliceElems() const { return std::max<size_t>(1, e_.sliceBytes() / es_); }
+
+  // Pairwise reduce-scatter: slice j of every chunk goes to the chunk's owner, which folds the n
+  // contributions in rank order and writes the finished slice (Avg divided) to out_at(offset).
+  // Each rank sends all its slices j before receiving its own, and every link has a slot: the rank
+  // furthest behind can always send (its peers consumed its earlier slices) and receive (its peers
+  // are at least as far), so the exchange never deadlocks.
+  template <class Input, class Output>
+  void scatterReduce(bool blocks, Input&& input_at, Output&& output_at) {
+    const size_t slice_elems = sliceElems();
+    const size_t largest = chunkOf(blocks, 0).count;
+    std::vector<const void*>& srcs = e_.sources();
+    std::vector<int> pending;
+    for (size_t j = 0; j < kernels::sliceCount(largest, slice_elems); j++) {
+      for (int step = 1; step < n_; step++) {
+        const int p = (me_ + step) % n_;
+        const kernels::ElementRange sl = kernels::sliceRange(chunkOf(blocks, p), slice_elems, j);
+        if (sl.count) send(p, input_at(sl.offset), sl.count * es_);
+      }
+      const kernels::ElementRange mine = kernels::sliceRange(chunkOf(blocks, me_), slice_elems, j);
+      if (mine.count == 0) continue;
+      const size_t bytes = mine.count * es_;
+      pending.clear();
+      for (int step = 1; step < n_; step++) pending.push_back((me_ - step + n_) % n_);
+      srcs[size_t(me_)] = input_at(mine.offset);
+      e_.waitUntil(
+          [&] {
+            for (size_t i = 0; i < pending.size();) {
+              const int p = pending[i];
+              ReceivedMessage m;
+              if (!e_.link(p).tryRecv(&m)) {
+                i++;
+                continue;
+              }
+              checkData(p, m, bytes);
+              srcs[size_t(p)] = m.data;
+              pending.erase(pending.begin() + long(i));
+            }
+            return pending.empty();
+          },
+          [&] { return pending; });
+      std::byte* out = output_at(mine.offset);
+      kernels::reduceMany(out, srcs.data(), n_, mine.count, a_.dtype, a_.op);
+      finishAvg(out, mine.count);
+      for (int p = 0; p < n_; p++)
+        if (p != me_) e_.link(p).releaseRecv();
+    }
+  }
+
+  // Ring all-gather of the chunks: this rank's chunk is at own_at(offset) and every chunk lands at
+  // output_at(offset). A chunk's region is only written after its data went round the ring, so
+  // after every send from that region left.
+  template <class Own, class Output>
+  void ringAllGather(bool blocks, Own&& own_at, Output&& output_at) {
     using kernels::RingOp;
     const int next = (me_ + 1) % n_, prev = (me_ - 1 + n_) % n_;
-    const size_t count = a_.count;
-    const size_t slice_elems =
-        std::max<size_t>(1, e_.sliceBytes() / es_);
-    // Element offsets are in the "long" buffer: all-reduce count; RS input / AG output n*count.
-    const bool blocks = coll != kernels::RingCollective::kAllReduce;
-    auto chunk = [&](int c) {
-      return blocks ? kernels::ElementRange{size_t(c) * count, count} : kernels::chunkRange(count, n_, c);
-    };
-    const size_t largest = blocks ? count : kernels::chunkRange(count, n_, 0).count;
-    const size_t slices = kernels::sliceCount(largest, slice_elems);
-    const size_t own_base = size_t(me_) * count;  // RS output / AG input: block me_ of the long buffer
-    auto input = [&](size_t off) {
-      return coll == kernels::RingCollective::kAllGather ? in_ + (off - own_base) * es_ : in_ + off * es_;
-    };
-    auto output = [&](size_t off) {
-      return coll == kernels::RingCollective::kReduceScatter ? out_ + (off - own_base) * es_ : out_ + off * es_;
-    };
-    const int steps = kernels::ringStepCount(coll, n_);
+    const size_t slice_elems = sliceElems();
+    const size_t slices = kernels::sliceCount(chunkOf(blocks, 0).count, slice_elems);
+    const auto coll = kernels::RingCollective::kAllGather;
     for (size_t j = 0; j < slices; j++) {
-      for (int s = 0; s < steps; s++) {
-        kernels::RingStep step = kernels::ringStep(coll, me_, n_, s);
-        kernels::ElementRange sl = kernels::sliceRange(chunk(step.chunk), slice_elems, j);
+      for (int s = 0; s < kernels::ringStepCount(coll, n_); s++) {
+        const kernels::RingStep step = kernels::ringStep(coll, me_, n_, s);
+        const kernels::ElementRange sl = kernels::sliceRange(chunkOf(blocks, step.chunk), slice_elems, j);
         if (sl.count == 0) continue;
         const size_t bytes = sl.count * es_;
-        std::byte* out = output(sl.offset);
-        // Slices that end up in the output unchanged are received straight into it where the
-        // link can (TCP: saves a copy of every byte of the all-gather phase); a chunk's region is
-        // only written after its data went round the ring, so after our sends of it left.
-        const bool lands = step.op == RingOp::kRecv || step.op == RingOp::kRecvCopySend;
-        const std::byte* got = kernels::ringOpReceives(step.op) ? receive(prev, bytes, lands ? out : nullptr) : nullptr;
-        switch (step.op) {
-          case RingOp::kSend:
-            send(next, input(sl.offset), bytes);
-            break;
-          case RingOp::kCopySend:
-            if (out != input(sl.offset)) std::memcpy(out, input(sl.offset), bytes);
-            send(next, input(sl.offset), bytes);
-            break;
-          case RingOp::kRecvReduceSend:
-            // Partial sums have no home in the output yet: they go through a slot.
-            kernels::reduceTwo(sendSlot(next), got, input(sl.offset), sl.count, a_.dtype, a_.op);
-            post(next, bytes);
-            break;
-          case RingOp::kRecvReduceCopySend:
-            kernels::reduceTwo(out, got, input(sl.offset), sl.count, a_.dtype, a_.op);
-            finishAvg(out, sl.count);
-            send(next, out, bytes);
-            break;
-          case RingOp::kRecvReduceCopy:
-            kernels::reduceTwo(out, got, input(sl.offset), sl.count, a_.dtype, a_.op);
-            finishAvg(out, sl.count);
-            break;
-          case RingOp::kRecvCopySend:
-            if (got != out) std::memcpy(out, got, bytes);
-            send(next, out, bytes);
-            break;
-          case RingOp::kRecv:
-            if (got != out) std::memcpy(out, got, bytes);
-            break;
+        std::byte* out = output_at(sl.offset);
+        if (step.op == RingOp::kCopySend) {
+          const std::byte* own = own_at(sl.offset);
+          if (out != own) std::memcpy(out, own, bytes);
+          send(next, own, bytes);
+          continue;
         }
-        if (got) e_.link(prev).releaseRecv();
+        // Received straight into the output where the link can (TCP: saves a copy of every byte).
+        const std::byte* got = receive(prev, bytes, out);
+        if (got != out) std::memcpy(out, got, bytes);
+        if (step.op == RingOp::kRecvCopySend) send(next, out, bytes);
+        e_.link(prev).releaseRecv();
       }
     }
+  }
+
+  void allReduce() {
+    auto at_in = [&](size_t off) { return in_ + off * es_; };
+    auto at_out = [&](size_t off) { return out_ + off * es_; };
+    scatterReduce(false, at_in, at_out);
+    ringAllGather(false, at_out, at_out);
+  }
+  // Input: n blocks of count; output: this rank's block, reduced.
+  void reduceScatter() {
+    const size_t own_base = size_t(me_) * a_.count;
+    scatterReduce(true, [&](size_t off) { return in_ + off * es_; },
+                  [&](size_t off) { return out_ + (off - own_base) * es_; });
+  }
+  // Input: this rank's block; output: n blocks of count.
+  void allGather() {
+    const size_t own_base = size_t(me_) * a_.count;
+    ringAllGather(true, [&](size_t off) { return in_ + (off - own_base) * es_; },
+                  [&](size_t off) { return out_ + off * es_; });
+  }
+
+  // The reduce-scatter of all-reduce (each rank finishes chunk chunkRange(count, n, rank) in the
+  // canonical order), then every other rank sends its finished chunk to the root.
+  void reduceToRoot() {
+    const int root = a_.root;
+    const kernels::ElementRange own = chunkOf(false, me_);
+    // The root finishes its chunk in place in the output; the others in scratch, then send it.
+    std::byte* finished = me_ == root ? out_ + own.offset * es_ : e_.scratch(std::max<size_t>(own.count * es_, 1));
+    scatterReduce(false, [&](size_t off) { return in_ + off * es_; },
+                  [&](size_t off) { return finished + (off - own.offset) * es_; });
+    std::vector<Transfer> transfers;
+    auto add = [&](bool sending, int peer, std::byte* buffer, size_t bytes) {
+      if (bytes == 0) return;
+      Transfer t;
+      t.send = sending;
+      t.peer = peer;
+      t.buffer = buffer;
+      t.bytes = bytes;
+      t.call = call_;
+      t.what = strprintf("reduce #%llu chunk %s rank %d", (unsigned long long)call_, sending ? "to" : "from", peer);
+      transfers.push_back(std::move(t));
+    };
+    if (me_ != root) {
+      add(true, root, finished, own.count * es_);
+    } else {
+      for (int p = 0; p < n_; p++) {
+        const kernels::ElementRange c = chunkOf(false, p);
+        if (p != root) add(false, p, out_ + c.offset * es_, c.count * es_);
+      }
+    }
+    runTransfers(e_, transfers);
   }
 
   // Broadcast down the ring from the root, slice by slice: root, root+1, ..., root-1.
@@ -319,32 +405,6 @@ class OverLinks {
         post(next, bytes);
       }
       std::memcpy(out_ + off, got, bytes);
-      e_.link(prev).releaseRecv();
-    }
-  }
-
-  // Reduce up the ring towards the root: root+1 starts, each rank adds its part, root finishes.
-  void chainReduce() {
-    const int position = (me_ - a_.root - 1 + 2 * n_) % n_;  // root is position n-1
-    const int next = (me_ + 1) % n_, prev = (me_ - 1 + n_) % n_;
-    const size_t slice_elems = std::max<size_t>(1, e_.sliceBytes() / es_);
-    const kernels::ElementRange all{0, a_.count};
-    for (size_t j = 0; j < kernels::sliceCount(a_.count, slice_elems); j++) {
-      auto sl = kernels::sliceRange(all, slice_elems, j);
-      const size_t off = sl.offset * es_, bytes = sl.count * es_;
-      if (position == 0) {
-        std::memcpy(sendSlot(next), in_ + off, bytes);
-        post(next, bytes);
-        continue;
-      }
-      const std::byte* got = receive(prev, bytes);
-      if (position < n_ - 1) {
-        kernels::reduceTwo(sendSlot(next), got, in_ + off, sl.count, a_.dtype, a_.op);
-        post(next, bytes);
-      } else {
-        kernels::reduceTwo(out_ + off, got, in_ + off, sl.count, a_.dtype, a_.op);
-        finishAvg(out_ + off, sl.count);
-      }
       e_.link(prev).releaseRecv();
     }
   }

@@ -40,7 +40,7 @@ constexpr Setting kSettings[] = {
     {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when the two ranks' cores measure a cache-line round trip of 200 ns to 2 us (far apart; logged at info level)"},
     {"OURO_SHM_STREAM_STAGING_BYTES", "8388608", "calls of at least this many bytes per rank (count x element size) may stream their staging copies (0 = never)"},
     // Algorithms.
-    {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages in a ring; latency = one-shot exchange over links when the data fits"},
+    {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages over links (pairwise reduce-scatter, ring all-gather, every size); latency = one-shot exchange over links when the data fits"},
     {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},
     {"OURO_SPIN_US", "", "microseconds a wait spins before yielding (default: by ranks per core)"},
     // Diagnostics.

@@ -51,6 +51,13 @@ typedef enum {
   ouroNumTypes = 10
 } ouroDataType_t;
 
+/* Reproducible reductions: every reduced element is the left fold over the ranks in rank order,
+ *   r = op(...op(op(x[0], x[1]), x[2])..., x[n-1]),
+ * rounded to the dtype after every op (fp16/bf16 combined in fp32, rounded to nearest even), and
+ * for ouroAvg divided by n once at the end (integers truncate toward zero). So a result depends only
+ * on the inputs, the dtype, the op and the number of ranks -- never on the algorithm (OURO_ALGO),
+ * the transport, the collective (allreduce == allgather(reducescatter) == reduce, bit for bit), the
+ * element's position or the call's count. docs/API.md "Reproducible reductions". */
 typedef enum { ouroSum = 0, ouroProd = 1, ouroMax = 2, ouroMin = 3, ouroAvg = 4, ouroNumOps = 5 } ouroRedOp_t;
 
 typedef struct ouroComm* ouroComm_t;

@@ -14,9 +14,10 @@ static_assert(int(RedOp::kSum) == 0 && int(RedOp::kProd) == 1 && int(RedOp::kMax
                   int(RedOp::kMin) == 3 && int(RedOp::kAvg) == 4,
               "TypeKernels::ops is indexed by the RedOp value");
 
-// reduceMany keeps the running result of one tile of elements in a stack buffer of the compute
-// type: 8 KiB stays in L1 next to the source tiles streaming through, so n sources cost one
-// pass over memory, and 16-bit formats are rounded once, after the last source.
+// reduceMany keeps the running result of one tile of elements in a stack buffer of the dtype:
+// 8 KiB stays in L1 next to the source tiles streaming through, so n sources cost one pass over
+// memory. The running result is rounded to the dtype after every step (16-bit formats too), so
+// the fold is the one every algorithm computes (docs/API.md "Reproducible reductions").
 constexpr size_t kTileBytes = 8192;
 
 // Callers (comm/) validate user input, so a bad enum here is a bug: fail loudly.
@@ -54,7 +55,7 @@ void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType d
 }
 
 // Per element: op(...op(op(srcs[0], srcs[1]), srcs[2])..., srcs[n-1]), in that order also for
-// floats. dst may be any of the sources: within a tile every source is read before dst is
+// floats, each op rounded to the dtype. dst may be any of the sources: within a tile every source is read before dst is
 // written (the last step reads srcs[n-1] and writes dst element by element), and a tile writes
 // only its own elements. Streaming stores are used only when dst is none of the sources (the
 // point is not to read dst's lines; an in-place result is in the cache already).
@@ -75,15 +76,15 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     return;
   }
   alignas(64) unsigned char acc[kTileBytes];
-  const size_t tile = kTileBytes / table.acc_element_size;
+  const size_t tile = kTileBytes / size;
   auto* out = static_cast<unsigned char*>(dst);
   for (size_t begin = 0; begin < count; begin += tile) {
     const size_t len = count - begin < tile ? count - begin : tile;
     const size_t offset = begin * size;
     auto at = [&](int s) { return static_cast<const unsigned char*>(srcs[s]) + offset; };
-    k.accStart(acc, at(0), at(1), len);
-    for (int s = 2; s < n - 1; s++) k.accAdd(acc, at(s), len);
-    (streaming ? k.accFinishStreaming : k.accFinish)(out + offset, acc, at(n - 1), len);
+    k.two(acc, at(0), at(1), len);
+    for (int s = 2; s < n - 1; s++) k.two(acc, acc, at(s), len);
+    (streaming ? k.twoStreaming : k.two)(out + offset, acc, at(n - 1), len);
   }
 }
 

@@ -1,5 +1,6 @@
 // Host reductions for every dtype x op of API.md, vectorised. fp16 and bf16 are widened to fp32,
-// combined, and rounded back (round-to-nearest-even) once per call: "once per reduction step".
+// combined, and rounded back (round-to-nearest-even) after every combination of two values:
+// "once per reduction step", whichever function computes it.
 // Integer ops wrap like unsigned arithmetic (no UB on overflow). Avg is a sum here; the caller
 // finishes it with finishAvg once the last contribution is in.
 // NaN, max/min and signed-zero rules: kernels/common/element_ops.hpp (max/min propagate NaN,
@@ -22,9 +23,10 @@ void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType d
 // non-temporal stores, for results larger than the cache that will not be read back soon.
 enum class Store { kCached, kStreaming };
 
-// dst[i] = op(srcs[0][i], ..., srcs[n-1][i]) with one rounding for fp16/bf16 (accumulated in fp32);
-// n >= 1; dst may equal one of the sources (then the store is always cached). Used by the
-// one-host direct algorithm.
+// dst[i] = op(...op(op(srcs[0][i], srcs[1][i]), srcs[2][i])..., srcs[n-1][i]): the left fold in
+// source order, rounded to the dtype after every op (so it equals n-1 reduceTwo calls, in one pass
+// over memory). Pass the sources in rank order for the canonical result. n >= 1; dst may equal one
+// of the sources (then the store is always cached).
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
                 Store store = Store::kCached);
 

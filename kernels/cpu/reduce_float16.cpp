@@ -47,13 +47,11 @@ inline __m256 combine8(__m256 a, __m256 b) {
 inline __m256 load8(const Float16* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline void store8(Float16* p, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
-inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
 
-// Same members as ScalarLoops; D, A, B are Float16 or float (the reduceMany accumulator). The
+// Same members as ScalarLoops, on Float16 arrays (every result is rounded back to fp16). The
 // bodies take two registers per iteration so two conversion chains overlap; the remainder (< 8)
 // goes to ScalarLoops, i.e. element_ops.hpp.
 struct F16cLoops {

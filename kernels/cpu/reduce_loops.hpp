@@ -18,22 +18,17 @@
 
 namespace ouro::kernels::cpu {
 
-// Entry points for one dtype x op. "acc" is an array of the compute type (fp32 for fp16/bf16,
-// the dtype itself otherwise): reduceMany keeps its running result there so that 16-bit
-// formats are rounded once, after the last source.
+// Entry points for one dtype x op. reduceMany folds its sources through `two` on a tile of the
+// dtype itself, so 16-bit formats are rounded after every step, as the ring of any other
+// algorithm would round them (docs/API.md "Reproducible reductions").
 struct OpKernels {
-  void (*two)(void* dst, const void* a, const void* b, size_t n);             // dst may be a or b
-  void (*accStart)(void* acc, const void* a, const void* b, size_t n);        // acc = op(a, b)
-  void (*accAdd)(void* acc, const void* src, size_t n);                       // acc = op(acc, src)
-  void (*accFinish)(void* dst, const void* acc, const void* src, size_t n);   // dst may be src
-  // As two and accFinish, written with non-temporal stores; dst must not overlap a source.
+  void (*two)(void* dst, const void* a, const void* b, size_t n);  // dst may be a or b
+  // As two, written with non-temporal stores; dst must not overlap a source.
   void (*twoStreaming)(void* dst, const void* a, const void* b, size_t n);
-  void (*accFinishStreaming)(void* dst, const void* acc, const void* src, size_t n);
 };
 
 struct TypeKernels {
-  size_t element_size;      // bytes of one element of the dtype
-  size_t acc_element_size;  // bytes of one element of its compute type
+  size_t element_size;  // bytes of one element of the dtype
   OpKernels ops[kNumRedOps];
   void (*finish_avg)(void* dst, size_t n, int nranks);
 };
@@ -94,7 +89,6 @@ void combineStreaming(D* d, const A* a, const B* b, size_t n) {
 // loops of reduce_float16.cpp, which have the same four members).
 template <class Loops, RedOp Op, class S>
 struct OpEntries {
-  using C = ComputeType<S>;
 
   static void two(void* dst, const void* a, const void* b, size_t n) {
     auto* d = static_cast<S*>(dst);
@@ -111,26 +105,11 @@ struct OpEntries {
     else
       Loops::template combineSelf<Op>(d, n);
   }
-  static void accStart(void* acc, const void* a, const void* b, size_t n) {
-    Loops::template combine<Op>(static_cast<C*>(acc), static_cast<const S*>(a), static_cast<const S*>(b), n);
-  }
-  static void accAdd(void* acc, const void* src, size_t n) {
-    Loops::template combineInPlace<Op>(static_cast<C*>(acc), static_cast<const S*>(src), n);
-  }
-  static void accFinish(void* dst, const void* acc, const void* src, size_t n) {
-    if (dst == src)
-      Loops::template combineInPlace<Op>(static_cast<S*>(dst), static_cast<const C*>(acc), n);
-    else
-      Loops::template combine<Op>(static_cast<S*>(dst), static_cast<const C*>(acc), static_cast<const S*>(src), n);
-  }
   static void twoStreaming(void* dst, const void* a, const void* b, size_t n) {
     combineStreaming<Loops, Op>(static_cast<S*>(dst), static_cast<const S*>(a), static_cast<const S*>(b), n);
   }
-  static void accFinishStreaming(void* dst, const void* acc, const void* src, size_t n) {
-    combineStreaming<Loops, Op>(static_cast<S*>(dst), static_cast<const C*>(acc), static_cast<const S*>(src), n);
-  }
   static constexpr OpKernels kernels() {
-    return {&two, &accStart, &accAdd, &accFinish, &twoStreaming, &accFinishStreaming};
+    return {&two, &twoStreaming};
   }
 };
 
@@ -143,7 +122,6 @@ void finishAvgEntry(void* dst, size_t n, int nranks) {
 template <class Loops, class S>
 constexpr TypeKernels makeTypeKernels() {
   return {sizeof(S),
-          sizeof(ComputeType<S>),
           {OpEntries<Loops, RedOp::kSum, S>::kernels(), OpEntries<Loops, RedOp::kProd, S>::kernels(),
            OpEntries<Loops, RedOp::kMax, S>::kernels(), OpEntries<Loops, RedOp::kMin, S>::kernels(),
            OpEntries<Loops, RedOp::kSum, S>::kernels()},

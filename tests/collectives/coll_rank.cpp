@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
   const std::string& m = r.opt.mode;
   if (m == "matrix") rc = runMatrix(r);
   else if (m == "determinism") rc = runDeterminism(r);
+  else if (m == "canonical") rc = runCanonical(r);
   else if (m == "split") rc = runSplit(r);
   else if (m == "stream") rc = runStream(r);
   else if (m == "badargs") rc = runBadArgs(r);

@@ -140,6 +140,7 @@ int runBadArgs(Rank& rank);
 int runMismatch(Rank& rank);
 int runStall(Rank& rank);
 int runDie(Rank& rank);
+int runCanonical(Rank& rank);  // rank_canonical.cpp
 
 CommView worldView(const Rank& rank);
 

@@ -276,6 +276,36 @@ T reduceExact(const T* in, int n, int op) {
   }
 }
 
+// The one reduction order every algorithm, transport and collective uses (docs/API.md
+// "Reproducible reductions"): a left fold over the ranks in rank order, rounded to the dtype after
+// every step (fp16/bf16 combined in fp32, then rounded), Avg dividing the finished sum by n once.
+// Unlike reduceExact this holds for inputs whose sums round: the bits are the canonical ones.
+template <typename T>
+T reduceCanonical(const T* in, int n, int op) {
+  if constexpr (!Traits<T>::kFloat) {
+    return reduceExact(in, n, op);  // integer arithmetic is exact in any order
+  } else {
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    auto widen = [](T v) { return C(Traits<T>::toDouble(v)); };
+    auto narrow = [](C v) {
+      if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return T(v);
+      else return Traits<T>::fromFloat(v);
+    };
+    T acc = in[0];
+    for (int r = 1; r < n; r++) {
+      const C a = widen(acc), b = widen(in[r]);
+      C v = a;
+      if (op == kSum || op == kAvg) v = a + b;
+      if (op == kProd) v = a * b;
+      if (op == kMax) v = b > a ? b : a;
+      if (op == kMin) v = b < a ? b : a;
+      acc = narrow(v);
+    }
+    if (op == kAvg) acc = narrow(widen(acc) / C(n));
+    return acc;
+  }
+}
+
 template <typename T>
 bool sameBits(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;

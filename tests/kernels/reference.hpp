@@ -189,12 +189,16 @@ inline __int128 refCombineInt(RedOp op, __int128 a, __int128 b) {
   return 0;
 }
 
-// op(values[0], ..., values[n-1]) in order, combined in the compute type, rounded once.
+// op(...op(values[0], values[1])..., values[n-1]) in order, each step combined in the compute type
+// and rounded to the dtype.
 inline uint64_t refReduce(DataType t, RedOp op, const uint64_t* values, size_t n) {
   if (n == 1) return values[0];  // one source: copied bit for bit
   if (isFloatingType(t)) {
+    // Left fold in source order, rounded to the dtype after every step (fp16/bf16 included): the
+    // one reduction order of the collectives.
     double acc = decodeFloat(t, values[0]);
-    for (size_t i = 1; i < n; i++) acc = refCombineFloat(t, op, acc, decodeFloat(t, values[i]));
+    for (size_t i = 1; i < n; i++)
+      acc = decodeFloat(t, encodeFloat(t, refCombineFloat(t, op, acc, decodeFloat(t, values[i]))));
     return encodeFloat(t, acc);
   }
   __int128 acc = decodeInt(t, values[0]);

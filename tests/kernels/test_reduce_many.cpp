@@ -1,5 +1,5 @@
-// reduceMany (n sources combined in order 0..n-1, one rounding for fp16/bf16, dst may be any
-// source) and finishAvg (integers truncate toward zero, floats divide in their own precision,
+// reduceMany (n sources folded in order 0..n-1, rounded to the dtype after every step, fp16/bf16
+// too; dst may be any source) and finishAvg (integers truncate toward zero, floats divide in their own precision,
 // fp16/bf16 in fp32 with one rounding) against the reference of reference.hpp.
 #include <catch2/catch.hpp>
 
@@ -54,7 +54,7 @@ std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_s
   return "";
 }
 
-TEST_CASE("reduceMany combines n = 1..8 sources in order with one rounding, for every dtype x op", "[reduce_many]") {
+TEST_CASE("reduceMany folds n = 1..8 sources in order, rounding every step, for every dtype x op", "[reduce_many]") {
   std::mt19937_64 rng(99);
   // 4097 and 65537 cross reduceMany's internal tiles (2048 fp32 / 1024 fp64 accumulators).
   for (DataType t : kAllDataTypes)
@@ -127,16 +127,19 @@ Bits reduceColumn(DataType t, RedOp op, std::vector<Bits> column) {
   return out;
 }
 
-TEST_CASE("reduceMany sums in source order and rounds fp16/bf16 once, after the last source", "[reduce_many]") {
+TEST_CASE("reduceMany sums in source order and rounds fp16/bf16 after every step", "[reduce_many]") {
   // fp32: 2^24 + 1 + 1 in order stays 2^24 (each +1 is a tie to even); another order would not.
   CHECK(reduceColumn<uint32_t>(DataType::kFloat32, RedOp::kSum, {0x4b800000, 0x3f800000, 0x3f800000}) == 0x4b800000);
   CHECK(reduceColumn<uint32_t>(DataType::kFloat32, RedOp::kSum, {0x3f800000, 0x3f800000, 0x4b800000}) == 0x4b800001);
-  // fp16: 1 + 2^-11 + 2^-11 is exactly 1 + 2^-10 in fp32; rounding after each step would give 1.
-  CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x3c00, 0x1000, 0x1000}) == 0x3c01);
-  // bf16: 1 + 2^-8 + 2^-8 = 1 + 2^-7; rounding after each step would give 1.
-  CHECK(reduceColumn<uint16_t>(DataType::kBfloat16, RedOp::kSum, {0x3f80, 0x3b80, 0x3b80}) == 0x3f81);
-  // fp16 partial sums may leave fp16's range as long as the total comes back.
-  CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x7bff, 0x7bff, 0xfbff}) == 0x7bff);
+  // fp16: 1 + 2^-11 rounds to 1 (a tie, to even), and again: 1. One rounding at the end would give
+  // 1 + 2^-10, which a ring passing fp16 partial sums could never produce.
+  CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x3c00, 0x1000, 0x1000}) == 0x3c00);
+  CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x1000, 0x1000, 0x3c00}) == 0x3c01);
+  // bf16: 1 + 2^-8 + 2^-8 is 1 in order (each step a tie to even), 1 + 2^-7 the other way round.
+  CHECK(reduceColumn<uint16_t>(DataType::kBfloat16, RedOp::kSum, {0x3f80, 0x3b80, 0x3b80}) == 0x3f80);
+  CHECK(reduceColumn<uint16_t>(DataType::kBfloat16, RedOp::kSum, {0x3b80, 0x3b80, 0x3f80}) == 0x3f81);
+  // fp16 partial sums that leave fp16's range become infinity at that step, and stay there.
+  CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x7bff, 0x7bff, 0xfbff}) == 0x7c00);
   // NaN in any position is the canonical NaN, also for max/min.
   CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kMax, {0x3c00, 0xfe01, 0x7c00}) == 0x7e00);
   CHECK(reduceColumn<uint32_t>(DataType::kFloat32, RedOp::kMin, {0x3f800000, 0x3f800000, 0x7f800001}) == 0x7fc00000);
