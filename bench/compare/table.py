@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Parser for nccl-tests result tables (the format ouro-bench and the peers' programs print).
 
 compare.py reads each program's JSON (-J) first; this parser is the fallback when a run left no
