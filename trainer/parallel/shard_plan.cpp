@@ -98,8 +98,13 @@ size_t ShardPlan::paddedLayerOffset(int k) const {
 
 std::vector<OwnedRange> ShardPlan::ownedRanges() const {
   std::vector<OwnedRange> ranges;
-  for (const ShardGroup& g : groups_)
-    if (g.owned > 0) ranges.push_back(g.ownedRange(rank_));
+  for (const ShardGroup& g : groups_) {
+    if (g.owned == 0) continue;
+    const OwnedRange r = g.ownedRange(rank_);
+    // Adjacent pieces are one range (a replicated plan owns the whole model: one range).
+    if (!ranges.empty() && ranges.back().offset + ranges.back().count == r.offset) ranges.back().count += r.count;
+    else ranges.push_back(r);
+  }
   return ranges;
 }
 

@@ -82,7 +82,7 @@ class ShardPlan {
   size_t blockTotal() const { return block_total_; }    // sum of blocks (same on every rank)
   size_t maxPadded() const { return max_padded_; }      // largest padded group
   size_t maxOwned() const { return max_owned_; }        // largest owned piece of one group
-  // The flat ranges this rank owns, in order, empty ones left out.
+  // The flat ranges this rank owns, in order, adjacent pieces merged, empty ones left out.
   std::vector<OwnedRange> ownedRanges() const;
 
  private:

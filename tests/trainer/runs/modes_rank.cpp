@@ -3,15 +3,19 @@
 // Trainer directly, in every configuration of the chosen suite, and writes what the test compares:
 //   --suite equality  after K steps, rank 0 writes the gathered fp32 parameters of each run to
 //                     OUT/<mode>-<precision>-<optimizer>-acc<N>.bin, plus OUT/init.bin; the single
-//                     runs (W * B samples per step, rank 0 only) go to OUT/single-....bin.
+//                     runs (W * B samples per step, rank 0 only) go to OUT/single-....bin; every
+//                     run's evaluation to OUT/<label>.eval; 5 steps in one mode, restored into
+//                     another from owned pieces, 5 more: OUT/restore-<A>-to-<B>-<precision>-<opt>.bin.
 //   --suite memory    after one step, every rank writes OUT/memory-<mode>-<precision>-rank<R>.txt:
 //                     "params grads optimizer buffers activations" in bytes (AdamW).
 // Synthetic data keep the test fast and independent of the Fashion-MNIST package. Rank r's
 // micro-batch j of step i is samples ((i * N + j) * W + r) * B ..+B, so W ranks of B samples and
 // one process of W * B samples see the same global batch.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -77,9 +81,7 @@ std::string label(const RunSpec& r) {
 
 void fail(const std::string& what) { throw std::runtime_error(what); }
 
-// Trains `steps` steps; `world` and `rank` pick the data (single: world 1 with W * B samples).
-std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, int world, int rank, int batch,
-                               int steps, const std::vector<float>& init) {
+std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, int batch, const std::vector<float>& init) {
   TrainerConfig config;
   config.mode = spec.mode;
   config.precision = spec.precision;
@@ -87,24 +89,48 @@ std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, in
   config.batch_size = batch;
   config.accumulate = spec.accumulate;
   config.bucket_mb = kBucketMb;
-  const MlpLayout layout(kWidths);
-  auto trainer = Trainer::create(config, layout, comm, init.data());
+  return Trainer::create(config, MlpLayout(kWidths), comm, init.data());
+}
+
+// Steps first .. first + steps - 1; `world` and `rank` pick the data (single: world 1, W * B samples).
+void trainSteps(Trainer& trainer, const RunSpec& spec, int world, int rank, int batch, int first, int steps) {
   const int rows = batch * spec.accumulate;
   std::vector<float> inputs(static_cast<size_t>(rows) * 784);
   std::vector<int32_t> labels(static_cast<size_t>(rows));
-  for (int i = 0; i < steps; i++) {
+  for (int i = first; i < first + steps; i++) {
     for (int j = 0; j < spec.accumulate; j++)
       makeBatch((int64_t(i) * spec.accumulate + j) * world * batch + int64_t(rank) * batch, batch, inputs, labels,
                 size_t(j) * size_t(batch));
-    const StepResult r = trainer->step(inputs.data(), labels.data());
+    const StepResult r = trainer.step(inputs.data(), labels.data());
     if (r.samples != rows) fail(label(spec) + ": step reports " + std::to_string(r.samples) + " samples, not " +
                                 std::to_string(rows));
     if (!std::isfinite(r.loss_sum) || r.loss_sum <= 0) fail(label(spec) + ": loss sum " + std::to_string(r.loss_sum));
     if (r.correct < 0 || r.correct > rows || r.comm_wait_seconds < 0 || r.seconds < r.comm_wait_seconds)
       fail(label(spec) + ": implausible step result");
   }
-  if (trainer->optimizerSteps() != steps) fail(label(spec) + ": optimizerSteps() is not " + std::to_string(steps));
+  if (trainer.optimizerSteps() != first + steps)
+    fail(label(spec) + ": optimizerSteps() is not " + std::to_string(first + steps));
+}
+
+std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, int world, int rank, int batch,
+                               int steps, const std::vector<float>& init) {
+  auto trainer = create(spec, comm, batch, init);
+  trainSteps(*trainer, spec, world, rank, batch, 0, steps);
   return trainer;
+}
+
+// Loss and accuracy on 29 held-out samples: more than three of the Mlp's batches of 8, so
+// evaluate() works in chunks. Written as the loss sum's bits (equal across modes, bit for bit).
+std::string evaluation(Trainer& trainer) {
+  constexpr int n = 29;
+  std::vector<float> inputs(size_t(n) * 784);
+  std::vector<int32_t> labels(n);
+  makeBatch(1000000, n, inputs, labels, 0);
+  const LossResult r = trainer.evaluate(inputs.data(), labels.data(), n);
+  if (!(r.loss_sum > 0) || r.correct < 0 || r.correct > n) fail("implausible evaluation");
+  uint64_t bits;
+  std::memcpy(&bits, &r.loss_sum, 8);
+  return std::to_string(bits) + " " + std::to_string(r.correct) + "\n";
 }
 
 void writeFloats(const std::string& path, const std::vector<float>& v) {
@@ -112,6 +138,14 @@ void writeFloats(const std::string& path, const std::vector<float>& v) {
   out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
   if (!out) fail("cannot write " + path);
 }
+
+void writeText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) fail("cannot write " + path);
+}
+
+void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::vector<float>& init);
 
 void equalitySuite(ouro::Communicator& comm, const std::string& out) {
   const int world = comm.size(), rank = comm.rank();
@@ -131,14 +165,117 @@ void equalitySuite(ouro::Communicator& comm, const std::string& out) {
     auto trainer = train(spec, &comm, world, rank, kBatch, kSteps, init);
     const std::vector<float> params = trainer->gatherParameters();
     if (params.size() != layout.paramCount()) fail(label(spec) + ": gatherParameters() size");
-    if (rank == 0) writeFloats(out + "/" + label(spec) + ".bin", params);
+    const std::string eval = evaluation(*trainer);  // collective in zero3: every rank
+    if (rank == 0) {
+      writeFloats(out + "/" + label(spec) + ".bin", params);
+      writeText(out + "/" + label(spec) + ".eval", eval);
+    }
   }
+  restoreRuns(comm, out, init);
   // The same global batches in one process: W * B samples per step.
   if (rank == 0) {
     for (OptimizerKind o : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
       const RunSpec spec{Mode::kSingle, Precision::kFp32, o, 1};
       auto trainer = train(spec, nullptr, 1, 0, kBatch * world, kSteps, init);
       writeFloats(out + "/" + label(spec) + ".bin", trainer->gatherParameters());
+    }
+  }
+}
+
+// Every rank's owned parameters and optimizer state, written to files and read back whole, as a
+// checkpoint does (ownedRanges / ownedParameters / ownedOptimizerState, then restore()).
+struct Whole {
+  std::vector<float> params;
+  std::vector<std::pair<std::string, std::vector<float>>> state;
+};
+
+Whole exportWhole(Trainer& trainer, ouro::Communicator& comm, const std::string& prefix) {
+  const std::vector<OwnedRange> ranges = trainer.ownedRanges();
+  const std::vector<float> params = trainer.ownedParameters();
+  const std::vector<StateTensor> state = trainer.ownedOptimizerState();
+  {
+    std::ofstream file(prefix + std::to_string(comm.rank()) + ".bin", std::ios::binary);
+    const uint64_t n = ranges.size();
+    file.write(reinterpret_cast<const char*>(&n), 8);
+    file.write(reinterpret_cast<const char*>(ranges.data()), std::streamsize(n * sizeof(OwnedRange)));
+    file.write(reinterpret_cast<const char*>(params.data()), std::streamsize(params.size() * 4));
+    for (const StateTensor& t : state) file.write(reinterpret_cast<const char*>(t.values.data()), std::streamsize(t.values.size() * 4));
+    if (!file) fail("cannot write " + prefix);
+  }
+  comm.barrier();
+  const size_t total = MlpLayout(kWidths).paramCount();
+  Whole whole;
+  whole.params.assign(total, 0.0f);
+  for (const StateTensor& t : state) whole.state.push_back({t.name, std::vector<float>(total, 0.0f)});
+  std::vector<int> covered(total, 0);
+  for (int r = 0; r < comm.size(); r++) {
+    std::ifstream file(prefix + std::to_string(r) + ".bin", std::ios::binary);
+    uint64_t n = 0;
+    file.read(reinterpret_cast<char*>(&n), 8);
+    std::vector<OwnedRange> theirs(n);
+    file.read(reinterpret_cast<char*>(theirs.data()), std::streamsize(n * sizeof(OwnedRange)));
+    size_t owned = 0;
+    for (const OwnedRange& range : theirs) owned += range.count;
+    std::vector<float> values(owned * (1 + state.size()));
+    file.read(reinterpret_cast<char*>(values.data()), std::streamsize(values.size() * 4));
+    if (!file) fail("cannot read rank " + std::to_string(r) + "'s owned values");
+    for (size_t t = 0; t <= state.size(); t++) {
+      std::vector<float>& into = t == 0 ? whole.params : whole.state[t - 1].second;
+      size_t at = t * owned;
+      for (const OwnedRange& range : theirs) {
+        if (range.offset + range.count > total) fail("owned range past the end of the model");
+        std::copy_n(values.begin() + long(at), range.count, into.begin() + long(range.offset));
+        if (t == 0)
+          for (size_t i = range.offset; i < range.offset + range.count; i++) covered[i]++;
+        at += range.count;
+      }
+    }
+  }
+  // ZeRO ranks own disjoint pieces; ddp ranks own everything, the same values (checked by the
+  // test comparing whole results).
+  const int owners = params.size() == total ? comm.size() : 1;
+  if (std::any_of(covered.begin(), covered.end(), [&](int c) { return c != owners; }))
+    fail("the ranks' owned ranges do not cover every parameter " + std::to_string(owners) + " time(s)");
+  comm.barrier();  // everybody has read the files before the next export overwrites them
+  return whole;
+}
+
+bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// Train 5 steps in mode A, move everything through owned pieces into a fresh trainer in mode B
+// (another layout of shards), and train 5 more in both: B must equal A, and both the
+// uninterrupted 10-step run (compared by the test: OUT/restore-A-to-B-....bin).
+void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::vector<float>& init) {
+  const int world = comm.size(), rank = comm.rank();
+  const Mode modes[] = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
+  const std::vector<float> zeros(init.size(), 0.0f);
+  for (auto [precision, optimizer] : {std::pair{Precision::kFp32, OptimizerKind::kSgd},
+                                      std::pair{Precision::kBf16, OptimizerKind::kAdamW}}) {
+    for (int m = 0; m < 4; m++) {
+      const RunSpec a_spec{modes[m], precision, optimizer, 1}, b_spec{modes[(m + 1) % 4], precision, optimizer, 1};
+      const std::string what = "restore " + label(a_spec) + " into " + modeName(b_spec.mode);
+      auto a = train(a_spec, &comm, world, rank, kBatch, kSteps / 2, init);
+      const Whole saved = exportWhole(*a, comm, out + "/owned-");
+      auto b = create(b_spec, &comm, kBatch, zeros);
+      b->restore(saved.params, saved.state, a->optimizerSteps());
+      if (b->optimizerSteps() != a->optimizerSteps()) fail(what + ": optimizerSteps() differs");
+      if (!sameBits(b->gatherParameters(), a->gatherParameters())) fail(what + ": parameters differ after restore");
+      const Whole again = exportWhole(*b, comm, out + "/owned-");
+      if (!sameBits(again.params, saved.params) || again.state.size() != saved.state.size())
+        fail(what + ": owned parameters differ after restore");
+      for (size_t t = 0; t < saved.state.size(); t++)
+        if (again.state[t].first != saved.state[t].first || !sameBits(again.state[t].second, saved.state[t].second))
+          fail(what + ": optimizer state '" + saved.state[t].first + "' differs after restore");
+      trainSteps(*a, a_spec, world, rank, kBatch, kSteps / 2, kSteps - kSteps / 2);
+      trainSteps(*b, b_spec, world, rank, kBatch, kSteps / 2, kSteps - kSteps / 2);
+      const std::vector<float> final_a = a->gatherParameters(), final_b = b->gatherParameters();
+      if (!sameBits(final_a, final_b)) fail(what + ": parameters differ after 5 more steps");
+      if (rank == 0)
+        writeFloats(out + "/restore-" + modeName(a_spec.mode) + "-to-" + modeName(b_spec.mode) + "-" +
+                        precisionName(precision) + "-" + optimizerName(optimizer) + ".bin",
+                    final_b);
     }
   }
 }

@@ -1,7 +1,9 @@
 // The trainer's modes on real ranks: modes_rank started under ouro-run -n W.
 //   [equality]  ddp, zero1, zero2 and zero3 end with bit-identical parameters after 10 steps, for
 //               W = 2 and 3, fp32 and bf16, SGD with momentum and AdamW, several buckets, and with
-//               2 micro-batches per step.
+//               2 micro-batches per step; evaluate() gives the same bits in every mode; and a run
+//               restored into another mode from the owned pieces (checkpoints) continues bit
+//               for bit.
 //   [single]    single with W * B samples per step matches ddp with W ranks of B (same global
 //               batches) within rounding: the sums run in another order, so not bit for bit.
 //   [memory]    each mode's memory() equals the ZeRO paper's accounting with the real byte counts
@@ -41,6 +43,15 @@ std::vector<float> readFloats(const std::string& path) {
   return v;
 }
 
+std::string readText(const std::string& path) {
+  std::ifstream in(path);
+  INFO("reading " << path);
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // Index of the first element whose bits differ, or -1.
 long firstDifference(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return 0;
@@ -67,11 +78,25 @@ void checkEquality(int world) {
     // Training moved every layer (equality of untouched parameters would prove nothing).
     CHECK(firstDifference(ddp, init) >= 0);
     CHECK(std::all_of(ddp.begin(), ddp.end(), [](float x) { return std::isfinite(x); }));
+    const std::string ddp_eval = readText(dir.path() + "/ddp-" + config + ".eval");
+    CHECK(!ddp_eval.empty());
     for (const char* mode : {"zero1", "zero2", "zero3"}) {
       INFO(mode << " against ddp: first differing parameter (-1: none)");
       CHECK(firstDifference(readFloats(dir.path() + "/" + mode + "-" + config + ".bin"), ddp) == -1);
+      INFO("evaluate(): loss sum bits and correct count");
+      CHECK(readText(dir.path() + "/" + mode + "-" + config + ".eval") == ddp_eval);
     }
     ddp_results[config] = ddp;
+  }
+  // 5 steps, everything moved through the owned pieces into another mode, 5 more steps: the
+  // uninterrupted run's bits (the rank program also checked both trainers agree).
+  const char* const restores[] = {"ddp-to-zero1", "zero1-to-zero2", "zero2-to-zero3", "zero3-to-ddp"};
+  for (const char* restore : restores) {
+    for (const char* config : {"fp32-sgd", "bf16-adamw"}) {
+      INFO("W = " << world << ", restore " << restore << ", " << config << ": first differing parameter (-1: none)");
+      CHECK(firstDifference(readFloats(dir.path() + "/restore-" + restore + "-" + config + ".bin"),
+                            ddp_results[std::string(config) + "-acc1"]) == -1);
+    }
   }
   // The configurations really differ from each other (the runs did what their names say).
   CHECK(firstDifference(ddp_results["fp32-sgd-acc1"], ddp_results["bf16-sgd-acc1"]) >= 0);

@@ -118,6 +118,17 @@ TEST_CASE("shard plans: padded layout, owned shards, ranges") {
     CHECK(&plan.groupOfLayer(2) == &plan.groups()[1]);
   }
 
+  SECTION("a replicated plan (ddp: buckets over one rank) owns one range, the model") {
+    const ShardPlan plan(layout, planBuckets(layout, 4, 0.001), 1, 0);
+    CHECK(plan.groups().size() == 3);
+    CHECK(plan.paddedTotal() == P);
+    CHECK(plan.ownedTotal() == P);
+    const auto ranges = plan.ownedRanges();
+    REQUIRE(ranges.size() == 1);
+    CHECK(ranges[0].offset == 0);
+    CHECK(ranges[0].count == P);
+  }
+
   SECTION("a rank that owns nothing of a group") {
     const MlpLayout tiny({784, 1, 1});  // layer 1: 2 parameters
     const ShardPlan plan(tiny, eachLayer(tiny), 4, 3);
