@@ -298,7 +298,7 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
   std::vector<uint64_t> maxima = {mem.params, mem.grads, mem.optimizer, mem.buffers, mem.activations,
                                   uint64_t(usage.ru_maxrss) * 1024};
   job_.max(maxima);
-  std::vector<double> slowest = {train_wall};
+  std::vector<double> slowest = {train_wall};  // the loop, evaluations and checkpoints included
   job_.max(slowest);
   if (job_.rank() != 0 || o_.json_path.empty()) return;
   const MetricsRow& last = have_row_ ? last_row_ : totals;
@@ -327,7 +327,8 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
       .add("epochs", double(start_step_ + steps_this_run) / double(order_->stepsPerEpoch()))
       .add("samples_per_s", totals.samples_per_s)
       .add("comm_fraction", totals.comm_fraction)
-      .add("train_seconds", slowest[0])
+      .add("train_seconds", totals.seconds)
+      .add("loop_seconds", slowest[0])
       .addRaw("bytes_per_rank", bytes.str())
       .add("peak_rss_bytes", maxima[5])
       .add("mode", trainer::modeName(o_.mode))
@@ -391,6 +392,11 @@ int runMain(const Options& options) {
   }
   if (code != 0) {
     if (reporter == job->rank()) complain(job.get(), error);
+    // No rank leaves before the message is out: a launcher stops the others as soon as one exits.
+    try {
+      job->barrier();
+    } catch (const std::exception&) {
+    }
     return code;
   }
   try {

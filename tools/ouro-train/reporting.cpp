@@ -40,6 +40,7 @@ MetricsRow Progress::report(Job& job, int64_t epoch, int64_t step) {
   row.accuracy = sums[2] > 0 ? sums[1] / sums[2] : NAN;
   row.samples_per_s = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
   row.comm_fraction = sums[3] > 0 ? sums[4] / sums[3] : 0;
+  row.seconds = slowest[0];
   *this = Progress();
   return row;
 }

@@ -18,8 +18,12 @@ struct MetricsRow {
   int64_t step = 0;   // optimizer steps done
   double loss = 0;    // mean cross-entropy over every rank's samples of the interval
   double accuracy = 0;  // fraction of those samples classified right
-  double samples_per_s = 0;  // all ranks' samples / the slowest rank's time in steps
-  double comm_fraction = 0;  // time waiting for communication / time in steps, over all ranks
+  // All ranks' samples / the slowest rank's summed step time, a step being the batch's assembly
+  // from the in-memory training set, forward, backward (with its communication) and the
+  // optimizer update; evaluation, checkpoints and logging are outside.
+  double samples_per_s = 0;
+  double comm_fraction = 0;  // Trainer's communication wait / its step time, summed over all ranks
+  double seconds = 0;        // the slowest rank's summed step time
 };
 
 // One rank's step results since the last report. report() is collective (two small all-reduces),
