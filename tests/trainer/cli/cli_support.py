@@ -172,7 +172,8 @@ def check_report(path, mode, world, widths, steps, precision="fp32"):
     n = param_count(widths)
     if mode != "zero3":  # zero3 keeps a 1/W shard of the parameters between steps
         check(memory["params"] >= n * (2 if precision == "bf16" else 4), f"{path}: bytes_per_rank.params {memory}")
-    check(0 < memory["params"] <= 4 * n, f"{path}: bytes_per_rank.params {memory['params']} for {n} parameters")
+    # ZeRO pads each shard group to a multiple of the world size: a few elements more than n.
+    check(0 < memory["params"] <= 4 * n + 4096, f"{path}: bytes_per_rank.params {memory['params']} for {n} parameters")
     check(report["peak_rss_bytes"] > 50 * 2**20, f"{path}: peak_rss_bytes {report['peak_rss_bytes']} (the data alone is 200 MB)")
     check(report["mode"] == mode and report["world_size"] == world and report["precision"] == precision,
           f"{path}: mode/world/precision {report['mode']}/{report['world_size']}/{report['precision']}")
