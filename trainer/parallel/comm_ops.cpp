@@ -52,8 +52,9 @@ void CommOps::allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool a
 void CommOps::reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async,
                                       const std::string& what) {
   run(async, what, [&](ouroStream_t s) {
-    ouro::check(ouroReduceScatter(buf, plus(buf, size_t(rank_) * block, dtype), block, dtype, ouroAvg, comm_->handle(), s),
-                comm_->handle());
+    ouro::check(
+        ouroReduceScatter(buf, plus(buf, size_t(rank_) * block, dtype), block, dtype, ouroAvg, comm_->handle(), s),
+        comm_->handle());
   });
 }
 
@@ -85,6 +86,10 @@ void CommOps::wait() {
     fail("queued communication (the newest: " + last_queued_ + ")", e);
   }
   wait_seconds_ += watch.seconds();
+}
+
+void CommOps::drain() noexcept {
+  if (comm_) ouroStreamSynchronize(stream_->handle());
 }
 
 double CommOps::takeWaitSeconds() {

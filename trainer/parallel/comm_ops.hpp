@@ -34,6 +34,9 @@ class CommOps {
   void broadcast(void* buf, size_t count, ouroDataType_t dtype, int root, const std::string& what);
   // Blocks until every queued call is done.
   void wait();
+  // As wait(), for destructors: the queued calls still write into the caller's buffers, so they
+  // must end before those are freed; a failure is not reported (the owner is going away).
+  void drain() noexcept;
   // Seconds spent blocked in collectives and wait() since the last call.
   double takeWaitSeconds();
 

@@ -8,8 +8,7 @@
 
 namespace ouro::trainer {
 
-ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
-                         ShardPlan plan)
+ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm, ShardPlan plan)
     : config_(config),
       layout_(layout),
       comm_(comm, config.mode),
@@ -152,8 +151,8 @@ void ModeTrainer::restore(const std::vector<float>& params,
                           const std::vector<std::pair<std::string, std::vector<float>>>& optimizer_state,
                           int64_t optimizer_steps) {
   const size_t count = layout_.paramCount();
-  const std::string where = std::string("Trainer::restore (") + modeName(config_.mode) + ", rank " +
-                            std::to_string(comm_.rank()) + ")";
+  const std::string where =
+      std::string("Trainer::restore (") + modeName(config_.mode) + ", rank " + std::to_string(comm_.rank()) + ")";
   if (params.size() != count)
     throw std::invalid_argument(where + ": " + std::to_string(params.size()) + " parameters given, the model " +
                                 layout_.describe() + " has " + std::to_string(count));
@@ -161,7 +160,8 @@ void ModeTrainer::restore(const std::vector<float>& params,
     throw std::invalid_argument(where + ": optimizer step count " + std::to_string(optimizer_steps) + " is negative");
   std::vector<StateTensor> expected = optimizers_.front().state();
   for (const auto& [name, values] : optimizer_state) {
-    const bool known = std::any_of(expected.begin(), expected.end(), [&](const StateTensor& t) { return t.name == name; });
+    const bool known =
+        std::any_of(expected.begin(), expected.end(), [&](const StateTensor& t) { return t.name == name; });
     if (!known)
       throw std::invalid_argument(where + ": optimizer state '" + name + "' is not kept by " +
                                   optimizerName(config_.optimizer.kind) + " with these settings");

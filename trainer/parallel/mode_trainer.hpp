@@ -88,8 +88,8 @@ class ModeTrainer : public Trainer {
 // The modes (one file each); create() picks one.
 std::unique_ptr<Trainer> makeReplicatedTrainer(const TrainerConfig& config, const MlpLayout& layout,
                                                ouro::Communicator* comm, const float* initial_params);
-std::unique_ptr<Trainer> makeZeroTrainer(const TrainerConfig& config, const MlpLayout& layout,
-                                         ouro::Communicator* comm, const float* initial_params);
+std::unique_ptr<Trainer> makeZeroTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
+                                         const float* initial_params);
 std::unique_ptr<Trainer> makeZero3Trainer(const TrainerConfig& config, const MlpLayout& layout,
                                           ouro::Communicator* comm, const float* initial_params);
 

@@ -20,9 +20,10 @@ class ReplicatedTrainer final : public ModeTrainer {
  public:
   ReplicatedTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
                     const float* initial_params)
-      : ModeTrainer(config, layout, config.mode == Mode::kSingle ? nullptr : comm,
-                    ShardPlan(layout, planBuckets(layout, config.precision == Precision::kBf16 ? 2 : 4, config.bucket_mb),
-                              1, 0)),
+      : ModeTrainer(
+            config, layout, config.mode == Mode::kSingle ? nullptr : comm,
+            ShardPlan(layout, planBuckets(layout, config.precision == Precision::kBf16 ? 2 : 4, config.bucket_mb), 1,
+                      0)),
         params_(config.precision, layout.paramCount()),
         grads_(config.precision, layout.paramCount()) {
     std::vector<float> start(initial_params, initial_params + layout.paramCount());
@@ -31,6 +32,9 @@ class ReplicatedTrainer final : public ModeTrainer {
     comm_.takeWaitSeconds();
     setParameters(start.data());
   }
+
+  // A step that threw may have left collectives queued on this object's buffers.
+  ~ReplicatedTrainer() override { comm_.drain(); }
 
   StepResult step(const float* inputs, const int32_t* labels) override {
     Stopwatch watch;

@@ -63,10 +63,10 @@ ShardPlan::ShardPlan(const MlpLayout& layout, std::vector<LayerRange> groups, in
   int next_layer = 0;
   for (const LayerRange& range : groups) {
     if (range.first != next_layer || range.last < range.first || range.last >= layout.layers())
-      throw std::invalid_argument("ShardPlan: layer groups must cover layers 0.." + std::to_string(layout.layers() - 1) +
-                                  " once each, in whole layers; got a group " + std::to_string(range.first) + ".." +
-                                  std::to_string(range.last) + " where layer " + std::to_string(next_layer) +
-                                  " was expected");
+      throw std::invalid_argument("ShardPlan: layer groups must cover layers 0.." +
+                                  std::to_string(layout.layers() - 1) + " once each, in whole layers; got a group " +
+                                  std::to_string(range.first) + ".." + std::to_string(range.last) + " where layer " +
+                                  std::to_string(next_layer) + " was expected");
     ShardGroup g;
     g.layers = range;
     g.offset = layout.layerOffset(range.first);

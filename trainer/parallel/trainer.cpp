@@ -35,8 +35,8 @@ Precision parsePrecision(const std::string& name) {
 
 const char* precisionName(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
 
-std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpLayout& layout,
-                                         ouro::Communicator* comm, const float* initial_params) {
+std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
+                                         const float* initial_params) {
   const std::string what = std::string("Trainer::create (") + modeName(config.mode) + ")";
   if (config.batch_size < 1)
     throw std::invalid_argument(what + ": batch size " + std::to_string(config.batch_size) + " is below 1");
@@ -46,8 +46,9 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpL
     throw std::invalid_argument(what + ": bucket size " + std::to_string(config.bucket_mb) + " MiB is not above 0");
   if (!initial_params) throw std::invalid_argument(what + ": no initial parameters given");
   if (config.mode != Mode::kSingle && (!comm || !comm->valid()))
-    throw std::invalid_argument(what + ": this mode needs a communicator (start the ranks with ouro-run, mpirun, "
-                                       "srun or torchrun), or use --mode single");
+    throw std::invalid_argument(what +
+                                ": this mode needs a communicator (start the ranks with ouro-run, mpirun, "
+                                "srun or torchrun), or use --mode single");
   switch (config.mode) {
     case Mode::kSingle:
     case Mode::kDdp: return makeReplicatedTrainer(config, layout, comm, initial_params);

@@ -34,6 +34,9 @@ class Zero3Trainer final : public ModeTrainer {
     setParameters(initial_params);
   }
 
+  // A step that threw may have left collectives queued on this object's buffers.
+  ~Zero3Trainer() override { comm_.drain(); }
+
   StepResult step(const float* inputs, const int32_t* labels) override {
     Stopwatch watch;
     StepResult result;
@@ -147,13 +150,13 @@ class Zero3Trainer final : public ModeTrainer {
     pending_ = -1;
   }
 
-  bool layer_buffer_;  // N = 1: grads_ holds one layer at a time
-  PrecisionArray shard_;                   // this rank's parameters, compute precision
+  bool layer_buffer_;                       // N = 1: grads_ holds one layer at a time
+  PrecisionArray shard_;                    // this rank's parameters, compute precision
   std::array<PrecisionArray, 2> gathered_;  // two gathered layers (padded)
-  std::array<int, 2> holder_ = {-1, -1};   // which layer each gather buffer holds
-  PrecisionArray grads_;       // one layer (layer_buffer_) or the padded layout
-  PrecisionArray grad_shard_;  // layer_buffer_ only: this rank's reduced gradients
-  int pending_ = -1;           // the layer whose reduce-scatter is queued and not yet saved
+  std::array<int, 2> holder_ = {-1, -1};    // which layer each gather buffer holds
+  PrecisionArray grads_;                    // one layer (layer_buffer_) or the padded layout
+  PrecisionArray grad_shard_;               // layer_buffer_ only: this rank's reduced gradients
+  int pending_ = -1;                        // the layer whose reduce-scatter is queued and not yet saved
 };
 
 }  // namespace

@@ -35,6 +35,9 @@ class ZeroTrainer final : public ModeTrainer {
     setParameters(initial_params);
   }
 
+  // A step that threw may have left collectives queued on this object's buffers.
+  ~ZeroTrainer() override { comm_.drain(); }
+
   StepResult step(const float* inputs, const int32_t* labels) override {
     Stopwatch watch;
     StepResult result;
@@ -61,8 +64,8 @@ class ZeroTrainer final : public ModeTrainer {
     else reduceScatter(0, false);
     optimizerStep();
     for (size_t g = 0; g < plan_.groups().size(); g++)
-      comm_.allGatherInPlace(params_.at(plan_.groups()[g].padded_offset), plan_.groups()[g].block, params_.dtype(), true,
-                             "all-gather of the parameters of " + describeGroup(groupKind(), g));
+      comm_.allGatherInPlace(params_.at(plan_.groups()[g].padded_offset), plan_.groups()[g].block, params_.dtype(),
+                             true, "all-gather of the parameters of " + describeGroup(groupKind(), g));
     comm_.wait();
     result.samples = batch * micro_batches;
     result.comm_wait_seconds = comm_.takeWaitSeconds();
@@ -154,8 +157,8 @@ class ZeroTrainer final : public ModeTrainer {
 
 }  // namespace
 
-std::unique_ptr<Trainer> makeZeroTrainer(const TrainerConfig& config, const MlpLayout& layout,
-                                         ouro::Communicator* comm, const float* initial_params) {
+std::unique_ptr<Trainer> makeZeroTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
+                                         const float* initial_params) {
   return std::make_unique<ZeroTrainer>(config, layout, comm, initial_params);
 }
 

@@ -50,7 +50,8 @@ void makeSample(int64_t s, float* pixels, int32_t* label) {
 }
 
 void makeBatch(int64_t first, int count, std::vector<float>& inputs, std::vector<int32_t>& labels, size_t at) {
-  for (int b = 0; b < count; b++) makeSample(first + b, inputs.data() + (at + size_t(b)) * 784, &labels[at + size_t(b)]);
+  for (int b = 0; b < count; b++)
+    makeSample(first + b, inputs.data() + (at + size_t(b)) * 784, &labels[at + size_t(b)]);
 }
 
 struct RunSpec {
@@ -75,13 +76,14 @@ OptimizerConfig optimizerConfig(OptimizerKind kind) {
 }
 
 std::string label(const RunSpec& r) {
-  return std::string(modeName(r.mode)) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) +
-         "-acc" + std::to_string(r.accumulate);
+  return std::string(modeName(r.mode)) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) + "-acc" +
+         std::to_string(r.accumulate);
 }
 
 void fail(const std::string& what) { throw std::runtime_error(what); }
 
-std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, int batch, const std::vector<float>& init) {
+std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, int batch,
+                                const std::vector<float>& init) {
   TrainerConfig config;
   config.mode = spec.mode;
   config.precision = spec.precision;
@@ -102,8 +104,8 @@ void trainSteps(Trainer& trainer, const RunSpec& spec, int world, int rank, int 
       makeBatch((int64_t(i) * spec.accumulate + j) * world * batch + int64_t(rank) * batch, batch, inputs, labels,
                 size_t(j) * size_t(batch));
     const StepResult r = trainer.step(inputs.data(), labels.data());
-    if (r.samples != rows) fail(label(spec) + ": step reports " + std::to_string(r.samples) + " samples, not " +
-                                std::to_string(rows));
+    if (r.samples != rows)
+      fail(label(spec) + ": step reports " + std::to_string(r.samples) + " samples, not " + std::to_string(rows));
     if (!std::isfinite(r.loss_sum) || r.loss_sum <= 0) fail(label(spec) + ": loss sum " + std::to_string(r.loss_sum));
     if (r.correct < 0 || r.correct > rows || r.comm_wait_seconds < 0 || r.seconds < r.comm_wait_seconds)
       fail(label(spec) + ": implausible step result");
@@ -112,8 +114,8 @@ void trainSteps(Trainer& trainer, const RunSpec& spec, int world, int rank, int 
     fail(label(spec) + ": optimizerSteps() is not " + std::to_string(first + steps));
 }
 
-std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, int world, int rank, int batch,
-                               int steps, const std::vector<float>& init) {
+std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, int world, int rank, int batch, int steps,
+                               const std::vector<float>& init) {
   auto trainer = create(spec, comm, batch, init);
   trainSteps(*trainer, spec, world, rank, batch, 0, steps);
   return trainer;
@@ -199,7 +201,8 @@ Whole exportWhole(Trainer& trainer, ouro::Communicator& comm, const std::string&
     file.write(reinterpret_cast<const char*>(&n), 8);
     file.write(reinterpret_cast<const char*>(ranges.data()), std::streamsize(n * sizeof(OwnedRange)));
     file.write(reinterpret_cast<const char*>(params.data()), std::streamsize(params.size() * 4));
-    for (const StateTensor& t : state) file.write(reinterpret_cast<const char*>(t.values.data()), std::streamsize(t.values.size() * 4));
+    for (const StateTensor& t : state)
+      file.write(reinterpret_cast<const char*>(t.values.data()), std::streamsize(t.values.size() * 4));
     if (!file) fail("cannot write " + prefix);
   }
   comm.barrier();
@@ -251,8 +254,8 @@ void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::ve
   const int world = comm.size(), rank = comm.rank();
   const Mode modes[] = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
   const std::vector<float> zeros(init.size(), 0.0f);
-  for (auto [precision, optimizer] : {std::pair{Precision::kFp32, OptimizerKind::kSgd},
-                                      std::pair{Precision::kBf16, OptimizerKind::kAdamW}}) {
+  for (auto [precision, optimizer] :
+       {std::pair{Precision::kFp32, OptimizerKind::kSgd}, std::pair{Precision::kBf16, OptimizerKind::kAdamW}}) {
     for (int m = 0; m < 4; m++) {
       const RunSpec a_spec{modes[m], precision, optimizer, 1}, b_spec{modes[(m + 1) % 4], precision, optimizer, 1};
       const std::string what = "restore " + label(a_spec) + " into " + modeName(b_spec.mode);
@@ -289,8 +292,8 @@ void memorySuite(ouro::Communicator& comm, const std::string& out) {
       const RunSpec spec{m, p, OptimizerKind::kAdamW, 1};
       auto trainer = train(spec, &comm, comm.size(), comm.rank(), kBatch, 1, init);
       const MemoryAccount a = trainer->memory();
-      std::ofstream file(out + "/memory-" + modeName(m) + "-" + precisionName(p) + "-rank" + std::to_string(comm.rank()) +
-                         ".txt");
+      std::ofstream file(out + "/memory-" + modeName(m) + "-" + precisionName(p) + "-rank" +
+                         std::to_string(comm.rank()) + ".txt");
       file << a.params << " " << a.grads << " " << a.optimizer << " " << a.buffers << " " << a.activations << "\n";
       if (!file) fail("cannot write the memory report into " + out);
     }

@@ -8,8 +8,8 @@
 //               batches) within rounding: the sums run in another order, so not bit for bit.
 //   [memory]    each mode's memory() equals the ZeRO paper's accounting with the real byte counts
 //               (padding included), W = 2 and 4, fp32 and bf16.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -25,8 +25,14 @@ namespace {
 // Runs modes_rank on `world` ranks; the output files land in dir.
 void runRanks(int world, const std::string& suite, const std::string& dir) {
   test::ProcessSpec spec;
-  spec.argv = {test::programPath("TEST_OURO_RUN"), "-n", std::to_string(world), test::programPath("TEST_MODES_RANK"),
-               "--suite", suite, "--out", dir};
+  spec.argv = {test::programPath("TEST_OURO_RUN"),
+               "-n",
+               std::to_string(world),
+               test::programPath("TEST_MODES_RANK"),
+               "--suite",
+               suite,
+               "--out",
+               dir};
   spec.env["OURO_TIMEOUT_S"] = "60";  // a hang fails within a minute, before the meson timeout
   const auto results = test::runAll({spec}, 180);
   INFO("ouro-run -n " << world << " modes_rank --suite " << suite << ": " << test::describe(results[0]));
@@ -69,8 +75,8 @@ void checkEquality(int world) {
   const std::vector<float> init = readFloats(dir.path() + "/init.bin");
   REQUIRE(init.size() == kParams);
   std::map<std::string, std::vector<float>> ddp_results;
-  const std::vector<std::string> configs = {"fp32-sgd-acc1", "fp32-adamw-acc1", "bf16-sgd-acc1", "bf16-adamw-acc1",
-                                            "fp32-sgd-acc2", "bf16-adamw-acc2"};
+  const std::vector<std::string> configs = {"fp32-sgd-acc1",   "fp32-adamw-acc1", "bf16-sgd-acc1",
+                                            "bf16-adamw-acc1", "fp32-sgd-acc2",   "bf16-adamw-acc2"};
   for (const std::string& config : configs) {
     const std::vector<float> ddp = readFloats(dir.path() + "/ddp-" + config + ".bin");
     INFO("W = " << world << ", " << config);
@@ -179,8 +185,8 @@ void checkMemory(int world) {
     for (const char* mode : kModes) {
       size_t zero3_total = 0;
       for (int r = 0; r < world; r++) {
-        const Memory got = readMemory(dir.path() + "/memory-" + mode + "-" + precision + "-rank" + std::to_string(r) +
-                                      ".txt");
+        const Memory got =
+            readMemory(dir.path() + "/memory-" + mode + "-" + precision + "-rank" + std::to_string(r) + ".txt");
         const Memory want = expected(mode, bf16, size_t(world), size_t(r));
         INFO("W = " << world << ", " << mode << ", " << precision << ", rank " << r);
         CHECK(got.params == want.params);
@@ -225,8 +231,8 @@ TEST_CASE("single with W * B samples matches ddp with W ranks of B", "[single]")
       moved = std::max(moved, double(std::fabs(single[i] - init[i])));
     }
     INFO(optimizer << ": largest difference " << worst << ", largest change from the start " << moved);
-    CHECK(moved > 1e-3);     // training did something
-    CHECK(worst < 1e-6);     // and both did the same, up to summation order (seen: 5e-8)
+    CHECK(moved > 1e-3);  // training did something
+    CHECK(worst < 1e-6);  // and both did the same, up to summation order (seen: 5e-8)
   }
 }
 
