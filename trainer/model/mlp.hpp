@@ -101,7 +101,15 @@ class Mlp {
   // Bytes of activation and activation-gradient buffers this object holds.
   size_t workspaceBytes() const;
 
+  // Activation k (0 = input, layers() = logits), row-major [batch, widths[k]], and the loss
+  // gradient with respect to it (k >= 1; valid once loss() / the backward of layer k ran).
+  const float* activation(int k) const;
+  const float* activationGrad(int k) const;
+
  private:
+  // Throws std::invalid_argument naming the call for a bad layer, batch or missing buffer.
+  void checkCall(const char* call, int k, const void* pointer, int batch) const;
+
   MlpLayout layout_;
   int max_batch_;
   std::vector<std::vector<float>> acts_;   // layers() + 1 buffers
