@@ -3,6 +3,7 @@
 // --save and checkpoint shards. torch users read it with a few lines of Python (docs/TRAINING.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -29,7 +30,7 @@ struct TensorIn {
 };
 
 struct SafetensorsFile {
-  std::vector<TensorIn> tensors;               // in file order
+  std::vector<TensorIn> tensors;               // in the order of their data in the file
   std::map<std::string, std::string> metadata;  // the "__metadata__" entry (string values)
   const TensorIn* find(const std::string& name) const;
 };
@@ -42,6 +43,9 @@ void writeSafetensors(const std::string& path, const std::vector<TensorOut>& ten
 // offsets inside the data and consistent with dtype and shape. Throws std::runtime_error naming
 // the path and the problem.
 SafetensorsFile readSafetensors(const std::string& path);
+
+// Bytes per element of a safetensors dtype ("F32" 4, "BF16" 2, "I64" 8, ...); 0 when unknown.
+size_t safetensorsDtypeSize(const std::string& dtype);
 
 inline std::span<const std::byte> asBytes(std::span<const float> v) { return std::as_bytes(v); }
 
