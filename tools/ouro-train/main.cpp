@@ -98,6 +98,7 @@ class Run {
   MetricsRow last_row_;
   bool have_row_ = false;
   int64_t last_checkpoint_ = -1;
+  int64_t last_step_epoch_ = 0;  // the epoch the latest step's data came from
 };
 
 void Run::setUp() {
@@ -170,7 +171,7 @@ trainer::LossResult Run::evaluateTest() {
 }
 
 void Run::logInterval(int64_t step) {
-  last_row_ = interval_.report(job_, order_->epoch(), step);
+  last_row_ = interval_.report(job_, last_step_epoch_, step);
   have_row_ = true;
   if (job_.rank() != 0 || o_.log_every == 0) return;
   say(progressLine(last_row_, target_steps_));
@@ -224,10 +225,11 @@ void Run::execute() {
   std::vector<int32_t> labels(rows);
   const double run_start = seconds();
   int64_t step = start_step_;
+  last_step_epoch_ = order_->epoch();
   std::optional<trainer::LossResult> test_at_step;
   while (step < target_steps_) {
     const double t0 = seconds();
-    const int64_t epoch = order_->epoch();
+    const int64_t epoch = last_step_epoch_ = order_->epoch();
     const bool epoch_done = order_->nextStep(train_, inputs.data(), labels.data());
     trainer::StepResult r = trainer_->step(inputs.data(), labels.data());
     const double wall = seconds() - t0;
@@ -252,7 +254,7 @@ void Run::execute() {
   }
   const double train_wall = seconds() - run_start;
   if (interval_.steps() > 0) logInterval(step);
-  const MetricsRow totals = totals_.report(job_, order_->epoch(), step);
+  const MetricsRow totals = totals_.report(job_, last_step_epoch_, step);
 
   const trainer::LossResult test = test_at_step ? *test_at_step : evaluateTest();
   if (!test_at_step) test_points_.emplace_back(step, double(test.correct) / double(test_.size));
