@@ -48,6 +48,10 @@ struct TrainerConfig {
 // What one rank holds, in bytes (--json "bytes_per_rank"). The ZeRO paper's accounting: with
 // Psi parameters and N ranks in bf16 mixed precision (K = 12 for Adam: fp32 master + 2 moments),
 // ddp 16 Psi, zero1 4 Psi + 12 Psi / N, zero2 2 Psi + 14 Psi / N, zero3 16 Psi / N.
+// Sharded counts are the real ones: each group (model, bucket, layer) padded to a multiple of N,
+// the padding held where a collective needs it. `buffers` also holds bf16's fp32 scratch (one
+// layer's parameters and gradients widened for sgemm, one group's gradients for the optimizer).
+// zero2/zero3 with accumulate > 1 keep full local gradients (FSDP's no_sync): counted in `grads`.
 struct MemoryAccount {
   size_t params = 0;       // compute-precision parameters this rank keeps between steps
   size_t grads = 0;        // compute-precision gradients this rank keeps
