@@ -17,7 +17,7 @@
 
 #include "checkpoint/atomic_file.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/json.hpp"
+#include "checkpoint/json_writer.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data_order.hpp"
 #include "job.hpp"

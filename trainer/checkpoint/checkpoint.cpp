@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <cmath>
+#include <optional>
 #include <filesystem>
 #include <span>
 #include <stdexcept>
 #include <system_error>
 
 #include "checkpoint/atomic_file.hpp"
-#include "checkpoint/json.hpp"
+#include "checkpoint/json_writer.hpp"
+#include "data/json_reader.hpp"
 #include "data/safetensors.hpp"
 
 namespace ouro::trainer {
@@ -138,7 +142,7 @@ std::string layersText(const std::vector<int>& layers) {
 
 std::string manifestToJson(const CheckpointManifest& m) {
   std::string shards = "[";
-  for (int r = 0; r < m.world_size; r++) shards += (r ? ", " : "") + json::quote(shardName(r, m.world_size));
+  for (int r = 0; r < m.world_size; r++) shards += (r ? ", " : "") + jsonQuote(shardName(r, m.world_size));
   shards += "]";
   return json::ObjectWriter()
              .add("format", kFormat)
@@ -160,55 +164,94 @@ std::string manifestToJson(const CheckpointManifest& m) {
          "\n";
 }
 
+namespace {
+
+// Typed access to the manifest's members, each failure naming the file and the member.
+class ManifestReader {
+ public:
+  ManifestReader(const JsonValue& object, std::string where) : object_(object), where_(std::move(where)) {
+    if (!object_.isObject()) throw std::runtime_error(where_ + ": expected a JSON object");
+  }
+  const JsonValue& member(const char* key) const {
+    const JsonValue* v = object_.find(key);
+    if (!v) throw std::runtime_error(where_ + ": the member \"" + key + "\" is missing");
+    return *v;
+  }
+  std::string string(const char* key) const {
+    const JsonValue& v = member(key);
+    if (!v.isString()) wrong(key, "a string", v);
+    return v.text;
+  }
+  uint64_t whole(const char* key) const { return wholeValue(member(key), key); }
+  uint64_t wholeValue(const JsonValue& v, const std::string& key) const {
+    std::optional<uint64_t> n = v.asUint64();
+    if (!n) wrong(key, "a whole number >= 0", v);
+    return *n;
+  }
+  double real(const JsonValue& v, const std::string& key) const {
+    if (!v.isNumber() || !std::isfinite(v.number)) wrong(key, "a finite number", v);
+    return v.number;
+  }
+  double real(const char* key) const { return real(member(key), key); }
+  const std::string& where() const { return where_; }
+
+ private:
+  [[noreturn]] void wrong(const std::string& key, const char* wanted, const JsonValue& v) const {
+    throw std::runtime_error(where_ + ": \"" + key + "\" must be " + wanted + ", found " +
+                             (v.isString() || v.isNumber() ? "'" + v.text + "'" : std::string(jsonTypeName(v.type))));
+  }
+  const JsonValue& object_;
+  std::string where_;
+};
+
+}  // namespace
+
 CheckpointManifest manifestFromJson(const std::string& text, const std::string& where) {
-  json::Value doc;
+  JsonValue doc;
   try {
-    doc = json::parse(text);
+    doc = parseJson(text);
   } catch (const std::exception& e) {
     throw std::runtime_error(where + ": " + e.what());
   }
-  auto member = [&](const char* key) -> const json::Value& { return doc.at(key, where); };
-  auto name = [&](const char* key) { return where + ": " + key; };
-  if (member("format").asString(name("format")) != kFormat)
-    throw std::runtime_error(where + ": not an ouro-train checkpoint manifest (format is '" +
-                             member("format").asString(name("format")) + "')");
-  if (member("version").asInt(name("version")) != kVersion)
-    throw std::runtime_error(where + ": manifest version " + std::to_string(member("version").asInt(name("version"))) +
+  const ManifestReader top(doc, where);
+  if (top.string("format") != kFormat)
+    throw std::runtime_error(where + ": not an ouro-train checkpoint manifest (format is '" + top.string("format") + "')");
+  if (top.whole("version") != uint64_t(kVersion))
+    throw std::runtime_error(where + ": manifest version " + std::to_string(top.whole("version")) +
                              " is not the version " + std::to_string(kVersion) + " this ouro-train reads");
   CheckpointManifest m;
+  const ManifestReader opt(top.member("optimizer"), where + ": optimizer");
   try {
-    m.mode = parseMode(member("mode").asString(name("mode")));
-    m.precision = parsePrecision(member("precision").asString(name("precision")));
+    m.mode = parseMode(top.string("mode"));
+    m.precision = parsePrecision(top.string("precision"));
+    m.optimizer.kind = parseOptimizerKind(opt.string("kind"));
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(where + ": " + e.what());
   }
-  m.world_size = int(member("world_size").asInt(name("world_size")));
-  if (m.world_size < 1) throw std::runtime_error(where + ": world_size must be >= 1");
-  for (const auto& w : member("layers").asArray(name("layers"))) m.layers.push_back(int(w.asInt(name("layers"))));
-  m.param_count = size_t(member("param_count").asUint(name("param_count")));
-  const json::Value& opt = member("optimizer");
-  const std::string ow = where + ": optimizer";
-  try {
-    m.optimizer.kind = parseOptimizerKind(opt.at("kind", ow).asString(ow + ".kind"));
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(ow + ": " + e.what());
-  }
-  m.optimizer.lr = opt.at("lr", ow).asDouble(ow + ".lr");
-  m.optimizer.momentum = opt.at("momentum", ow).asDouble(ow + ".momentum");
-  m.optimizer.weight_decay = opt.at("weight_decay", ow).asDouble(ow + ".weight_decay");
-  const auto& betas = opt.at("betas", ow).asArray(ow + ".betas");
-  if (betas.size() != 2) throw std::runtime_error(ow + ".betas must hold two numbers");
-  m.optimizer.beta1 = betas[0].asDouble(ow + ".betas");
-  m.optimizer.beta2 = betas[1].asDouble(ow + ".betas");
-  m.optimizer.eps = opt.at("eps", ow).asDouble(ow + ".eps");
-  m.step = member("step").asInt(name("step"));
-  m.epoch = member("epoch").asInt(name("epoch"));
-  m.batch_in_epoch = member("batch_in_epoch").asInt(name("batch_in_epoch"));
-  m.seed = member("seed").asUint(name("seed"));
-  m.batch_size = int(member("batch_size").asInt(name("batch_size")));
-  m.accumulate = int(member("accumulate").asInt(name("accumulate")));
-  if (m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0 || m.batch_size < 1 || m.accumulate < 1)
-    throw std::runtime_error(where + ": step, epoch and batch_in_epoch must be >= 0, batch_size and accumulate >= 1");
+  const uint64_t world = top.whole("world_size");
+  if (world < 1 || world > uint64_t(INT32_MAX)) throw std::runtime_error(where + ": world_size must be >= 1");
+  m.world_size = int(world);
+  const JsonValue& layers = top.member("layers");
+  if (!layers.isArray()) throw std::runtime_error(where + ": \"layers\" must be an array of widths");
+  for (const JsonValue& w : layers.items) m.layers.push_back(int(std::min<uint64_t>(top.wholeValue(w, "layers"), INT32_MAX)));
+  m.param_count = size_t(top.whole("param_count"));
+  m.optimizer.lr = opt.real("lr");
+  m.optimizer.momentum = opt.real("momentum");
+  m.optimizer.weight_decay = opt.real("weight_decay");
+  const JsonValue& betas = opt.member("betas");
+  if (!betas.isArray() || betas.items.size() != 2)
+    throw std::runtime_error(where + ": optimizer: \"betas\" must hold two numbers");
+  m.optimizer.beta1 = opt.real(betas.items[0], "betas");
+  m.optimizer.beta2 = opt.real(betas.items[1], "betas");
+  m.optimizer.eps = opt.real("eps");
+  m.step = int64_t(top.whole("step"));
+  m.epoch = int64_t(top.whole("epoch"));
+  m.batch_in_epoch = int64_t(top.whole("batch_in_epoch"));
+  m.seed = top.whole("seed");
+  m.batch_size = int(std::min<uint64_t>(top.whole("batch_size"), INT32_MAX));
+  m.accumulate = int(std::min<uint64_t>(top.whole("accumulate"), INT32_MAX));
+  if (m.batch_size < 1 || m.accumulate < 1 || m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0)
+    throw std::runtime_error(where + ": batch_size and accumulate must be >= 1, step, epoch and batch_in_epoch < 2^63");
   return m;
 }
 
