@@ -280,7 +280,9 @@ void Run::execute() {
     std::snprintf(buf, sizeof(buf), "done: step %lld, test accuracy %.4f", static_cast<long long>(step),
                   double(test.correct) / double(test_.size));
     say(buf);
-    if (!o_.plot_path.empty()) {
+    if (!o_.plot_path.empty() && rows_.empty()) {
+      say("not plotted: no training step in this run, so no curve to draw (" + o_.plot_path + " not written)");
+    } else if (!o_.plot_path.empty()) {
       plotMetrics(rows_, test_points_,
                   "ouro-train " + std::string(trainer::modeName(o_.mode)) + ", " + std::to_string(job_.world()) +
                       " rank(s), layers " + layout_->describe(),

@@ -163,9 +163,11 @@ void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pai
   script += "set grid\n";
   script += "set multiplot layout 2,1 title " + gnuplotQuoted(title) + "\n";
   script += "set ylabel 'loss'\nset xlabel 'step'\n";
-  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:2 with lines lw 2 title 'training loss'\n";
+  // One progress line is one point, which a line alone does not show.
+  const std::string style = rows.size() < 2 ? "linespoints pt 7" : "lines";
+  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:2 with " + style + " lw 2 title 'training loss'\n";
   script += "set ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n";
-  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:3 with lines lw 2 title 'training accuracy'";
+  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:3 with " + style + " lw 2 title 'training accuracy'";
   if (!test_accuracy.empty())
     script += ", " + gnuplotQuoted(work + "/test.csv") + " using 1:2 with linespoints pt 7 title 'test accuracy'";
   script += "\nunset multiplot\nset output\n";

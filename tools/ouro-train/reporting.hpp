@@ -63,7 +63,8 @@ class MetricsCsv {
 std::string gnuplotPngTerminal();
 
 // Loss and accuracy against the step, test accuracy (step, fraction) as points, into png_path
-// (a temporary beside it, then renamed). Throws std::runtime_error with gnuplot's own output.
+// (a temporary beside it, then renamed); rows must not be empty. Throws std::runtime_error with
+// gnuplot's own output.
 void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pair<int64_t, double>>& test_accuracy,
                  const std::string& title, const std::string& terminal, const std::string& png_path);
 

@@ -12,7 +12,8 @@ CASE (each a meson test of its own, all small: a 784,32,10 model and a few steps
                     shards rebuild the W=2 optimizer state) at the converted data position, and trains on
   zero1-zero3       zero1 and zero3 at W=2 with every output; both give the same bits (as every mode does)
   bad-input         every refusal: nonzero exit, a message naming the problem, no file written
-  plot              --plot draws a PNG through gnuplot (skipped without gnuplot)
+  plot              --plot draws a PNG through gnuplot, and says so when there is nothing to draw
+                    (skipped without gnuplot)
   launchers         torchrun-style variables and mpirun.openmpi start the same run (mpirun skipped if absent)
 Exit status: 0 pass, 1 fail, 77 skipped (the Fashion-MNIST files or gnuplot missing).
 """
@@ -275,7 +276,10 @@ def case_plot(ouro_run, ouro_train, work):
     check(head.startswith(b"\x89PNG\r\n\x1a\n"), f"{work}/p.png is not a PNG (starts {head!r})")
     check(os.path.getsize(f"{work}/p.png") > 5000, f"{work}/p.png is only {os.path.getsize(work + '/p.png')} bytes")
     check(files_under(work) == {"p.png"}, f"left behind: {sorted(files_under(work))}")
-    return "plot: PNG written"
+    # No training step, no curve: said so, not a failure, and no empty picture.
+    _, out, _ = run([ouro_train, *QUICK, "--steps", "0", "--plot", f"{work}/none.png"], work)
+    check("not plotted" in out and not os.path.exists(f"{work}/none.png"), f"--steps 0 --plot:\n{out}")
+    return "plot: PNG written; none without a training step"
 
 
 def free_port():
