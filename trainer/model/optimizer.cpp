@@ -42,19 +42,26 @@ void checkConfig(const OptimizerConfig& c) {
 //   d_p = grad.add(param, alpha=wd)            (when wd != 0)
 //   buf = clone(d_p) on the first step, else buf.mul_(momentum).add_(d_p)   (when momentum != 0)
 //   param.add_(buf or d_p, alpha=-lr)
+// One loop per case: with the momentum buffer tested inside a single loop, GCC vectorised it into
+// masked AVX-512 loads and stores through the null buffer, 15x slower (11.4 vs 0.77 ms for 1.86M
+// parameters).
 void sgdStep(const OptimizerConfig& c, float* p, const float* g, float* buf, size_t n, int64_t step) {
   const float wd = float(c.weight_decay);
   const float momentum = float(c.momentum);
   const float minus_lr = float(-c.lr);
   const bool decay = c.weight_decay != 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    float d = decay ? std::fma(p[i], wd, g[i]) : g[i];
-    if (buf != nullptr) {
-      // alpha = 1 - dampening = 1: fma(d, 1, x) is x + d rounded once.
-      buf[i] = step == 1 ? d : buf[i] * momentum + d;
-      d = buf[i];
+  if (buf == nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      const float d = decay ? std::fma(p[i], wd, g[i]) : g[i];
+      p[i] = std::fma(d, minus_lr, p[i]);
     }
-    p[i] = std::fma(d, minus_lr, p[i]);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float d = decay ? std::fma(p[i], wd, g[i]) : g[i];
+    // alpha = 1 - dampening = 1: fma(d, 1, x) is x + d rounded once.
+    buf[i] = step == 1 ? d : buf[i] * momentum + d;
+    p[i] = std::fma(buf[i], minus_lr, p[i]);
   }
 }
 
