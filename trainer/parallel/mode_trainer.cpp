@@ -33,12 +33,14 @@ void ModeTrainer::setParameters(const float* params) {
   setComputeParameters(params);
 }
 
-const float* ModeTrainer::microInputs(const float* inputs, int j) const {
-  return inputs + size_t(j) * size_t(config_.batch_size) * size_t(layout_.widths()[0]);
-}
-
-const int32_t* ModeTrainer::microLabels(const int32_t* labels, int j) const {
-  return labels + size_t(j) * size_t(config_.batch_size);
+void ModeTrainer::forwardMicroBatch(const float* inputs, const int32_t* labels, int j, StepResult& result) {
+  const int batch = config_.batch_size;
+  compute_.setInput(inputs + size_t(j) * size_t(batch) * size_t(layout_.widths()[0]), batch);
+  forwardAll(batch);
+  const LossResult loss =
+      compute_.loss(labels + size_t(j) * size_t(batch), batch, 1.0f / float(config_.accumulate));
+  result.loss_sum += loss.loss_sum;
+  result.correct += loss.correct;
 }
 
 std::string ModeTrainer::describeGroup(const char* kind, size_t g) const {

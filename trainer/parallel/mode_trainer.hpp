@@ -62,9 +62,10 @@ class ModeTrainer : public Trainer {
   // Bytes of the scratch every mode has: the layer compute's fp32 layer (bf16) and the fp32
   // gradients of one group for the optimizer (bf16).
   size_t scratchBytes() const;
-  // Micro-batch j's rows of a step's inputs and labels.
-  const float* microInputs(const float* inputs, int j) const;
-  const int32_t* microLabels(const int32_t* labels, int j) const;
+  // Forward of micro-batch j of a step's inputs and its loss, whose gradient is scaled by
+  // 1 / accumulate (the step's gradient is the mean over micro-batches); adds the loss sum and
+  // correct count to result. Every mode starts each micro-batch with this, so all compute alike.
+  void forwardMicroBatch(const float* inputs, const int32_t* labels, int j, StepResult& result);
   // "bucket 2 (layers 1..3)" for error messages.
   std::string describeGroup(const char* kind, size_t g) const;
 

@@ -42,11 +42,7 @@ class Zero3Trainer final : public ModeTrainer {
     StepResult result;
     const int batch = config_.batch_size, micro_batches = config_.accumulate;
     for (int j = 0; j < micro_batches; j++) {
-      compute_.setInput(microInputs(inputs, j), batch);
-      forwardAll(batch);
-      const LossResult loss = compute_.loss(microLabels(labels, j), batch, 1.0f / float(micro_batches));
-      result.loss_sum += loss.loss_sum;
-      result.correct += loss.correct;
+      forwardMicroBatch(inputs, labels, j, result);
       const bool communicate = j == micro_batches - 1;
       for (int k = layout_.layers() - 1; k >= 0; k--) {
         // The gradient buffer first: its wait covers the previous layer's reduce-scatter, and must

@@ -43,11 +43,7 @@ class ZeroTrainer final : public ModeTrainer {
     StepResult result;
     const int batch = config_.batch_size, micro_batches = config_.accumulate;
     for (int j = 0; j < micro_batches; j++) {
-      compute_.setInput(microInputs(inputs, j), batch);
-      forwardAll(batch);
-      const LossResult loss = compute_.loss(microLabels(labels, j), batch, 1.0f / float(micro_batches));
-      result.loss_sum += loss.loss_sum;
-      result.correct += loss.correct;
+      forwardMicroBatch(inputs, labels, j, result);
       const bool communicate = j == micro_batches - 1;
       for (int k = layout_.layers() - 1; k >= 0; k--) {
         const size_t g = plan_.groupIndexOfLayer(k);
