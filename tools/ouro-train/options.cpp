@@ -68,13 +68,15 @@ std::vector<int> parseLayers(const std::string& value) {
   return widths;
 }
 
-Mode parseModeFlag(const std::string& v) {
-  if (v == "single") return Mode::kSingle;
-  if (v == "ddp") return Mode::kDdp;
-  if (v == "zero1") return Mode::kZero1;
-  if (v == "zero2") return Mode::kZero2;
-  if (v == "zero3") return Mode::kZero3;
-  bad("--mode", "one of single, ddp, zero1, zero2, zero3", v);
+// A name the trainer library parses (parseMode, parseOptimizerKind, parsePrecision), its refusal
+// turned into this flag's message.
+template <class Parse>
+auto parseNamed(const std::string& flag, const std::string& value, const char* expected, Parse&& parse) {
+  try {
+    return parse(value);
+  } catch (const std::invalid_argument&) {
+    bad(flag, expected, value);
+  }
 }
 
 }  // namespace
@@ -137,7 +139,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.show_help = true;
       return o;
     } else if (flag == "--mode") {
-      o.mode = parseModeFlag(val());
+      o.mode = parseNamed(flag, val(), "one of single, ddp, zero1, zero2, zero3", trainer::parseMode);
     } else if (flag == "--layers") {
       o.layers = parseLayers(val());
     } else if (flag == "--batch-size") {
@@ -154,10 +156,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.init_path = val();
       if (o.init_path.empty()) bad(flag, "a file name", o.init_path);
     } else if (flag == "--optimizer") {
-      std::string v = val();
-      if (v == "sgd") o.optimizer.kind = OptimizerKind::kSgd;
-      else if (v == "adamw") o.optimizer.kind = OptimizerKind::kAdamW;
-      else bad(flag, "sgd or adamw", v);
+      o.optimizer.kind = parseNamed(flag, val(), "sgd or adamw", trainer::parseOptimizerKind);
     } else if (flag == "--lr") {
       o.optimizer.lr = parseRealIn(flag, val(), 0, HUGE_VAL, false, "[0, inf)");
     } else if (flag == "--momentum") {
@@ -175,10 +174,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.optimizer.eps = parseReal(flag, v);
       if (o.optimizer.eps <= 0) bad(flag, "a number > 0", v);
     } else if (flag == "--precision") {
-      std::string v = val();
-      if (v == "fp32") o.precision = Precision::kFp32;
-      else if (v == "bf16") o.precision = Precision::kBf16;
-      else bad(flag, "fp32 or bf16", v);
+      o.precision = parseNamed(flag, val(), "fp32 or bf16", trainer::parsePrecision);
     } else if (flag == "--bucket-mb") {
       std::string v = val();
       o.bucket_mb = parseReal(flag, v);

@@ -398,6 +398,12 @@ void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& n
     throw std::runtime_error(head + "holds " + optimizerName(saved.optimizer.kind) + " state, this run asks for --optimizer " +
                              optimizerName(now.optimizer.kind) + ": pass --optimizer " +
                              optimizerName(saved.optimizer.kind));
+  // SGD keeps a momentum buffer only when momentum != 0: the saved state must be what this run needs.
+  if (saved.optimizer.kind == OptimizerKind::kSgd && (saved.optimizer.momentum == 0) != (now.optimizer.momentum == 0))
+    throw std::runtime_error(head + "was written with --momentum " + json::number(saved.optimizer.momentum) +
+                             (saved.optimizer.momentum == 0 ? " (no momentum buffer)" : " (a momentum buffer)") +
+                             ", this run asks for --momentum " + json::number(now.optimizer.momentum) +
+                             ": pass a momentum that is " + (saved.optimizer.momentum == 0 ? "0" : "not 0"));
   if (saved.seed != now.seed)
     throw std::runtime_error(head + "was run with --seed " + std::to_string(saved.seed) + ", this run has --seed " +
                              std::to_string(now.seed) + " (the seed fixes the data order the run continues): pass --seed " +

@@ -98,6 +98,7 @@ LossResult ModeTrainer::evaluate(const float* inputs, const int32_t* labels, int
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
   }
+  comm_.takeWaitSeconds();  // ZeRO-3's gathers here belong to no step's communication share
   return total;
 }
 

@@ -197,7 +197,7 @@ def case_bad_input(ouro_run, ouro_train, work):
                                   ("ck_optimizer", WIDTHS, {"optimizer": {"kind": "adamw", "lr": 0.001, "momentum": 0,
                                                                           "weight_decay": 0, "betas": [0.9, 0.999],
                                                                           "eps": 1e-8}}),
-                                  ("ck_seed", WIDTHS, {"seed": 7})):
+                                  ("ck_seed", WIDTHS, {"seed": 7}), ("ck_momentum", WIDTHS, {})):
         write_fake_checkpoint(f"{inputs}/{name}", widths, **changes)
 
     launcher2 = {"OURO_RANK": "0", "OURO_WORLD_SIZE": "2"}
@@ -239,6 +239,7 @@ def case_bad_input(ouro_run, ouro_train, work):
         (["--resume", f"{inputs}/ck_precision"], None, 1, "was trained in --precision bf16"),
         (["--resume", f"{inputs}/ck_optimizer"], None, 1, "holds adamw state"),
         (["--resume", f"{inputs}/ck_seed"], None, 1, "was run with --seed 7"),
+        (["--resume", f"{inputs}/ck_momentum", "--momentum", "0.9"], None, 1, "was written with --momentum 0"),
         (["--json", f"{work}/no_such_dir/out.json"], None, 1, "the folder " + f"{work}/no_such_dir does not exist"),
         (["--checkpoint", f"{inputs}/a_file/ck"], None, 1, f"--checkpoint {inputs}/a_file/ck"),
     ]
