@@ -252,6 +252,19 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   m.accumulate = int(std::min<uint64_t>(top.whole("accumulate"), INT32_MAX));
   if (m.batch_size < 1 || m.accumulate < 1 || m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0)
     throw std::runtime_error(where + ": batch_size and accumulate must be >= 1, step, epoch and batch_in_epoch < 2^63");
+  // Untrusted sizes are checked before anything is sized by them: the shards are read into
+  // param_count floats, and data_order.cpp multiplies the epoch position out into samples.
+  unsigned __int128 implied = 0;
+  for (size_t k = 0; k + 1 < m.layers.size(); k++)
+    implied += (unsigned __int128)m.layers[k] * unsigned(m.layers[k + 1]) + unsigned(m.layers[k + 1]);
+  if (m.layers.size() < 2 || implied != m.param_count)
+    throw std::runtime_error(where + ": param_count " + std::to_string(m.param_count) +
+                             " is not the parameter count of its layers; the manifest is damaged");
+  constexpr unsigned __int128 kMaxSamplesIntoEpoch = (unsigned __int128)1 << 40;
+  if ((unsigned __int128)m.batch_in_epoch * unsigned(m.batch_size) * unsigned(m.accumulate) * unsigned(m.world_size) >
+      kMaxSamplesIntoEpoch)
+    throw std::runtime_error(where + ": batch_in_epoch " + std::to_string(m.batch_in_epoch) +
+                             " is further into an epoch than any data set holds; the manifest is damaged");
   return m;
 }
 

@@ -197,7 +197,9 @@ def case_bad_input(ouro_run, ouro_train, work):
                                   ("ck_optimizer", WIDTHS, {"optimizer": {"kind": "adamw", "lr": 0.001, "momentum": 0,
                                                                           "weight_decay": 0, "betas": [0.9, 0.999],
                                                                           "eps": 1e-8}}),
-                                  ("ck_seed", WIDTHS, {"seed": 7}), ("ck_momentum", WIDTHS, {})):
+                                  ("ck_seed", WIDTHS, {"seed": 7}), ("ck_momentum", WIDTHS, {}),
+                                  ("ck_huge", WIDTHS, {"param_count": 10**15}),
+                                  ("ck_far", WIDTHS, {"batch_in_epoch": 2**62})):
         write_fake_checkpoint(f"{inputs}/{name}", widths, **changes)
 
     launcher2 = {"OURO_RANK": "0", "OURO_WORLD_SIZE": "2"}
@@ -240,6 +242,8 @@ def case_bad_input(ouro_run, ouro_train, work):
         (["--resume", f"{inputs}/ck_optimizer"], None, 1, "holds adamw state"),
         (["--resume", f"{inputs}/ck_seed"], None, 1, "was run with --seed 7"),
         (["--resume", f"{inputs}/ck_momentum", "--momentum", "0.9"], None, 1, "was written with --momentum 0"),
+        (["--resume", f"{inputs}/ck_huge"], None, 1, "is not the parameter count of its layers"),
+        (["--resume", f"{inputs}/ck_far"], None, 1, "is further into an epoch than any data set holds"),
         (["--json", f"{work}/no_such_dir/out.json"], None, 1, "the folder " + f"{work}/no_such_dir does not exist"),
         (["--checkpoint", f"{inputs}/a_file/ck"], None, 1, f"--checkpoint {inputs}/a_file/ck"),
     ]
