@@ -238,7 +238,8 @@ class OverLinks {
       e_.link(peer).releaseRecv();
       raise(Result::kInternalError,
             "rank %d: %s #%llu: rank %d sent an unexpected message (kind %u, call #%llu, %u bytes; expected data of "
-            "call #%llu, %zu bytes)",
+            "call #%llu, %zu bytes); the ranks most likely made different collective calls (with OURO_CHECK=1, the "
+            "default, every call is compared first and such a mismatch is named)",
             me_, collName(a_.kind), (unsigned long long)call_, peer, m.header.kind,
             (unsigned long long)m.header.call, m.header.bytes, (unsigned long long)call_, bytes);
     }
