@@ -34,10 +34,6 @@ namespace json = trainer::json;
 
 constexpr int kRunFailed = 1;
 constexpr int kBadInput = 2;
-// Test images per Trainer::evaluate call: bounds the evaluation's activations (10,000 rows of the
-// widest layer at once would be the largest buffer of a small run).
-constexpr int64_t kEvalChunk = 1000;
-
 // Input that is wrong for this run though every flag parsed (a batch larger than an epoch).
 struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -160,14 +156,8 @@ trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
 }
 
 trainer::LossResult Run::evaluateTest() {
-  trainer::LossResult total;
-  for (int64_t i = 0; i < test_.size; i += kEvalChunk) {
-    const int64_t n = std::min(kEvalChunk, test_.size - i);
-    trainer::LossResult r = trainer_->evaluate(test_.image(i), test_.labels.data() + i, n);
-    total.loss_sum += r.loss_sum;
-    total.correct += r.correct;
-  }
-  return total;
+  // Trainer::evaluate goes through the test set in chunks of the model's batch itself.
+  return trainer_->evaluate(test_.image(0), test_.labels.data(), test_.size);
 }
 
 void Run::logInterval(int64_t step) {

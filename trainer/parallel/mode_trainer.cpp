@@ -33,6 +33,16 @@ void ModeTrainer::setParameters(const float* params) {
   setComputeParameters(params);
 }
 
+StepResult ModeTrainer::step(const float* inputs, const int32_t* labels) {
+  Stopwatch watch;
+  StepResult result;
+  runStep(inputs, labels, result);
+  result.samples = config_.batch_size * config_.accumulate;
+  result.comm_wait_seconds = comm_.takeWaitSeconds();
+  result.seconds = watch.seconds();
+  return result;
+}
+
 void ModeTrainer::forwardMicroBatch(const float* inputs, const int32_t* labels, int j, StepResult& result) {
   const int batch = config_.batch_size;
   compute_.setInput(inputs + size_t(j) * size_t(batch) * size_t(layout_.widths()[0]), batch);

@@ -33,6 +33,8 @@ class ModeTrainer : public Trainer {
                const std::vector<std::pair<std::string, std::vector<float>>>& optimizer_state,
                int64_t optimizer_steps) override;
   int64_t optimizerSteps() const override { return steps_; }
+  // Times runStep and fills in what every mode reports the same way: samples, communication wait.
+  StepResult step(const float* inputs, const int32_t* labels) final;
 
  protected:
   // plan: this mode's groups, sharded over world ranks (1 for the replicated modes).
@@ -62,6 +64,9 @@ class ModeTrainer : public Trainer {
   // Bytes of the scratch every mode has: the layer compute's fp32 layer (bf16) and the fp32
   // gradients of one group for the optimizer (bf16).
   size_t scratchBytes() const;
+  // The mode's optimizer step over `accumulate` micro-batches (as Trainer::step), adding each
+  // micro-batch's loss sum and correct count to result.
+  virtual void runStep(const float* inputs, const int32_t* labels, StepResult& result) = 0;
   // Forward of micro-batch j of a step's inputs and its loss, whose gradient is scaled by
   // 1 / accumulate (the step's gradient is the mean over micro-batches); adds the loss sum and
   // correct count to result. Every mode starts each micro-batch with this, so all compute alike.

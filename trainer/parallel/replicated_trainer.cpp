@@ -36,9 +36,7 @@ class ReplicatedTrainer final : public ModeTrainer {
   // A step that threw may have left collectives queued on this object's buffers.
   ~ReplicatedTrainer() override { comm_.drain(); }
 
-  StepResult step(const float* inputs, const int32_t* labels) override {
-    Stopwatch watch;
-    StepResult result;
+  void runStep(const float* inputs, const int32_t* labels, StepResult& result) override {
     const int batch = config_.batch_size, micro_batches = config_.accumulate;
     for (int j = 0; j < micro_batches; j++) {
       forwardMicroBatch(inputs, labels, j, result);
@@ -54,10 +52,6 @@ class ReplicatedTrainer final : public ModeTrainer {
     }
     comm_.wait();
     optimizerStep();
-    result.samples = batch * micro_batches;
-    result.comm_wait_seconds = comm_.takeWaitSeconds();
-    result.seconds = watch.seconds();
-    return result;
   }
 
   MemoryAccount memory() const override {

@@ -37,9 +37,7 @@ class Zero3Trainer final : public ModeTrainer {
   // A step that threw may have left collectives queued on this object's buffers.
   ~Zero3Trainer() override { comm_.drain(); }
 
-  StepResult step(const float* inputs, const int32_t* labels) override {
-    Stopwatch watch;
-    StepResult result;
+  void runStep(const float* inputs, const int32_t* labels, StepResult& result) override {
     const int batch = config_.batch_size, micro_batches = config_.accumulate;
     for (int j = 0; j < micro_batches; j++) {
       forwardMicroBatch(inputs, labels, j, result);
@@ -62,10 +60,6 @@ class Zero3Trainer final : public ModeTrainer {
     finishPendingLayer();
     optimizerStep();
     holder_ = {-1, -1};  // the shards changed: gathered copies are stale
-    result.samples = batch * micro_batches;
-    result.comm_wait_seconds = comm_.takeWaitSeconds();
-    result.seconds = watch.seconds();
-    return result;
   }
 
   MemoryAccount memory() const override {

@@ -38,9 +38,7 @@ class ZeroTrainer final : public ModeTrainer {
   // A step that threw may have left collectives queued on this object's buffers.
   ~ZeroTrainer() override { comm_.drain(); }
 
-  StepResult step(const float* inputs, const int32_t* labels) override {
-    Stopwatch watch;
-    StepResult result;
+  void runStep(const float* inputs, const int32_t* labels, StepResult& result) override {
     const int batch = config_.batch_size, micro_batches = config_.accumulate;
     for (int j = 0; j < micro_batches; j++) {
       forwardMicroBatch(inputs, labels, j, result);
@@ -63,10 +61,6 @@ class ZeroTrainer final : public ModeTrainer {
       comm_.allGatherInPlace(params_.at(plan_.groups()[g].padded_offset), plan_.groups()[g].block, params_.dtype(),
                              true, "all-gather of the parameters of " + describeGroup(groupKind(), g));
     comm_.wait();
-    result.samples = batch * micro_batches;
-    result.comm_wait_seconds = comm_.takeWaitSeconds();
-    result.seconds = watch.seconds();
-    return result;
   }
 
   MemoryAccount memory() const override {
