@@ -118,7 +118,7 @@ class Direct {
   // Publishes this call's line and waits for every peer's, then checks descriptors.
   void announce(const void* payload, size_t bytes, uint64_t staged) {
     ArrivalLine& mine = line(me_);
-    mine.descriptor = desc_;
+    storeDescriptor(mine.descriptor, desc_);
     if (bytes) std::memcpy(mine.payload, payload, bytes);
     mine.staged.store(staged, std::memory_order_relaxed);
     mine.call.store(call_, std::memory_order_release);
@@ -126,7 +126,7 @@ class Direct {
     auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != call_; };
     waitWhile(absent);
     for (int p = 0; p < n_; p++) {
-      if (p == me_ || line(p).descriptor == desc_) continue;
+      if (p == me_ || loadDescriptor(line(p).descriptor) == desc_) continue;
       // Every rank sees every line, so every rank reaches this same verdict. Resynchronise the
       // chunk generation (some ranks may have staged a chunk) before reporting.
       uint64_t g = generation_;
@@ -138,7 +138,7 @@ class Direct {
             "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s; every rank "
             "must make the same collective calls with the same count, type, op and root",
             me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), p,
-            callText(line(p).descriptor).c_str());
+            callText(loadDescriptor(line(p).descriptor)).c_str());
     }
   }
 

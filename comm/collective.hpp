@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
-#include "transport/shm/layout.hpp"
+#include "comm/call_descriptor.hpp"
 
 namespace ouro {
 
@@ -40,8 +40,6 @@ struct CollArgs {
   }
   size_t elementBytes() const { return dataTypeSize(dtype); }
 };
-
-using CallDescriptor = transport::shm::CallDescriptor;
 
 CallDescriptor describeCall(const CollArgs& args);
 // "allreduce(count=10, float32, sum)", "broadcast(count=4, int8, root=2)", for messages.

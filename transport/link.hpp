@@ -17,6 +17,8 @@
 namespace ouro::transport {
 
 constexpr uint32_t kMessageMagic = 0x4f55524du;  // "OURM"
+// Size of the call descriptor comm/ exchanges before a collective; transports carry it opaquely.
+constexpr size_t kCallDescriptorBytes = 16;
 
 enum class MessageKind : uint32_t {
   kData = 1,        // a slice of a collective or of a send/recv

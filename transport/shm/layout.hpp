@@ -30,18 +30,6 @@ constexpr size_t kInlineBytes = 32;                         // payload carried i
 constexpr size_t kReasonBytes = 480;
 constexpr uint32_t kUnknownCpu = UINT32_MAX;
 
-// Call descriptor: what a rank is calling. Equal descriptors mean the ranks agree.
-struct CallDescriptor {
-  uint8_t collective = 0;  // comm-level enum
-  uint8_t dtype = 0;
-  uint8_t op = 0;
-  uint8_t reserved = 0;
-  int32_t root = -1;
-  uint64_t count = 0;
-  bool operator==(const CallDescriptor&) const = default;
-};
-static_assert(sizeof(CallDescriptor) == 16);
-
 // A rank announces each call here (two lines, alternating with the call number's parity, so a
 // peer may still read call s while the owner writes call s+1; the owner cannot reach s+2 before
 // every peer has announced s+1, i.e. finished reading s). `staged` counts the direct algorithms'
@@ -49,7 +37,7 @@ static_assert(sizeof(CallDescriptor) == 16);
 struct alignas(kLineBytes) ArrivalLine {
   std::atomic<uint64_t> call;  // published last (release): call number this line describes
   std::atomic<uint64_t> staged;
-  CallDescriptor descriptor;
+  std::byte descriptor[kCallDescriptorBytes];  // comm/call_descriptor.hpp, opaque here
   std::byte payload[kInlineBytes];
 };
 static_assert(sizeof(ArrivalLine) == kLineBytes);

@@ -1,0 +1,220 @@
+// The collective algorithms over links, written once as a template over a small vocabulary of
+// primitives, and run by both executors:
+//   - the CPU executor (comm/link_prims.hpp): primitives over transport::Link (shm FIFOs, TCP) and
+//     the vectorised reductions of kernels/cpu; one "channel";
+//   - the CUDA executor (kernels/cuda/device_prims.cuh): primitives over FIFOs in peer memory
+//     (kernels/common/fifo.hpp) and the element ops of kernels/common/element_ops.hpp, one thread
+//     block per channel, each channel owning its part of every chunk.
+// The host tests that run this driver (tests/kernels/test_collective_driver.cpp, and the emulated
+// CUDA kernels of tests/cuda_emulation) therefore prove the schedule of both.
+//
+// Algorithms, and why these and not NCCL's rings (docs/API.md "Reproducible reductions"): every
+// reduced element must be the left fold over the ranks in rank order. A ring reduce-scatter folds
+// chunk c starting at rank c+1, a different order for every chunk, so reductions are pairwise:
+//   reduce-scatter: every rank sends each chunk's owner its slice; the owner folds the n
+//     contributions in rank order (recvReduceCopy). Same bytes per rank as a ring ((n-1)/n of the
+//     data in and out), over n-1 links instead of one.
+//   all-gather: ring (kernels/common/ring_schedule.hpp). all-reduce: the two in turn.
+//   reduce: the reduce-scatter, each owner sending its finished slice to the root.
+//   broadcast: pipelined chain from the root down the ring. all-to-all: pairwise.
+//
+// The primitive vocabulary (counts in elements, pointers to this rank's buffers; a primitive
+// waits as its executor waits and moves at most `slice_elems` elements):
+//   send(peer, src, n)                  src -> peer
+//   copySend(peer, src, dst, n)         src -> dst (skipped when dst == src) and src -> peer
+//   recv(peer, dst, n)                  peer -> dst
+//   recvCopySend(from, to, dst, n)      from -> dst, and on to `to`
+//   recvReduceCopy(own, dst, n)         one slice from every other rank, folded with `own` in rank
+//                                       order (Avg divided once at the end) -> dst
+//   recvReduceSend(own, peer, n)        the same fold -> peer
+//   copy(src, dst, n)                   src -> dst (local)
+// Per link, messages are consumed in the order they were sent; the driver orders both sides
+// identically, so no message needs a tag.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/host_device.hpp"
+#include "kernels/common/ring_schedule.hpp"
+
+namespace ouro::kernels {
+
+enum class DriverCollective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+
+// One channel's view of one call. Buffers as in the C API: all-reduce/broadcast/reduce count
+// elements; reduce-scatter n blocks of count in, one out; all-gather one block in, n out;
+// all-to-all n blocks each way.
+struct DriverCall {
+  DriverCollective kind = DriverCollective::kAllReduce;
+  int rank = 0;
+  int nranks = 1;
+  int root = 0;              // broadcast and reduce
+  size_t count = 0;
+  size_t elem_bytes = 1;
+  size_t slice_elems = 1;    // largest message, in elements (>= 1)
+  const std::byte* in = nullptr;
+  std::byte* out = nullptr;  // reduce: only the root's is written
+  int channel = 0;
+  int nchannels = 1;
+};
+
+template <class Prims>
+class CollectiveDriver {
+ public:
+  OURO_HOST_DEVICE CollectiveDriver(Prims& prims, const DriverCall& call) : p_(prims), c_(call) {}
+
+  OURO_HOST_DEVICE void run() {
+    if (c_.nranks == 1) return runAlone();
+    switch (c_.kind) {
+      case DriverCollective::kAllReduce:
+        scatterReduce(false, -1);
+        return ringAllGather(false);
+      case DriverCollective::kReduceScatter: return scatterReduce(true, -1);
+      case DriverCollective::kAllGather: return ringAllGather(true);
+      case DriverCollective::kBroadcast: return chainBroadcast();
+      case DriverCollective::kReduce: return scatterReduce(false, c_.root);
+      case DriverCollective::kAllToAll: return allToAll();
+    }
+  }
+
+ private:
+  OURO_HOST_DEVICE const std::byte* in(size_t element) const { return c_.in + element * c_.elem_bytes; }
+  OURO_HOST_DEVICE std::byte* out(size_t element) const { return c_.out + element * c_.elem_bytes; }
+
+  // Chunk q of the "long" buffer: the all-reduce count cut into n chunks, or block q of n blocks.
+  OURO_HOST_DEVICE ElementRange chunkOf(bool blocks, int q) const {
+    if (blocks) return ElementRange{size_t(q) * c_.count, c_.count};
+    return chunkRange(c_.count, c_.nranks, q);
+  }
+  // This channel's part of a range: channels split every chunk the same way.
+  OURO_HOST_DEVICE ElementRange part(ElementRange r) const {
+    ElementRange sub = chunkRange(r.count, c_.nchannels, c_.channel);
+    return ElementRange{r.offset + sub.offset, sub.count};
+  }
+  // Every rank walks the same number of slices: those of the largest part (chunk 0's part: the
+  // first chunks are the longest, and a longer range has parts at least as long).
+  OURO_HOST_DEVICE size_t sliceTotal(ElementRange largest) const { return sliceCount(part(largest).count, c_.slice_elems); }
+  OURO_HOST_DEVICE ElementRange slice(ElementRange chunk, size_t j) const {
+    return sliceRange(part(chunk), c_.slice_elems, j);
+  }
+
+  // One rank: the result is the input (Avg of one value is the value; a reduction of one value
+  // is the value). Only the copies remain.
+  OURO_HOST_DEVICE void runAlone() {
+    const ElementRange all{0, c_.count};
+    const size_t slices = sliceTotal(all);
+    for (size_t j = 0; j < slices; j++) {
+      ElementRange sl = slice(all, j);
+      if (sl.count) p_.copy(in(sl.offset), out(sl.offset), sl.count);
+    }
+  }
+
+  // Pairwise reduce-scatter. Without a root (all-reduce, reduce-scatter) each owner writes its
+  // finished slice to the output; with one (reduce) the root does and every other owner sends its
+  // finished slice to the root, which receives it after its own fold of the same slice index.
+  // Deadlock freedom: each rank sends all its slices j before receiving any, and every link has a
+  // slot, so the rank furthest behind can always send and always has its inputs.
+  OURO_HOST_DEVICE void scatterReduce(bool blocks, int root) {
+    const int n = c_.nranks, me = c_.rank;
+    // Reduce-scatter writes block `me` of the long buffer at the start of the output.
+    const size_t out_base = blocks ? size_t(me) * c_.count : 0;
+    const size_t slices = sliceTotal(chunkOf(blocks, 0));
+    for (size_t j = 0; j < slices; j++) {
+      for (int step = 1; step < n; step++) {
+        const int q = (me + step) % n;
+        const ElementRange sl = slice(chunkOf(blocks, q), j);
+        if (sl.count) p_.send(q, in(sl.offset), sl.count);
+      }
+      const ElementRange mine = slice(chunkOf(blocks, me), j);
+      if (mine.count) {
+        if (root < 0 || me == root)
+          p_.recvReduceCopy(in(mine.offset), out(mine.offset - out_base), mine.count);
+        else
+          p_.recvReduceSend(in(mine.offset), root, mine.count);
+      }
+      if (root >= 0 && me == root) {
+        for (int step = 1; step < n; step++) {
+          const int q = (me + step) % n;
+          const ElementRange theirs = slice(chunkOf(false, q), j);
+          if (theirs.count) p_.recv(q, out(theirs.offset), theirs.count);
+        }
+      }
+    }
+  }
+
+  // Ring all-gather: this rank's chunk starts at `in` (blocks: the one input block) or at its
+  // place in `out` (all-reduce: the finished chunk); every chunk lands at its place in `out`.
+  OURO_HOST_DEVICE void ringAllGather(bool blocks) {
+    const int n = c_.nranks, me = c_.rank;
+    const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const size_t slices = sliceTotal(chunkOf(blocks, 0));
+    const RingCollective coll = RingCollective::kAllGather;
+    for (size_t j = 0; j < slices; j++) {
+      for (int s = 0; s < ringStepCount(coll, n); s++) {
+        const RingStep step = ringStep(coll, me, n, s);
+        const ElementRange sl = slice(chunkOf(blocks, step.chunk), j);
+        if (sl.count == 0) continue;
+        std::byte* dst = out(sl.offset);
+        switch (step.op) {
+          case RingOp::kCopySend:
+            p_.copySend(next, blocks ? in(sl.offset - size_t(me) * c_.count) : dst, dst, sl.count);
+            break;
+          case RingOp::kRecvCopySend: p_.recvCopySend(prev, next, dst, sl.count); break;
+          default: p_.recv(prev, dst, sl.count); break;
+        }
+      }
+    }
+  }
+
+  // Pipelined chain down the ring from the root: root, root+1, ..., root-1.
+  OURO_HOST_DEVICE void chainBroadcast() {
+    const int n = c_.nranks, me = c_.rank;
+    const int position = (me - c_.root + n) % n;
+    const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const ElementRange all{0, c_.count};
+    const size_t slices = sliceTotal(all);
+    for (size_t j = 0; j < slices; j++) {
+      const ElementRange sl = slice(all, j);
+      if (sl.count == 0) continue;
+      if (position == 0)
+        p_.copySend(next, in(sl.offset), out(sl.offset), sl.count);
+      else if (position < n - 1)
+        p_.recvCopySend(prev, next, out(sl.offset), sl.count);
+      else
+        p_.recv(prev, out(sl.offset), sl.count);
+    }
+  }
+
+  // Pairwise: slice j of every block goes out before slice j of any block comes in, so in place
+  // (in == out) each block's slice has left before the peer's slice overwrites it.
+  OURO_HOST_DEVICE void allToAll() {
+    const int n = c_.nranks, me = c_.rank;
+    const ElementRange block{0, c_.count};
+    const size_t slices = sliceTotal(block);
+    for (size_t j = 0; j < slices; j++) {
+      const ElementRange sl = slice(block, j);
+      if (sl.count == 0) continue;
+      for (int step = 1; step < n; step++) {
+        const int to = (me + step) % n;
+        p_.send(to, in(size_t(to) * c_.count + sl.offset), sl.count);
+      }
+      const size_t own = size_t(me) * c_.count + sl.offset;
+      p_.copy(in(own), out(own), sl.count);
+      for (int step = 1; step < n; step++) {
+        const int from = (me - step + n) % n;
+        p_.recv(from, out(size_t(from) * c_.count + sl.offset), sl.count);
+      }
+    }
+  }
+
+  Prims& p_;
+  const DriverCall& c_;
+};
+
+template <class Prims>
+OURO_HOST_DEVICE void runCollective(Prims& prims, const DriverCall& call) {
+  CollectiveDriver<Prims>(prims, call).run();
+}
+
+}  // namespace ouro::kernels

@@ -1,0 +1,36 @@
+// One direction of a link as plain memory: a ring of fixed-size slots and two free-running 32-bit
+// counters. The host's shared-memory link (transport/shm) and the CUDA executor's device
+// primitives (kernels/cuda) read the same struct; only who polls the counters differs (a host
+// thread with std::atomic_ref, a thread block with ld.acquire.sys).
+//
+// Protocol (the same on both executors):
+//   sender:   wait until tail - acquire(head) < slot_count; write payload(tail); release(tail + 1)
+//   receiver: wait until acquire(tail) != head; read payload(head); release(head + 1)
+// tail is written only by the sender, head only by the receiver; tail - head is in [0, slot_count].
+// Each counter sits on its own line (the owner of the memory decides where: see
+// transport/shm/layout.hpp and kernels/cuda/device_fifo.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/host_device.hpp"
+
+namespace ouro::kernels {
+
+struct FifoView {
+  uint32_t* tail = nullptr;     // sender's count of published slots
+  uint32_t* head = nullptr;     // receiver's count of consumed slots
+  std::byte* slots = nullptr;   // slot k (k = counter % slot_count) at slots + k * slot_stride
+  uint32_t slot_count = 0;
+  uint32_t slot_stride = 0;     // bytes from one slot to the next
+  uint32_t header_bytes = 0;    // bytes before a slot's payload (shm: the message header; device: 0)
+  uint32_t slot_bytes = 0;      // payload capacity of one slot
+
+  OURO_HOST_DEVICE std::byte* slot(uint32_t counter) const {
+    return slots + size_t(counter % slot_count) * slot_stride;
+  }
+  OURO_HOST_DEVICE std::byte* payload(uint32_t counter) const { return slot(counter) + header_bytes; }
+};
+
+}  // namespace ouro::kernels
