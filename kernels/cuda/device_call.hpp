@@ -1,0 +1,54 @@
+// What the host hands the CUDA collective kernels: plain structs, no CUDA types, so the host side
+// (transport/cuda, comm/) and the kernels (compiled by nvcc, or as C++ against the host emulation
+// in tests/cuda_emulation) share them.
+//
+// Memory: a channel's FIFOs live in the receiving rank's memory (device memory opened through a
+// CUDA IPC handle, or pinned host memory when the GPUs cannot reach each other), so a sender
+// writes payloads and its tail into peer memory and polls the peer's head there. The abort word
+// and the error record live in memory every rank's kernels and the host can read (mapped pinned
+// host memory).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/common/collective_driver.hpp"
+#include "kernels/common/fifo.hpp"
+
+namespace ouro::kernels::cuda {
+
+constexpr int kMaxDeviceRanks = 16;   // ranks of one communicator that share peer memory
+constexpr int kMaxChannels = 8;       // thread blocks per collective
+
+// One thread block's links: FIFO to[p] carries this rank's messages to peer p (it lives in p's
+// memory), from[p] carries p's messages to this rank. Entries for this rank itself are unused.
+struct DeviceChannel {
+  FifoView to[kMaxDeviceRanks];
+  FifoView from[kMaxDeviceRanks];
+};
+
+// Why a kernel gave up; written once (the first failing block wins) for the host to report as
+// "rank R: <call>: ... peer P ...".
+enum class DeviceFailure : uint32_t {
+  kNone = 0,
+  kAborted = 1,   // the abort word was set (ouroCommAbort, or a peer's kernel failed)
+  kTimeout = 2,   // a wait passed the deadline: the peer is dead or making other calls
+};
+struct DeviceError {
+  uint32_t failure;  // DeviceFailure; 0 until a block fails
+  int32_t peer;      // the peer waited on, -1 if none
+  int32_t channel;
+  uint32_t waiting_for_head;  // 1: a free slot in to[peer]; 0: a message in from[peer]
+};
+
+struct DeviceCall {
+  DriverCall call;      // in/out are device pointers; channel is the block index; nchannels the grid
+  uint8_t dtype = 0;    // ouro::DataType
+  uint8_t op = 0;       // ouro::RedOp
+  const DeviceChannel* channels = nullptr;  // nchannels entries, in device-readable memory
+  uint32_t* abort_word = nullptr;           // nonzero: every poll loop returns
+  DeviceError* error = nullptr;             // first failure
+  uint64_t timeout_ns = 0;                  // per wait; 0: none
+};
+
+}  // namespace ouro::kernels::cuda

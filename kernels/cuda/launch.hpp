@@ -1,0 +1,42 @@
+// Host entry points of the CUDA kernels (kernels/cuda/*.cu, compiled by nvcc into the
+// ouro_kernels_cuda library when the build has CUDA). Plain C++ signatures: the caller passes its
+// cudaStream_t as void* and gets a cudaError_t value back, so comm/ and transport/ need no CUDA
+// header to call them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/device_call.hpp"
+
+namespace ouro::kernels::cuda {
+
+// Threads per block the launchers use (a multiple of 32; the kernels work for any blockDim).
+constexpr int kThreadsPerBlock = 512;
+
+// Enqueues one collective on `stream`: call.call.nchannels blocks, block b running the collective
+// driver for channel b over call.channels[b]. Returns the launch's cudaError_t (0: enqueued).
+int launchCollective(const DeviceCall& call, void* stream);
+
+// Point-to-point: `count` elements of `elem_bytes` from `buffer` to peer (send) or from peer into
+// `buffer` (recv), through the same FIFOs, sliced as the collectives are.
+struct DevicePointToPoint {
+  bool send = true;
+  int peer = 0;
+  void* buffer = nullptr;
+  size_t count = 0;
+  size_t elem_bytes = 1;
+  size_t slice_elems = 1;
+  int nchannels = 1;
+  const DeviceChannel* channels = nullptr;
+  uint32_t* abort_word = nullptr;
+  DeviceError* error = nullptr;
+  uint64_t timeout_ns = 0;
+};
+int launchPointToPoint(const DevicePointToPoint& p2p, void* stream);
+
+// Names of the kernels this library defines (for tests/cuda_kernels/check_fatbin: every one must
+// be present for every architecture the build targets).
+const char* const* kernelNames();
+
+}  // namespace ouro::kernels::cuda
