@@ -57,6 +57,10 @@ struct DriverCall {
   std::byte* out = nullptr;  // reduce: only the root's is written
   int channel = 0;
   int nchannels = 1;
+  // Ring order for the all-gather ring and the broadcast chain: ring[i] is the rank at position
+  // i (a permutation of 0..nranks-1, e.g. following NVLink: comm/gpu_topology). nullptr: rank
+  // order. Reductions do not depend on it: they fold in rank order whatever the ring.
+  const int* ring = nullptr;
 };
 
 template <class Prims>
@@ -79,6 +83,14 @@ class CollectiveDriver {
   }
 
  private:
+  OURO_HOST_DEVICE int rankAt(int position) const { return c_.ring ? c_.ring[position] : position; }
+  OURO_HOST_DEVICE int myPosition() const {
+    if (!c_.ring) return c_.rank;
+    for (int i = 0; i < c_.nranks; i++)
+      if (c_.ring[i] == c_.rank) return i;
+    return c_.rank;  // not a permutation: the caller's bug; rank order keeps the schedule consistent
+  }
+
   OURO_HOST_DEVICE const std::byte* in(size_t element) const { return c_.in + element * c_.elem_bytes; }
   OURO_HOST_DEVICE std::byte* out(size_t element) const { return c_.out + element * c_.elem_bytes; }
 
@@ -146,14 +158,14 @@ class CollectiveDriver {
   // Ring all-gather: this rank's chunk starts at `in` (blocks: the one input block) or at its
   // place in `out` (all-reduce: the finished chunk); every chunk lands at its place in `out`.
   OURO_HOST_DEVICE void ringAllGather(bool blocks) {
-    const int n = c_.nranks, me = c_.rank;
-    const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const int n = c_.nranks, me = c_.rank, pos = myPosition();
+    const int next = rankAt((pos + 1) % n), prev = rankAt((pos - 1 + n) % n);
     const size_t slices = sliceTotal(chunkOf(blocks, 0));
     const RingCollective coll = RingCollective::kAllGather;
     for (size_t j = 0; j < slices; j++) {
       for (int s = 0; s < ringStepCount(coll, n); s++) {
-        const RingStep step = ringStep(coll, me, n, s);
-        const ElementRange sl = slice(chunkOf(blocks, step.chunk), j);
+        const RingStep step = ringStep(coll, pos, n, s);  // step.chunk: a ring position
+        const ElementRange sl = slice(chunkOf(blocks, rankAt(step.chunk)), j);
         if (sl.count == 0) continue;
         std::byte* dst = out(sl.offset);
         switch (step.op) {
@@ -167,11 +179,14 @@ class CollectiveDriver {
     }
   }
 
-  // Pipelined chain down the ring from the root: root, root+1, ..., root-1.
+  // Pipelined chain along the ring from the root: positions root, root+1, ..., root-1.
   OURO_HOST_DEVICE void chainBroadcast() {
-    const int n = c_.nranks, me = c_.rank;
-    const int position = (me - c_.root + n) % n;
-    const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const int n = c_.nranks, pos = myPosition();
+    int root_pos = c_.root;
+    for (int i = 0; c_.ring && i < n; i++)
+      if (c_.ring[i] == c_.root) root_pos = i;
+    const int position = (pos - root_pos + n) % n;
+    const int next = rankAt((pos + 1) % n), prev = rankAt((pos - 1 + n) % n);
     const ElementRange all{0, c_.count};
     const size_t slices = sliceTotal(all);
     for (size_t j = 0; j < slices; j++) {
