@@ -65,12 +65,6 @@ int hopsWhere(const std::vector<int>& ring, const std::vector<int>& gpu_of_rank,
   return count;
 }
 
-std::string topologyFile(const char* name) {
-  const char* dir = std::getenv("TEST_TOPOLOGY_DIR");
-  REQUIRE(dir != nullptr);
-  return std::string(dir) + "/" + name;
-}
-
 }  // namespace
 
 TEST_CASE("pathBetween orders switch, host bridge, NUMA node, package, system") {
@@ -179,6 +173,16 @@ TEST_CASE("closestNic prefers the GPU's switch, then host bridge, then package; 
 
 #if OURO_HAVE_HWLOC
 
+namespace {
+
+std::string topologyFile(const char* name) {
+  const char* dir = std::getenv("TEST_TOPOLOGY_DIR");
+  REQUIRE(dir != nullptr);
+  return std::string(dir) + "/" + name;
+}
+
+}  // namespace
+
 TEST_CASE("XML (a): two sockets of four NVLinked GPUs, one NIC per socket") {
   GpuTopology t = loadGpuTopology(topologyFile("two_sockets_nvlink.xml"));
   INFO(t.summary());
@@ -248,6 +252,17 @@ TEST_CASE("XML (c): eight GPUs without NVLink under two PCIe switches") {
   CHECK(hopsWhere(ring, gpu_of_rank, [](int a, int b) { return a / 4 != b / 4; }) == 2);
 }
 
+TEST_CASE("XML (d): GPUs linked only to NVSwitches reach each other through them") {
+  // hwloc's matrix has only GPU-to-switch entries (2 switches x 50 GB/s; GPU 3 has 25 GB/s to
+  // the second): through the switches a pair gets the smaller of the two GPUs' switch bandwidth.
+  GpuTopology t = loadGpuTopology(topologyFile("nvswitch_ports.xml"));
+  INFO(t.summary());
+  REQUIRE(t.gpuCount() == 4);
+  for (int a = 0; a < 4; a++)
+    for (int b = 0; b < 4; b++) CHECK(t.nvlink(a, b) == (a == b ? 0u : a == 3 || b == 3 ? 75000u : 100000u));
+  checkRingShape(ringOrder(t, {3, 2, 1, 0}), {3, 2, 1, 0});
+}
+
 TEST_CASE("loadGpuTopology honours HWLOC_XMLFILE and refuses a missing file") {
   CHECK_THROWS_AS(loadGpuTopology(topologyFile("no_such_topology.xml")), Error);
   setenv("HWLOC_XMLFILE", topologyFile("pcie_two_switches.xml").c_str(), 1);
@@ -255,6 +270,17 @@ TEST_CASE("loadGpuTopology honours HWLOC_XMLFILE and refuses a missing file") {
   unsetenv("HWLOC_XMLFILE");
   CHECK(t.source.find("pcie_two_switches.xml") != std::string::npos);
   CHECK(t.gpuCount() == 8);
+  // This machine, whatever it holds: loads without throwing and says where from.
+  CHECK(loadGpuTopology().source.rfind("hwloc", 0) == 0);
+}
+
+#else
+
+TEST_CASE("without hwloc the topology is empty and says why") {
+  GpuTopology t = loadGpuTopology();
+  CHECK(t.gpuCount() == 0);
+  CHECK(t.source == "built without hwloc");
+  CHECK_THROWS_AS(loadGpuTopology("any.xml"), Error);
 }
 
 #endif

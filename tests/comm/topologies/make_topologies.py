@@ -18,6 +18,7 @@ class Writer:
         self.gp = 0
         self.lines = []
         self.nvml_gp = []  # gp index of nvmlN, N = position
+        self.switch_gp = []
 
     def next_gp(self):
         self.gp += 1
@@ -34,7 +35,7 @@ def cpuset(pus):
     return "0x%08x" % mask
 
 
-def write(path, packages, pus_per_package, pci_tree, nvlink=None, note=""):
+def write(path, packages, pus_per_package, pci_tree, nvlink=None, note="", nvswitches=None):
     """pci_tree[p] = list of switches under package p's host bridge; each switch a list of
     devices: ("gpu", bus, model) or ("nic", bus, name)."""
     w = Writer()
@@ -100,7 +101,7 @@ def write(path, packages, pus_per_package, pci_tree, nvlink=None, note=""):
                     w.emit(8, '<info name="GPUVendor" value="NVIDIA Corporation"/>')
                     w.emit(8, '<info name="GPUModel" value="%s"/>' % dev[2])
                     w.emit(7, "</object>")
-                    if nvlink is not None:
+                    if nvlink is not None or nvswitches:
                         gp = w.next_gp()
                         w.nvml_gp.append(gp)
                         w.emit(7, '<object type="OSDev" gp_index="%d" name="nvml%d" subtype="NVML" osdev_type="%d">'
@@ -127,9 +128,34 @@ def write(path, packages, pus_per_package, pci_tree, nvlink=None, note=""):
                 w.emit(6, "</object>")
                 w.emit(5, "</object>")
             w.emit(4, "</object>")
+        if p == 0 and nvswitches:
+            # As the nvml plugin marks them: NVIDIA bridge-class PCI devices, subtype NVSwitch.
+            for k in range(len(nvswitches)):
+                gp = w.next_gp()
+                w.switch_gp.append(gp)
+                w.emit(4, '<object type="PCIDev" gp_index="%d" subtype="NVSwitch" pci_busid="0000:%02x:00.0" '
+                          'pci_type="0680 [10de:1af1] [10de:0000] a1" pci_link_speed="0.000000"/>' % (gp, sec + k))
         w.emit(3, "</object>")
         w.emit(2, "</object>")
     w.emit(1, "</object>")
+    if nvswitches:
+        # GPU-to-switch links only, so the matrix mixes OS devices and PCI devices (distances2hetero).
+        objs = [("OSDev", g) for g in w.nvml_gp] + [("PCIDev", g) for g in w.switch_gp]
+        n = len(objs)
+        ngpu = len(w.nvml_gp)
+        values = [[0] * n for _ in range(n)]
+        for i in range(n):
+            values[i][i] = 1000000
+        for k, per_gpu in enumerate(nvswitches):
+            for g, bw in enumerate(per_gpu):
+                values[g][ngpu + k] = values[ngpu + k][g] = bw
+        w.emit(1, '<distances2hetero nbobjs="%d" kind="25" name="NVLinkBandwidth" indexing="gp">' % n)
+        text = " ".join("%s:%d" % o for o in objs)
+        w.emit(2, '<indexes length="%d">%s</indexes>' % (len(text), text))
+        for row in values:
+            text = " ".join(str(v) for v in row)
+            w.emit(2, '<u64values length="%d">%s</u64values>' % (len(text), text))
+        w.emit(1, "</distances2hetero>")
     if nvlink is not None:
         n = len(w.nvml_gp)
         values = []
@@ -176,3 +202,11 @@ write("nvswitch_uneven.xml", 1, 8,
 write("pcie_two_switches.xml", 1, 4,
       [[[gpu("Tesla T4") for _ in range(4)], [gpu("Tesla T4") for _ in range(4)] + [("nic", 0, "mlx5_0")]]],
       note="8 GPUs without NVLink under two PCIe switches, one NIC on the second switch")
+
+# (d) Four GPUs NVLinked only to two NVSwitches (two links, 50 GB/s, to each), but GPU 3 has a
+# single link to the second switch: hwloc's matrix holds GPU-to-switch entries, which ouro closes
+# over the switches into GPU pairs (hwloc_distances_transform).
+write("nvswitch_ports.xml", 1, 4,
+      [[[gpu("NVIDIA A100-SXM4-40GB") for _ in range(4)]]],
+      note="4 GPUs linked to 2 NVSwitches (GPU 3 with one link fewer), no GPU-GPU NVLink entries",
+      nvswitches=[[50000, 50000, 50000, 50000], [50000, 50000, 50000, 25000]])
