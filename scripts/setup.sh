@@ -30,8 +30,13 @@ if ((${#missing[@]})); then
 fi
 
 # CUDA 13 lives outside Debian's paths; meson 1.0.1 finds nvcc only on PATH.
-[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
+# With nvcc there, the CUDA kernels are required (a broken CUDA setup fails here, not silently).
+setup_args=()
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+  setup_args+=(-Dcuda=enabled)
+fi
 if [[ ! -f build/build.ninja ]]; then
-  meson setup build
+  meson setup build "${setup_args[@]}"
 fi
 ninja -C build

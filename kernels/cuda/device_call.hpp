@@ -33,6 +33,7 @@ enum class DeviceFailure : uint32_t {
   kNone = 0,
   kAborted = 1,   // the abort word was set (ouroCommAbort, or a peer's kernel failed)
   kTimeout = 2,   // a wait passed the deadline: the peer is dead or making other calls
+  kBadCall = 3,   // a message larger than the FIFO's slot (slice_elems * elem_bytes > slot_bytes)
 };
 struct DeviceError {
   uint32_t failure;  // DeviceFailure; 0 until a block fails

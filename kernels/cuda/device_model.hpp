@@ -1,0 +1,112 @@
+// The few things the CUDA kernels need from the machine, spelled once so that the same kernel
+// source compiles two ways:
+//   - under nvcc (__CUDACC__): the real thing (threadIdx, __syncthreads, system-scope acquire
+//     loads and release stores in inline PTX, %globaltimer, __nanosleep, <<<>>> launches);
+//   - as plain C++ against tests/cuda_kernels/cuda_emulation.hpp, which runs a grid's blocks and
+//     each block's threads as host threads, so the host tests prove the kernels' protocol
+//     (docs/CUDA.md). Only the tests put that header on the include path: the emulation is test
+//     code and never part of libouro.
+// Kernel sources use only the names below (namespace ouro::kernels::cuda::dm and the OURO_*
+// macros), never threadIdx or __syncthreads directly.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+#define OURO_GLOBAL __global__
+#define OURO_DEVICE __device__
+#define OURO_DEVICE_INLINE __device__ __forceinline__
+// For the large loops (copies, folds) the driver reaches from many call sites: one copy of each
+// keeps the kernels' code, and nvcc's time, small.
+#define OURO_DEVICE_NOINLINE __device__ __noinline__
+#define OURO_LAUNCH_BOUNDS(threads) __launch_bounds__(threads, 1)
+// Per-block storage: one object per thread block, uninitialised (thread 0 sets it up, then
+// syncBlock()).
+#define OURO_BLOCK_SHARED(Type, name) __shared__ Type name
+// Launches `kernel` (a __global__ function) over grid x block threads on a cudaStream_t passed
+// as void*; evaluates to the launch's cudaError_t as an int.
+#define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...)                                    \
+  (kernel<<<(grid), (block), 0, static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__),              \
+   static_cast<int>(cudaGetLastError()))
+
+namespace ouro::kernels::cuda::dm {
+
+OURO_DEVICE_INLINE int threadIndex() { return int(threadIdx.x); }
+OURO_DEVICE_INLINE int blockIndex() { return int(blockIdx.x); }
+OURO_DEVICE_INLINE int blockSize() { return int(blockDim.x); }
+OURO_DEVICE_INLINE void syncBlock() { __syncthreads(); }
+// Makes this thread's earlier writes visible system-wide (peer GPUs, host) before its later ones.
+OURO_DEVICE_INLINE void fenceSystem() { __threadfence_system(); }
+
+// Flags (FIFO counters, the abort word) are read with acquire and written with release at system
+// scope: the peer may be another GPU over NVLink/PCIe or the host. Generic addressing, so the
+// flag may be in device memory or mapped pinned host memory.
+OURO_DEVICE_INLINE uint32_t loadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+OURO_DEVICE_INLINE void storeRelease(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// A counter only this thread's rank writes (its own tail or head): no ordering needed.
+OURO_DEVICE_INLINE uint32_t loadRelaxed(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+// Returns the old value (first failure wins).
+OURO_DEVICE_INLINE uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
+  return atomicCAS_system(reinterpret_cast<unsigned int*>(p), expected, desired);
+}
+OURO_DEVICE_INLINE void pollPause() { __nanosleep(64); }
+// Nanoseconds, comparable between the SMs of one GPU (deadlines only).
+OURO_DEVICE_INLINE uint64_t clockNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Threads per block for launches (a multiple of 32; the kernels work for any blockDim).
+inline int launchThreadsPerBlock(int preferred) { return preferred; }
+
+}  // namespace ouro::kernels::cuda::dm
+
+#else  // host emulation, tests only
+
+#if !__has_include("cuda_emulation.hpp")
+#error "kernels/cuda sources compile either under nvcc or in the tests against the host emulation: put tests/cuda_kernels (cuda_emulation.hpp) on the include path"
+#endif
+#include "cuda_emulation.hpp"
+
+#define OURO_GLOBAL
+#define OURO_DEVICE
+#define OURO_DEVICE_INLINE inline
+#define OURO_DEVICE_NOINLINE
+#define OURO_LAUNCH_BOUNDS(threads)
+#define OURO_BLOCK_SHARED(Type, name) Type& name = ::ouro::cuda_emu::blockShared<Type>()
+#define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...) \
+  (static_cast<void>(stream), ::ouro::cuda_emu::launch((grid), (block), [&] { kernel(__VA_ARGS__); }))
+
+namespace ouro::kernels::cuda::dm {
+
+inline int threadIndex() { return int(threadIdx.x); }
+inline int blockIndex() { return int(blockIdx.x); }
+inline int blockSize() { return int(blockDim.x); }
+inline void syncBlock() { __syncthreads(); }
+inline void fenceSystem() { __threadfence_system(); }
+inline uint32_t loadAcquire(const uint32_t* p) { return ::ouro::cuda_emu::loadAcquire(p); }
+inline void storeRelease(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeRelease(p, v); }
+inline uint32_t loadRelaxed(const uint32_t* p) { return ::ouro::cuda_emu::loadRelaxed(p); }
+inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
+  return ::ouro::cuda_emu::compareAndSwap(p, expected, desired);
+}
+inline void pollPause() { ::ouro::cuda_emu::pollPause(); }
+inline uint64_t clockNs() { return ::ouro::cuda_emu::clockNs(); }
+inline int launchThreadsPerBlock(int preferred) { return ::ouro::cuda_emu::threadsPerBlock(preferred); }
+
+}  // namespace ouro::kernels::cuda::dm
+
+#endif

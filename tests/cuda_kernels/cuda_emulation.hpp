@@ -1,0 +1,82 @@
+// A host emulation of the few CUDA features kernels/cuda uses (kernels/cuda/device_model.hpp maps
+// its portable names onto these), so the real kernel sources compile as C++ and run in the tests:
+// a launch runs every block of the grid and every thread of a block as a host thread; a block's
+// threads meet at a std::barrier (__syncthreads) and share one per-block storage
+// (OURO_BLOCK_SHARED). Flags are std::atomic_ref with the same acquire / release orders the PTX
+// uses, and __threadfence_system is a seq_cst fence. The memory model here is C++'s, which is
+// weaker than nothing the kernels rely on: a protocol correct here under acquire / release is
+// correct under PTX's (docs/CUDA.md).
+//
+// To shake out ordering bugs, every flag load and store may first yield the thread, decided by a
+// per-thread generator seeded from setSeed() and the thread's (block, thread) index, so a failing
+// schedule is likely to recur with the same seed.
+//
+// Test code only: never compiled into libouro.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+extern thread_local dim3 threadIdx;
+extern thread_local dim3 blockIdx;
+extern thread_local dim3 blockDim;
+extern thread_local dim3 gridDim;
+
+#ifndef __global__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#endif
+
+void __syncthreads();
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+namespace ouro::cuda_emu {
+
+// Seeds the yields of the following launches (0: never yield).
+void setSeed(uint64_t seed);
+// Threads per block of the following launches (launchThreadsPerBlock's answer); 0: the kernel's
+// preferred count. Small counts (4-8) keep tests fast on few cores.
+void setThreadsPerBlock(int threads);
+int threadsPerBlock(int preferred);
+
+// Runs body on grid.x * block.x host threads, each with its threadIdx/blockIdx set; returns when
+// all have finished. Returns 0 (cudaSuccess).
+int launch(dim3 grid, dim3 block, const std::function<void()>& body);
+
+// The calling thread's block storage: 4 KiB, 16-byte aligned, the same for every thread of a block.
+void* blockStorage();
+template <typename T>
+T& blockShared() {
+  static_assert(sizeof(T) <= 4096 && alignof(T) <= 16, "block storage is 4 KiB, 16-byte aligned");
+  return *static_cast<T*>(blockStorage());
+}
+
+void maybeYield();
+inline uint32_t loadAcquire(const uint32_t* p) {
+  maybeYield();
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
+}
+inline uint32_t loadRelaxed(const uint32_t* p) {
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+}
+inline void storeRelease(uint32_t* p, uint32_t v) {
+  maybeYield();
+  std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
+}
+inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
+  std::atomic_ref<uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
+  return expected;
+}
+void pollPause();
+uint64_t clockNs();
+
+}  // namespace ouro::cuda_emu

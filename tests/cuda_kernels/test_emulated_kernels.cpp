@@ -1,0 +1,182 @@
+// The CUDA kernels, run by the host emulation, against the CPU executor's reductions: every
+// collective and point-to-point, for 2..8 ranks, 1..4 channels, every dtype x op, counts 0, 1,
+// n-1, n+1 and larger than the FIFO, misaligned buffers; as threads of one process and as forked
+// processes sharing memory; plus a dead peer (deadline) and an abort while waiting.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "harness.hpp"
+#include "tests/kernels/reference.hpp"
+
+namespace ouro::kernels::cuda::test {
+namespace {
+
+constexpr DriverCollective kAllCollectives[] = {DriverCollective::kAllReduce, DriverCollective::kReduceScatter,
+                                                DriverCollective::kAllGather, DriverCollective::kBroadcast,
+                                                DriverCollective::kReduce,    DriverCollective::kAllToAll};
+
+bool reduces(DriverCollective kind) {
+  return kind == DriverCollective::kAllReduce || kind == DriverCollective::kReduceScatter ||
+         kind == DriverCollective::kReduce;
+}
+
+void requireMatch(const Case& c) {
+  const Outcome o = runCase(c);
+  INFO(describe(c) << ": " << o.describe());
+  REQUIRE(o.mismatch.empty());
+  for (const DeviceError& e : o.errors) REQUIRE(e.failure == 0);
+  REQUIRE(o.abort_word == 0);
+}
+
+std::vector<size_t> awkwardCounts(int nranks, size_t large) {
+  return {0, 1, size_t(nranks - 1), size_t(nranks + 1), large};
+}
+
+}  // namespace
+
+// Every dtype x op (ops only where the collective reduces), one world shape, every awkward count.
+TEST_CASE("emulated kernels: every collective x dtype x op matches the host reductions", "[cuda][emulation]") {
+  uint64_t seed = 1;
+  for (DriverCollective kind : kAllCollectives)
+    for (DataType dtype : ouro::kernels::test::kAllDataTypes)
+      for (RedOp op : ouro::kernels::test::kAllRedOps) {
+        if (!reduces(kind) && op != RedOp::kSum) continue;
+        Case c;
+        c.kind = kind;
+        c.dtype = dtype;
+        c.op = op;
+        c.nranks = 3;
+        c.nchannels = 2;
+        c.root = 1;
+        for (size_t count : awkwardCounts(c.nranks, 301)) {
+          c.count = count;
+          c.offset_elems = count % 2;  // odd counts on misaligned buffers
+          c.header_bytes = count == 301 ? uint32_t(dataTypeSize(dtype)) : 0;
+          c.seed = seed++;
+          requireMatch(c);
+        }
+      }
+}
+
+// World shapes: 2..8 ranks x 1..4 channels, for every collective, on a few dtype/op pairs that
+// cover the widths (1, 2, 4, 8 bytes) and the Avg and fp16 rounding paths.
+TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
+  struct Pair {
+    DataType dtype;
+    RedOp op;
+  };
+  const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
+                        {DataType::kInt8, RedOp::kProd},   {DataType::kFloat64, RedOp::kMax}};
+  uint64_t seed = 1000;
+  for (int nranks = 2; nranks <= 8; nranks++)
+    for (int nchannels = 1; nchannels <= 4; nchannels++)
+      for (DriverCollective kind : kAllCollectives) {
+        const Pair& pair = pairs[size_t(seed) % 4];
+        Case c;
+        c.kind = kind;
+        c.dtype = pair.dtype;
+        c.op = pair.op;
+        c.nranks = nranks;
+        c.nchannels = nchannels;
+        c.root = nranks - 1;
+        c.count = size_t(97 * nranks + seed % 7);  // several slices per channel
+        c.offset_elems = seed % 2;
+        c.in_place = (kind == DriverCollective::kAllReduce || kind == DriverCollective::kAllToAll) && seed % 3 == 0;
+        c.seed = seed++;
+        requireMatch(c);
+      }
+}
+
+TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
+  uint64_t seed = 2000;
+  for (int nchannels = 1; nchannels <= 4; nchannels++)
+    for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(5), size_t(1001)}) {
+      Case c;
+      c.point_to_point = true;
+      c.dtype = nchannels % 2 ? DataType::kFloat16 : DataType::kUint64;
+      c.nranks = 4;
+      c.nchannels = nchannels;
+      c.count = count;
+      c.offset_elems = count % 2;
+      c.seed = seed++;
+      requireMatch(c);
+    }
+}
+
+// The same kernels in separate processes: FIFOs, buffers, abort word and error records in
+// MAP_SHARED memory mapped before the fork (as CUDA IPC maps a peer's memory).
+TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulation][processes]") {
+  uint64_t seed = 3000;
+  for (DriverCollective kind : kAllCollectives)
+    for (int nranks : {2, 5}) {
+      Case c;
+      c.mode = Mode::kProcesses;
+      c.kind = kind;
+      c.dtype = nranks == 2 ? DataType::kBfloat16 : DataType::kInt32;
+      c.op = nranks == 2 ? RedOp::kAvg : RedOp::kSum;
+      c.nranks = nranks;
+      c.nchannels = nranks == 2 ? 3 : 2;
+      c.root = 1;
+      c.count = 517;
+      c.offset_elems = 1;
+      c.seed = seed++;
+      requireMatch(c);
+    }
+  Case p2p;
+  p2p.mode = Mode::kProcesses;
+  p2p.point_to_point = true;
+  p2p.nranks = 2;
+  p2p.nchannels = 2;
+  p2p.count = 333;
+  requireMatch(p2p);
+}
+
+// A rank that never launches: the others end by the deadline; at least one reports the timeout on
+// the dead peer, the rest a timeout too or the abort word the first one set.
+TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cuda][emulation][failure]") {
+  for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
+    Case c;
+    c.mode = mode;
+    c.kind = DriverCollective::kAllToAll;
+    c.nranks = 3;
+    c.nchannels = 2;
+    c.count = 200;
+    c.dead_rank = 0;
+    c.timeout_ns = 200'000'000;  // 0.2 s
+    const Outcome o = runCase(c, false);
+    INFO(describe(c) << ": " << o.describe());
+    REQUIRE(o.seconds < 5.0);
+    REQUIRE(o.abort_word != 0);
+    int timeouts_on_dead = 0;
+    for (int r = 1; r < c.nranks; r++) {
+      const DeviceError& e = o.errors[size_t(r)];
+      REQUIRE((e.failure == uint32_t(DeviceFailure::kTimeout) || e.failure == uint32_t(DeviceFailure::kAborted)));
+      if (e.failure == uint32_t(DeviceFailure::kTimeout) && e.peer == 0) timeouts_on_dead++;
+    }
+    REQUIRE(timeouts_on_dead >= 1);
+  }
+}
+
+// The abort word set while every rank waits (on a rank that never launches): all end with
+// kAborted long before the deadline.
+TEST_CASE("emulated kernels: the abort word ends waiting kernels", "[cuda][emulation][failure]") {
+  for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
+    Case c;
+    c.mode = mode;
+    c.kind = DriverCollective::kAllReduce;
+    c.nranks = 4;
+    c.nchannels = 3;
+    c.count = 1000;
+    c.dead_rank = 2;
+    c.abort_after_ms = 100;
+    c.timeout_ns = 60'000'000'000ull;
+    const Outcome o = runCase(c, false);
+    INFO(describe(c) << ": " << o.describe());
+    REQUIRE(o.seconds < 10.0);
+    for (int r = 0; r < c.nranks; r++)
+      if (r != c.dead_rank) REQUIRE(o.errors[size_t(r)].failure == uint32_t(DeviceFailure::kAborted));
+  }
+}
+
+}  // namespace ouro::kernels::cuda::test
