@@ -1,6 +1,6 @@
 // What the host hands the CUDA collective kernels: plain structs, no CUDA types, so the host side
 // (transport/cuda, comm/) and the kernels (compiled by nvcc, or as C++ against the host emulation
-// in tests/cuda_emulation) share them.
+// in tests/cuda_kernels) share them.
 //
 // Memory: a channel's FIFOs live in the receiving rank's memory (device memory opened through a
 // CUDA IPC handle, or pinned host memory when the GPUs cannot reach each other), so a sender

@@ -307,44 +307,44 @@ class DevicePrims {
   }
 
   template <RedOp Op>
-  OURO_DEVICE_INLINE static T foldElement(const PrimsContext& x_, const BlockState& s_, size_t offset) {
-    T acc = loadUnit<T>(s_.sources[0] + offset);
-    for (int r = 1; r < x_.nranks; r++) acc = reduceElement<Op, T>(acc, loadUnit<T>(s_.sources[r] + offset));
-    if constexpr (Op == RedOp::kAvg) acc = finishAvgElement(acc, x_.nranks);
+  OURO_DEVICE_INLINE static T foldElement(const PrimsContext& context, const BlockState& state, size_t offset) {
+    T acc = loadUnit<T>(state.sources[0] + offset);
+    for (int r = 1; r < context.nranks; r++) acc = reduceElement<Op, T>(acc, loadUnit<T>(state.sources[r] + offset));
+    if constexpr (Op == RedOp::kAvg) acc = finishAvgElement(acc, context.nranks);
     return acc;
   }
 
   // Static, with the shared-memory context and state as arguments: a member function would need
   // `this`, i.e. the prims object in local memory.
   template <RedOp Op>
-  OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& x_, const BlockState& s_, std::byte* dst, size_t n) {
+  OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& context, const BlockState& state, std::byte* dst, size_t n) {
     constexpr size_t kPerPack = sizeof(Pack16) / sizeof(T);
     const uintptr_t misalignment = uintptr_t(dst) % sizeof(Pack16);
     bool vector = misalignment % sizeof(T) == 0;
-    for (int r = 0; r < x_.nranks; r++) vector = vector && uintptr_t(s_.sources[r]) % sizeof(Pack16) == misalignment;
+    for (int r = 0; r < context.nranks; r++) vector = vector && uintptr_t(state.sources[r]) % sizeof(Pack16) == misalignment;
     size_t head = vector ? ((sizeof(Pack16) - misalignment) % sizeof(Pack16)) / sizeof(T) : n;
     if (head > n) head = n;
     const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
-    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(x_, s_, i * sizeof(T)));
+    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
     if (!vector) return;
     const size_t packs = (n - head) / kPerPack;
     for (size_t k = tid; k < packs; k += stride) {
       const size_t offset = (head + k * kPerPack) * sizeof(T);
       T acc[kPerPack], next[kPerPack];
-      Pack16 raw = loadUnit<Pack16>(s_.sources[0] + offset);
+      Pack16 raw = loadUnit<Pack16>(state.sources[0] + offset);
       std::memcpy(acc, &raw, sizeof raw);
-      for (int r = 1; r < x_.nranks; r++) {
-        raw = loadUnit<Pack16>(s_.sources[r] + offset);
+      for (int r = 1; r < context.nranks; r++) {
+        raw = loadUnit<Pack16>(state.sources[r] + offset);
         std::memcpy(next, &raw, sizeof raw);
         for (size_t e = 0; e < kPerPack; e++) acc[e] = reduceElement<Op, T>(acc[e], next[e]);
       }
       if constexpr (Op == RedOp::kAvg)
-        for (size_t e = 0; e < kPerPack; e++) acc[e] = finishAvgElement(acc[e], x_.nranks);
+        for (size_t e = 0; e < kPerPack; e++) acc[e] = finishAvgElement(acc[e], context.nranks);
       std::memcpy(&raw, acc, sizeof raw);
       storeUnit(dst + offset, raw);
     }
     for (size_t i = head + packs * kPerPack + tid; i < n; i += stride)
-      storeUnit(dst + i * sizeof(T), foldElement<Op>(x_, s_, i * sizeof(T)));
+      storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
   }
 
   const PrimsContext& x_;

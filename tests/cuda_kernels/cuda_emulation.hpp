@@ -3,9 +3,8 @@
 // a launch runs every block of the grid and every thread of a block as a host thread; a block's
 // threads meet at a std::barrier (__syncthreads) and share one per-block storage
 // (OURO_BLOCK_SHARED). Flags are std::atomic_ref with the same acquire / release orders the PTX
-// uses, and __threadfence_system is a seq_cst fence. The memory model here is C++'s, which is
-// weaker than nothing the kernels rely on: a protocol correct here under acquire / release is
-// correct under PTX's (docs/CUDA.md).
+// uses, and __threadfence_system is a seq_cst fence: the guarantees the kernels take from PTX,
+// and nothing stronger they could lean on by accident (docs/CUDA.md).
 //
 // To shake out ordering bugs, every flag load and store may first yield the thread, decided by a
 // per-thread generator seeded from setSeed() and the thread's (block, thread) index, so a failing

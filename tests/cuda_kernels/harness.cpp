@@ -1,5 +1,6 @@
 // See harness.hpp.
 #include "harness.hpp"
+#include "expected.hpp"
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -47,20 +48,6 @@ class Arena {
   unsigned char* base_;
   size_t size_, used_ = 0;
 };
-
-struct Sizes {
-  size_t in, out;  // elements per rank
-};
-Sizes sizesOf(const Case& c) {
-  const size_t n = size_t(c.nranks), k = c.count;
-  if (c.point_to_point) return {k, k};
-  switch (c.kind) {
-    case DriverCollective::kReduceScatter: return {n * k, k};
-    case DriverCollective::kAllGather: return {k, n * k};
-    case DriverCollective::kAllToAll: return {n * k, n * k};
-    default: return {k, k};
-  }
-}
 
 struct World {
   Case c;
@@ -173,51 +160,6 @@ void runRank(const World& w, int rank) {
   }
 }
 
-// The expected output of `rank`, as bytes; empty when the rank's output must stay untouched.
-std::vector<unsigned char> expected(const World& w, int rank) {
-  const Case& c = w.c;
-  const size_t e = w.elem, k = c.count;
-  const int n = c.nranks;
-  std::vector<unsigned char> out(w.sizes.out * e);
-  auto fold = [&](size_t block) {
-    std::vector<const void*> srcs;
-    for (int q = 0; q < n; q++) srcs.push_back(w.in[q] + block * k * e);
-    if (k == 0) return;
-    // The inputs may have been overwritten in place: rebuild them from the recorded values.
-    std::vector<std::vector<unsigned char>> copies(size_t(n), std::vector<unsigned char>(k * e));
-    for (int q = 0; q < n; q++) {
-      for (size_t i = 0; i < k; i++) std::memcpy(&copies[q][i * e], &w.inputs[q][block * k + i], e);
-      srcs[q] = copies[q].data();
-    }
-    reduceMany(out.data(), srcs.data(), n, k, c.dtype, c.op);
-    if (c.op == RedOp::kAvg) finishAvg(out.data(), k, c.dtype, n);
-  };
-  auto input = [&](int q, size_t element, unsigned char* dst, size_t count) {
-    for (size_t i = 0; i < count; i++) std::memcpy(dst + i * e, &w.inputs[q][element + i], e);
-  };
-  if (c.point_to_point) {
-    if (rank % 2 == 0 || c.dead_rank >= 0) return {};
-    input(rank - 1, 0, out.data(), k);
-    return out;
-  }
-  switch (c.kind) {
-    case DriverCollective::kAllReduce: fold(0); break;
-    case DriverCollective::kReduceScatter: fold(size_t(rank)); break;
-    case DriverCollective::kReduce:
-      if (rank != c.root) return {};
-      fold(0);
-      break;
-    case DriverCollective::kAllGather:
-      for (int q = 0; q < n; q++) input(q, 0, out.data() + size_t(q) * k * e, k);
-      break;
-    case DriverCollective::kBroadcast: input(c.root, 0, out.data(), k); break;
-    case DriverCollective::kAllToAll:
-      for (int q = 0; q < n; q++) input(q, size_t(rank) * k, out.data() + size_t(q) * k * e, k);
-      break;
-  }
-  return out;
-}
-
 std::string hexBytes(const unsigned char* p, size_t n) {
   std::string s = "0x";
   char two[3];
@@ -232,7 +174,7 @@ std::string compare(const World& w) {
   const Case& c = w.c;
   for (int r = 0; r < c.nranks; r++) {
     if (r == c.dead_rank) continue;
-    std::vector<unsigned char> want = expected(w, r);
+    std::vector<unsigned char> want = expectedOutput(w.c, w.inputs, r);
     const unsigned char* got = w.out[r];
     const size_t bytes = w.sizes.out * w.elem;
     if (!c.in_place) {
@@ -259,27 +201,6 @@ void setAbortLater(uint32_t* word, int ms) {
 }
 
 }  // namespace
-
-const char* collectiveName(DriverCollective kind) {
-  switch (kind) {
-    case DriverCollective::kAllReduce: return "all-reduce";
-    case DriverCollective::kReduceScatter: return "reduce-scatter";
-    case DriverCollective::kAllGather: return "all-gather";
-    case DriverCollective::kBroadcast: return "broadcast";
-    case DriverCollective::kReduce: return "reduce";
-    case DriverCollective::kAllToAll: return "all-to-all";
-  }
-  return "?";
-}
-
-std::string describe(const Case& c) {
-  char text[256];
-  std::snprintf(text, sizeof text, "%s %s %s nranks=%d channels=%d count=%zu root=%d offset=%zu%s header=%u %s seed=%llu",
-                c.point_to_point ? "point-to-point" : collectiveName(c.kind), dataTypeName(c.dtype), redOpName(c.op),
-                c.nranks, c.nchannels, c.count, c.root, c.offset_elems, c.in_place ? " in-place" : "", c.header_bytes,
-                c.mode == Mode::kThreads ? "threads" : "processes", static_cast<unsigned long long>(c.seed));
-  return text;
-}
 
 std::string Outcome::describe() const {
   std::string s = mismatch.empty() ? "outputs match" : mismatch;

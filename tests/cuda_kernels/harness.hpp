@@ -48,9 +48,6 @@ struct Outcome {
   std::string describe() const;
 };
 
-const char* collectiveName(DriverCollective kind);
-std::string describe(const Case& c);
-
 // Runs one case; `check` false skips the output comparison (failure tests).
 Outcome runCase(const Case& c, bool check = true);
 

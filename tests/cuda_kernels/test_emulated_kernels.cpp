@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "expected.hpp"
 #include "harness.hpp"
 #include "tests/kernels/reference.hpp"
 

@@ -1,0 +1,177 @@
+// The CUDA kernels on a real GPU: several ranks of one process share one GPU (FIFOs, buffers,
+// abort word and error records in device memory, one stream per rank, every rank's kernel
+// launched before any is waited for), every collective against the CPU executor's reductions.
+// Exits 77 (skipped) with one line when there is no usable GPU.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "expected.hpp"
+#include "harness.hpp"
+#include "kernels/cuda/launch.hpp"
+#include "tests/kernels/reference.hpp"
+
+namespace ouro::kernels::cuda::test {
+namespace {
+
+#define CHECK_CUDA(call)                                                                             \
+  do {                                                                                               \
+    const cudaError_t status_ = (call);                                                              \
+    if (status_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status_)); \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+void* deviceAlloc(std::vector<void*>& owned, size_t bytes) {
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, bytes < 256 ? 256 : bytes));
+  CHECK_CUDA(cudaMemset(p, 0, bytes < 256 ? 256 : bytes));
+  owned.push_back(p);
+  return p;
+}
+
+// Returns "" or what differed.
+std::string runOnGpu(const Case& c) {
+  std::vector<void*> owned;
+  const size_t e = dataTypeSize(c.dtype);
+  const Sizes sizes = sizesOf(c);
+  const int n = c.nranks;
+  const uint32_t stride = (c.header_bytes + c.slot_bytes + 127) / 128 * 128;
+  std::vector<DeviceChannel> channels(size_t(n * c.nchannels));
+  for (int ch = 0; ch < c.nchannels; ch++)
+    for (int s = 0; s < n; s++)
+      for (int r = 0; r < n; r++) {
+        if (s == r) continue;
+        FifoView f;
+        f.tail = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+        f.head = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+        f.slots = static_cast<std::byte*>(deviceAlloc(owned, size_t(stride) * c.slot_count));
+        f.slot_count = c.slot_count;
+        f.slot_stride = stride;
+        f.header_bytes = c.header_bytes;
+        f.slot_bytes = c.slot_bytes;
+        channels[size_t(s * c.nchannels + ch)].to[r] = f;
+        channels[size_t(r * c.nchannels + ch)].from[s] = f;
+      }
+  auto* device_channels = static_cast<DeviceChannel*>(deviceAlloc(owned, sizeof(DeviceChannel) * channels.size()));
+  CHECK_CUDA(cudaMemcpy(device_channels, channels.data(), sizeof(DeviceChannel) * channels.size(), cudaMemcpyHostToDevice));
+  auto* errors = static_cast<DeviceError*>(deviceAlloc(owned, sizeof(DeviceError) * size_t(n)));
+  auto* abort_word = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+
+  std::mt19937_64 rng(c.seed);
+  std::vector<std::vector<uint64_t>> inputs;
+  std::vector<unsigned char*> in, out;
+  const size_t lead = c.offset_elems * e;
+  for (int r = 0; r < n; r++) {
+    inputs.push_back(ouro::kernels::test::randomElements(c.dtype, sizes.in, rng));
+    std::vector<unsigned char> bytes(sizes.in * e);
+    for (size_t i = 0; i < sizes.in; i++) std::memcpy(&bytes[i * e], &inputs[r][i], e);
+    in.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + bytes.size())) + lead);
+    CHECK_CUDA(cudaMemcpy(in.back(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    out.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + sizes.out * e)) + lead);
+  }
+  std::vector<cudaStream_t> streams(static_cast<size_t>(n));
+  for (cudaStream_t& s : streams) CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int r = 0; r < n; r++) {
+    DeviceCall call;
+    call.call.kind = c.kind;
+    call.call.rank = r;
+    call.call.nranks = n;
+    call.call.root = c.root;
+    call.call.count = c.count;
+    call.call.elem_bytes = e;
+    call.call.slice_elems = c.slot_bytes / e;
+    call.call.in = reinterpret_cast<const std::byte*>(in[size_t(r)]);
+    call.call.out = reinterpret_cast<std::byte*>(out[size_t(r)]);
+    call.call.nchannels = c.nchannels;
+    call.dtype = uint8_t(c.dtype);
+    call.op = uint8_t(c.op);
+    call.channels = device_channels + r * c.nchannels;
+    call.abort_word = abort_word;
+    call.error = errors + r;
+    call.timeout_ns = c.timeout_ns;
+    const int status = launchCollective(call, streams[size_t(r)]);
+    if (status != 0) return "launch failed: " + std::string(cudaGetErrorString(cudaError_t(status)));
+  }
+  for (cudaStream_t& s : streams) CHECK_CUDA(cudaStreamSynchronize(s));
+  std::vector<DeviceError> host_errors(static_cast<size_t>(n));
+  CHECK_CUDA(cudaMemcpy(host_errors.data(), errors, sizeof(DeviceError) * size_t(n), cudaMemcpyDeviceToHost));
+  std::string result;
+  for (int r = 0; r < n && result.empty(); r++) {
+    if (host_errors[size_t(r)].failure)
+      result = "rank " + std::to_string(r) + ": device failure " + std::to_string(host_errors[size_t(r)].failure) +
+               " waiting on peer " + std::to_string(host_errors[size_t(r)].peer);
+    const std::vector<unsigned char> want = expectedOutput(c, inputs, r);
+    if (want.empty() || !result.empty()) continue;
+    std::vector<unsigned char> got(want.size());
+    CHECK_CUDA(cudaMemcpy(got.data(), out[size_t(r)], got.size(), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < sizes.out; i++)
+      if (std::memcmp(&want[i * e], &got[i * e], e) != 0) {
+        result = "rank " + std::to_string(r) + " element " + std::to_string(i) + " differs";
+        break;
+      }
+  }
+  for (cudaStream_t& s : streams) CHECK_CUDA(cudaStreamDestroy(s));
+  for (void* p : owned) CHECK_CUDA(cudaFree(p));
+  return result;
+}
+
+}  // namespace
+}  // namespace ouro::kernels::cuda::test
+
+int main() {
+  using namespace ouro;
+  using namespace ouro::kernels;
+  using namespace ouro::kernels::cuda::test;
+  int devices = 0;  // left untouched when there is no driver
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::printf("skipped: no CUDA device (%s)\n", status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
+    return 77;
+  }
+  struct Pair {
+    DataType dtype;
+    RedOp op;
+  };
+  const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
+                        {DataType::kInt8, RedOp::kProd},   {DataType::kBfloat16, RedOp::kMax},
+                        {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum}};
+  const DriverCollective kinds[] = {DriverCollective::kAllReduce, DriverCollective::kReduceScatter,
+                                    DriverCollective::kAllGather, DriverCollective::kBroadcast,
+                                    DriverCollective::kReduce,    DriverCollective::kAllToAll};
+  int failures = 0, cases = 0;
+  uint64_t seed = 1;
+  for (int nranks : {2, 3, 8})
+    for (int nchannels : {1, 4})
+      for (DriverCollective kind : kinds)
+        for (const Pair& pair : pairs)
+          for (size_t count : {size_t(0), size_t(1), size_t(nranks + 1), size_t(300001)}) {
+            Case c;
+            c.kind = kind;
+            c.dtype = pair.dtype;
+            c.op = pair.op;
+            c.nranks = nranks;
+            c.nchannels = nchannels;
+            c.root = nranks - 1;
+            c.count = count;
+            c.offset_elems = count % 2;
+            c.slot_bytes = 16384;
+            c.slot_count = 4;
+            c.timeout_ns = 10'000'000'000ull;
+            c.seed = seed++;
+            const std::string result = runOnGpu(c);
+            cases++;
+            if (!result.empty()) {
+              failures++;
+              std::printf("FAILED %s: %s\n", describe(c).c_str(), result.c_str());
+            }
+          }
+  std::printf("%d of %d GPU cases passed\n", cases - failures, cases);
+  return failures ? 1 : 0;
+}
