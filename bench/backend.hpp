@@ -36,6 +36,18 @@ struct OpArgs {
 
 enum class Combine { kSum, kMin, kMax };
 
+// Device memory for -D, provided by a backend that has it (the harness links no CUDA): the harness
+// fills and checks host copies and moves them to and from the device around each operation.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;  // zeroed
+  virtual void release(void* ptr) = 0;
+  virtual void toDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void toHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual std::string describe() const = 0;  // "device buffers on GPU 0 (NVIDIA H100 ...)"
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -58,6 +70,8 @@ class Backend {
   // are read. Blocking systems do nothing.
   virtual void complete() {}
   virtual void barrier() = 0;
+  // Non-null when this backend runs with device buffers (-D, or its default on a GPU machine).
+  virtual DeviceMemory* deviceMemory() { return nullptr; }
   // For the harness's own bookkeeping (timings, #wrong): value combined over all ranks,
   // returned on every rank.
   virtual double combine(double value, Combine how) = 0;

@@ -93,7 +93,9 @@ std::string usageText(std::string_view program) {
          "  --max-iters N           cap on iterations under --budget (default 10000)\n"
          "  --placement out|in|both out-of-place, in-place or both (default both)\n"
          "  --seed N                seed of the inputs (default 1)\n"
-         "  -D, --device            CUDA device buffers (needs a CUDA build and a GPU)\n"
+         "  -D, --device            CUDA device buffers (needs a CUDA build and a GPU; ouro-bench's default\n"
+         "                          where it finds one, as nccl-tests)\n"
+         "  --host                  host buffers even where a GPU is present\n"
          "  --no-progress           no progress line on the terminal\n"
          "  --inject-error          corrupt one element of one checked result (tests the check)\n"
          "  -h, --help              this text\n";
@@ -125,6 +127,7 @@ ParseOutcome parseArgs(const std::vector<std::string>& args) {
     }
     // Flags without a value.
     if (arg == "-D" || arg == "--device") { o.device_buffers = true; continue; }
+    if (arg == "--host") { o.host_buffers = true; continue; }
     if (arg == "--no-progress") { o.progress = false; continue; }
     if (arg == "--inject-error") { o.inject_error = true; continue; }
 

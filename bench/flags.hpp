@@ -37,7 +37,8 @@ struct BenchOptions {
   int max_iters = 10000;    // --max-iters: cap under --budget
   bool out_of_place = true;  // --placement out|in|both
   bool in_place = true;
-  bool device_buffers = false;  // -D: CUDA device buffers
+  bool device_buffers = false;  // -D: CUDA device buffers (ouro-bench: the default where a GPU is present)
+  bool host_buffers = false;    // --host: host buffers even where a GPU is present
   uint32_t seed = 1;            // --seed: inputs of the timed runs; check i uses seed + i
   bool inject_error = false;    // --inject-error: corrupt one checked element (tests the check)
   bool progress = true;         // --no-progress

@@ -54,10 +54,17 @@ struct Placement {
 
 class Sweep {
  public:
-  Sweep(Backend& backend, const BenchOptions& options) : b_(backend), o_(options), n_(backend.size()), me_(backend.rank()) {}
+  Sweep(Backend& backend, const BenchOptions& options)
+      : b_(backend), o_(options), n_(backend.size()), me_(backend.rank()), dev_(backend.deviceMemory()) {
+    o_.device_buffers = dev_ != nullptr;  // what the report says this run used
+  }
+  ~Sweep() {
+    if (dev_ && dsend_) dev_->release(dsend_);
+    if (dev_ && drecv_) dev_->release(drecv_);
+  }
 
   int run() {
-    if (o_.device_buffers) throw std::runtime_error(b_.name() + " benchmark: -D (device buffers) needs a CUDA build of this benchmark and a GPU; run without -D for host buffers");
+    if (options_device_requested_ && !dev_) throw std::runtime_error(b_.name() + " benchmark: -D (device buffers) needs a CUDA build of this benchmark and a GPU; run without -D for host buffers");
     if (!o_.all_roots && hasRoot(o_.collective) && o_.root >= n_)
       throw std::runtime_error("-r " + std::to_string(o_.root) + " is not a rank of this " + std::to_string(n_) +
                                "-rank job; give 0.." + std::to_string(n_ - 1) + " or all");
@@ -68,6 +75,10 @@ class Sweep {
     // Room for the largest output plus its guard, in each of the two buffers.
     send_ = std::make_unique<HostBuffer>(max_bytes + kGuardBytes);
     recv_ = std::make_unique<HostBuffer>(max_bytes + kGuardBytes);
+    if (dev_) {
+      dsend_ = static_cast<unsigned char*>(dev_->allocate(max_bytes + kGuardBytes));
+      drecv_ = static_cast<unsigned char*>(dev_->allocate(max_bytes + kGuardBytes));
+    }
 
     report_.open(b_, o_, sizes);
     const std::vector<RedOp> ops = isReduction(o_.collective) ? o_.ops : std::vector<RedOp>{RedOp::kSum};
@@ -131,11 +142,29 @@ class Sweep {
     return p;
   }
 
+  // The device address of a host buffer position (the device buffers mirror the host ones).
+  unsigned char* onDevice(unsigned char* host) const {
+    if (!dev_) return host;
+    if (host >= recv_->data() && host <= recv_->data() + recv_->bytes()) return drecv_ + (host - recv_->data());
+    return dsend_ + (host - send_->data());
+  }
+  // Device runs: the host copies go over before an operation and come back after it.
+  void pushBuffers(size_t extent) {
+    if (!dev_) return;
+    dev_->toDevice(dsend_, send_->data(), std::min(extent, send_->bytes()));
+    dev_->toDevice(drecv_, recv_->data(), std::min(extent, recv_->bytes()));
+  }
+  void pullBuffers(size_t extent) {
+    if (!dev_) return;
+    dev_->toHost(send_->data(), dsend_, std::min(extent, send_->bytes()));
+    dev_->toHost(recv_->data(), drecv_, std::min(extent, recv_->bytes()));
+  }
+
   OpArgs argsFor(const Layout& l, const Placement& p, DType t, RedOp op, int root) const {
     OpArgs a;
     a.collective = o_.collective;
-    a.send = p.send;
-    a.recv = p.recv;
+    a.send = onDevice(p.send);
+    a.recv = onDevice(p.recv);
     a.count = l.count;
     a.dtype = t;
     a.op = op;
@@ -153,6 +182,8 @@ class Sweep {
     // Inputs for the timed runs (their values do not matter for time, only that they are numbers).
     CheckCase timed = check;
     fillInput(timed, p.send, 0, l.send_count);
+    const size_t extent = std::max(l.send_count, l.recv_count) * es + kGuardBytes;
+    pushBuffers(extent);
 
     b_.barrier();
     double warm_s = 0;
@@ -189,8 +220,10 @@ class Sweep {
         if (in_place && o_.collective == Collective::kAllGather) fillPoison(check.dtype, recv_->data(), l.recv_count);
         fillInput(c, p.send, 0, l.send_count);
         std::memset(p.guard, kGuardByte, kGuardBytes);
+        pushBuffers(extent);
         b_.run(args);
         b_.complete();
+        pullBuffers(extent);
         if (o_.inject_error && !injected_ && me_ == n_ - 1 && p.recv_elems > 0 &&
             (o_.collective != Collective::kReduce || me_ == c.root)) {
           fillPoison(check.dtype, p.recv, 1);  // the planted wrong element the check must catch
@@ -214,9 +247,13 @@ class Sweep {
   }
 
   Backend& b_;
-  const BenchOptions& o_;
+  BenchOptions o_;
+  const bool options_device_requested_ = o_.device_buffers;
   const int n_, me_;
+  DeviceMemory* dev_;
   std::unique_ptr<HostBuffer> send_, recv_;
+  unsigned char* dsend_ = nullptr;  // device mirrors of send_ and recv_ (-D)
+  unsigned char* drecv_ = nullptr;
   Report report_;
   bool injected_ = false;
 };

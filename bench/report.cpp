@@ -97,7 +97,8 @@ void Report::open(Backend& backend, const BenchOptions& options, const std::vect
                                    : std::to_string(options.iters).c_str(),
               options.check_iters, options.blocking ? 1 : 0, averageName(options.average));
   std::printf("# %s\n", backend.description().c_str());
-  std::printf("# rank 0 on %s, pid %d; host buffers\n#\n", host, int(::getpid()));
+  std::printf("# rank 0 on %s, pid %d; %s buffers\n#\n", host, int(::getpid()),
+              options.device_buffers ? "device" : "host");
   std::fputs(tableHeader().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -148,7 +149,7 @@ void Report::writeJson() {
   const BenchOptions& o = options_;
   f << "{\"system\": " << jsonString(backend_->name()) << ", \"description\": " << jsonString(backend_->description())
     << ", \"collective\": " << jsonString(std::string(collectiveName(o.collective))) << ", \"nranks\": "
-    << backend_->size() << ", \"blocking\": " << (o.blocking ? "true" : "false") << ", \"buffers\": \"host\""
+    << backend_->size() << ", \"blocking\": " << (o.blocking ? "true" : "false") << ", \"buffers\": \"" << (o.device_buffers ? "device" : "host") << "\""
     << ", \"average\": \"" << averageName(o.average) << "\", \"warmup_iters\": " << o.warmup_iters
     << ", \"iters\": " << o.iters << ", \"budget_s\": " << o.budget_s << ",\n \"results\": [";
   for (size_t i = 0; i < rows_.size(); i++) {

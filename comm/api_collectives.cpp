@@ -5,15 +5,19 @@
 #include <mutex>
 
 #include "comm/api_guard.hpp"
+#include "comm/buffer_kinds.hpp"
 #include "comm/handles.hpp"
 #include "comm/stream.hpp"
 #include "core/strings.hpp"
+#if OURO_HAVE_CUDA
+#include "comm/cuda_executor.hpp"
+#endif
 
 struct ouroStream {
   static constexpr uint64_t kMagic = 0x6f75726f7374726dULL;  // "ourostrm"
   uint64_t magic = kMagic;
   ouroComm_t comm = nullptr;
-  std::atomic<ouro::HostStream*> impl{nullptr};  // null once destroyed; the handle is never freed
+  std::atomic<ouro::Executor*> impl{nullptr};  // null once destroyed; the handle is never freed
 };
 
 namespace ouro::api {
@@ -33,11 +37,11 @@ thread_local int t_group_depth = 0;
 thread_local std::vector<PendingOp> t_group;
 void runGroupOps(std::vector<PendingOp>& ops);
 
-HostStream* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char* call) {
+Executor* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char* call) {
   if (!s) return nullptr;
   if (s->magic != ouroStream::kMagic)
     raise(Result::kInvalidArgument, "rank %d: %s: stream is not an ouro stream (bad handle)", c.rank(), call);
-  HostStream* h = s->impl.load(std::memory_order_acquire);
+  Executor* h = s->impl.load(std::memory_order_acquire);
   if (!h) raise(Result::kInvalidUsage, "rank %d: %s: the stream was destroyed before this call", c.rank(), call);
   if (s->comm != comm)
     raise(Result::kInvalidArgument, "rank %d: %s: the stream belongs to another communicator; create one with "
@@ -45,19 +49,35 @@ HostStream* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const ch
   return h;
 }
 
-// Runs op now on this thread (stream NULL) or queues it on the stream, in issue order. A
-// template so the blocking path (the latency-critical one) allocates nothing.
-template <typename Op>
-void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Op&& op) {
+// Runs op now on this thread (stream NULL) or hands it to the stream's executor, in issue order.
+// The blocking path (the latency-critical one) allocates nothing.
+void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& op) {
   Communicator& c = requireCommunicator(comm, call);
-  HostStream* s = streamFor(stream, comm, c, call);
+  Executor* s = streamFor(stream, comm, c, call);
   c.engine().requireUsable(call);
   uint64_t ticket = c.issue();
-  if (!s) return c.runInTurn(ticket, [&] { op(c.engine()); });
-  s->enqueue(ticket, [&c, call, op = std::forward<Op>(op)]() mutable {
-    c.engine().requireUsable(call);
-    op(c.engine());
+  if (s) return s->enqueue(ticket, std::move(op));
+  c.runInTurn(ticket, [&] {
+    if (op.collective)
+      c.engine().collective(op.args);
+    else
+      c.engine().sendRecv(op.transfers);
   });
+}
+
+Operation collectiveOp(const char* call, const CollArgs& a) {
+  Operation op;
+  op.call = call;
+  op.args = a;
+  return op;
+}
+
+// The buffers' kind (host or device memory) must be one, and suit the stream (buffer_kinds.hpp).
+void checkKinds(Communicator& c, ouroComm_t comm, ouroStream_t stream, const char* call,
+                std::initializer_list<NamedBuffer> buffers) {
+  Executor* s = streamFor(stream, comm, c, call);
+  const BufferKind stream_kind = s ? s->buffers() : BufferKind::kHost;
+  checkBufferKinds(c.rank(), call, buffers, s ? &stream_kind : nullptr);
 }
 
 size_t checkedBytes(const Communicator& c, const char* call, size_t count, DataType dtype, size_t blocks) {
@@ -96,11 +116,14 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
                call, a.count);
     requireArg(recv_bytes == 0 || !needs_recv || a.recv, "rank %d: %s: recvbuff is NULL with count %zu; pass a buffer",
                c.rank(), call, a.count);
+    if (a.kind != CollKind::kBarrier)
+      checkKinds(c, comm, stream, call, {{"sendbuff", send_bytes ? a.send : nullptr},
+                                         {"recvbuff", recv_bytes && needs_recv ? a.recv : nullptr}});
     if (t_group_depth > 0) {
       t_group.push_back({comm, stream, true, a, {}});
       return;
     }
-    submit(comm, stream, call, [a](Engine& e) { e.collective(a); });
+    submit(comm, stream, call, collectiveOp(call, a));
   });
 }
 
@@ -113,6 +136,7 @@ ouroResult_t pointToPoint(const char* call, bool send, void* buffer, size_t coun
                call, peer, c.size(), c.size() - 1);
     size_t bytes = checkedBytes(c, call, count, t, 1);
     requireArg(bytes == 0 || buffer, "rank %d: %s: buffer is NULL with count %zu", c.rank(), call, count);
+    checkKinds(c, comm, stream, call, {{send ? "sendbuff" : "recvbuff", bytes ? buffer : nullptr}});
     Transfer tr;
     tr.send = send;
     tr.peer = peer;
@@ -135,8 +159,7 @@ void runGroupOps(std::vector<PendingOp>& ops) {
   for (size_t i = 0; i < ops.size();) {
     PendingOp& op = ops[i];
     if (op.collective) {
-      CollArgs a = op.args;
-      submit(op.comm, op.stream, collName(a.kind), [a](Engine& e) { e.collective(a); });
+      submit(op.comm, op.stream, collName(op.args.kind), collectiveOp(collName(op.args.kind), op.args));
       i++;
       continue;
     }
@@ -151,7 +174,11 @@ void runGroupOps(std::vector<PendingOp>& ops) {
       t.what = strprintf("%s #%llu %s rank %d", t.send ? "send" : "recv", (unsigned long long)t.call,
                          t.send ? "to" : "from", t.peer);
     }
-    submit(op.comm, op.stream, "send/recv", [transfers](Engine& e) mutable { e.sendRecv(transfers); });
+    Operation group;
+    group.call = "send/recv";
+    group.collective = false;
+    group.transfers = std::move(transfers);
+    submit(op.comm, op.stream, "send/recv", std::move(group));
     i = j;
   }
 }
@@ -254,18 +281,30 @@ ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream) {
 ouroResult_t ouroStreamFromCuda(ouroComm_t comm, void* cuda_stream, ouroStream_t* stream) {
   return guard("ouroStreamFromCuda", comm, [&] {
     Communicator& c = requireCommunicator(comm, "ouroStreamFromCuda");
+    requireArg(stream != nullptr, "rank %d: ouroStreamFromCuda: stream is NULL", c.rank());
+    *stream = nullptr;
+#if OURO_HAVE_CUDA
+    requireCudaDevice(c.rank(), "ouroStreamFromCuda");
+    auto* s = new ouroStream();
+    s->comm = comm;
+    s->impl.store(new CudaExecutor(c, cuda_stream), std::memory_order_release);
+    std::lock_guard lock(g_streams_mu);
+    g_streams[comm].push_back(s);
+    *stream = s;
+#else
     (void)cuda_stream;
-    if (stream) *stream = nullptr;
     raise(Result::kUnavailable,
-          "rank %d: ouroStreamFromCuda: this build has no CUDA executor yet; use host buffers with ouroStreamCreate",
+          "rank %d: ouroStreamFromCuda: this build of ouro has no CUDA executor (configured with -Dcuda=disabled or "
+          "without nvcc); rebuild with -Dcuda=enabled, or use host buffers with ouroStreamCreate",
           c.rank());
+#endif
   });
 }
 
-static HostStream* liveStream(ouroStream_t s, const char* call) {
+static Executor* liveStream(ouroStream_t s, const char* call) {
   if (!s) raise(Result::kInvalidArgument, "%s: stream is NULL", call);
   if (s->magic != ouroStream::kMagic) raise(Result::kInvalidArgument, "%s: not an ouro stream (bad handle)", call);
-  HostStream* h = s->impl.load(std::memory_order_acquire);
+  Executor* h = s->impl.load(std::memory_order_acquire);
   if (!h) raise(Result::kInvalidUsage, "%s: the stream was destroyed (or its communicator was)", call);
   return h;
 }
@@ -286,7 +325,7 @@ ouroResult_t ouroStreamSynchronize(ouroStream_t stream) {
 
 ouroResult_t ouroStreamDestroy(ouroStream_t stream) {
   return guard("ouroStreamDestroy", nullptr, [&] {
-    HostStream* h = liveStream(stream, "ouroStreamDestroy");
+    Executor* h = liveStream(stream, "ouroStreamDestroy");
     if (stream->impl.exchange(nullptr) != h) return;
     {
       std::lock_guard lock(g_streams_mu);

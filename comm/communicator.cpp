@@ -79,6 +79,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 void Communicator::abort() {
   OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_);
+  if (executor_state_) executor_state_->abort();  // kernels still running stop at their next poll
   if (engine_) engine_->fail(strprintf("rank %d called ouroCommAbort", rank_));
 }
 

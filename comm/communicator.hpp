@@ -14,6 +14,7 @@
 
 #include "comm/bootstrap.hpp"
 #include "comm/engine.hpp"
+#include "comm/executor.hpp"
 #include "comm/store/store.hpp"
 
 namespace ouro {
@@ -39,6 +40,14 @@ class Communicator {
   void abort();
 
   Engine& engine() { return *engine_; }
+  // The rendezvous store and this communicator's key prefix in it (for set-up done later, such
+  // as the CUDA executor's device FIFOs at the first call with device buffers).
+  store::Store& store() { return *store_; }
+  const std::string& prefix() const { return prefix_; }
+  // State an executor kind keeps per communicator (comm/executor.hpp); null until one sets it.
+  // Destroyed with the communicator; abort() is passed on to it.
+  ExecutorState* executorState() { return executor_state_.get(); }
+  void setExecutorState(std::unique_ptr<ExecutorState> state) { executor_state_ = std::move(state); }
 
   // Operations run in the order they were issued, whichever thread runs them (the caller for
   // blocking calls, a stream's worker for queued ones): every rank must see the same order.
@@ -73,6 +82,7 @@ class Communicator {
   Membership membership_;
   int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ExecutorState> executor_state_;  // declared after engine_: goes first
 
   std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> executed_{0};

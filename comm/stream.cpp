@@ -4,6 +4,8 @@
 
 namespace ouro {
 
+const char* bufferKindName(BufferKind kind) { return kind == BufferKind::kDevice ? "device memory" : "host memory"; }
+
 HostStream::HostStream(Communicator& comm) : comm_(comm) {
   comm_.streamAdded();
   worker_ = std::thread([this] { work(); });
@@ -19,10 +21,18 @@ HostStream::~HostStream() {
   comm_.streamRemoved();
 }
 
-void HostStream::enqueue(uint64_t ticket, std::function<void()> op) {
+void HostStream::enqueue(uint64_t ticket, Operation op) {
+  std::function<void()> run = [this, op = std::move(op)]() mutable {
+    Engine& e = comm_.engine();
+    e.requireUsable(op.call);
+    if (op.collective)
+      e.collective(op.args);
+    else
+      e.sendRecv(op.transfers);
+  };
   {
     std::lock_guard lock(mu_);
-    queue_.emplace_back(ticket, std::move(op));
+    queue_.emplace_back(ticket, std::move(run));
   }
   cv_.notify_all();
 }

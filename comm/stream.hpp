@@ -1,4 +1,4 @@
-// ouroStream for host buffers: an in-order queue with its own worker thread, so queued
+// The host executor (comm/executor.hpp): an in-order queue with its own worker thread, so queued
 // collectives overlap with the caller's computation. Operations keep their place in the
 // communicator's issue order (Communicator::runInTurn). Synchronize returns the first error since
 // the last synchronize; later operations still run (a disagreement leaves the communicator usable;
@@ -13,20 +13,20 @@
 #include <thread>
 
 #include "comm/communicator.hpp"
+#include "comm/executor.hpp"
 #include "core/error.hpp"
 
 namespace ouro {
 
-class HostStream {
+class HostStream final : public Executor {
  public:
   explicit HostStream(Communicator& comm);
-  ~HostStream();  // runs what is queued, then stops the worker
+  ~HostStream() override;  // runs what is queued, then stops the worker
 
-  // Queues op to run when the communicator reaches `ticket`.
-  void enqueue(uint64_t ticket, std::function<void()> op);
-  bool idle();
-  // Waits for everything queued so far; returns the first error since the last call, if any.
-  std::optional<Error> synchronize();
+  BufferKind buffers() const override { return BufferKind::kHost; }
+  void enqueue(uint64_t ticket, Operation op) override;
+  bool idle() override;
+  std::optional<Error> synchronize() override;
   Communicator& communicator() { return comm_; }
 
  private:

@@ -43,6 +43,12 @@ constexpr Setting kSettings[] = {
     {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages over links (pairwise reduce-scatter, ring all-gather, every size); latency = one-shot exchange over links when the data fits"},
     {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},
     {"OURO_SPIN_US", "", "microseconds a wait spins before yielding (default: by ranks per core)"},
+    // CUDA executor (device buffers on streams from ouroStreamFromCuda).
+    {"OURO_CUDA_DEVICE", "", "GPU this process uses (default: local rank modulo the GPUs it sees; several ranks may share one)"},
+    {"OURO_CUDA_CHANNELS", "4", "thread blocks (channels) per CUDA collective, each with its own FIFOs to every peer (1..8)"},
+    {"OURO_CUDA_SLOTS", "4", "slots per CUDA FIFO"},
+    {"OURO_CUDA_SLOT_BYTES", "131072", "bytes per CUDA FIFO slot (the pipelining unit of the CUDA kernels; a multiple of 16)"},
+    {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every peer's GPU has peer access to it, else in pinned host memory; host always uses pinned host memory"},
     // Diagnostics.
     {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},
 };

@@ -9,6 +9,9 @@ the numbers differ only by the library underneath:
 
     ouro       ouro-run -n N build/bench/ouro-bench           OURO_TRANSPORT=shm
     ouro-tcp   ouro-run -n N build/bench/ouro-bench           OURO_TRANSPORT=tcp
+               (ouro, ouro-tcp: with --host, host buffers even on a GPU machine)
+    cuda       ouro-run -n N build/bench/ouro-bench -D        device buffers (CUDA builds, GPU machines)
+    nccl-tests all_reduce_perf -g N (all_gather_perf, ...)   when on PATH; one process, N GPUs
     ouro-tcp-syscc (opt-in) the same with OURO_TCP_CONGESTION=system: the kernel's default
                congestion control, as the peers get it (ouro replaces a pacing bbr by cubic)
     openmpi    mpirun.openmpi ... -n N build/bench/peers/ouro-bench-openmpi
@@ -54,7 +57,7 @@ DEFAULT_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather"]
 KNOWN_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                      "alltoall", "sendrecv"]
 DEFAULT_SYSTEMS = ["ouro", "ouro-tcp", "openmpi", "mpich", "gloo", "torch"]
-OURO_SYSTEMS = {"ouro", "ouro-tcp", "ouro-tcp-syscc"}  # the subject; every other system is a peer
+OURO_SYSTEMS = {"ouro", "ouro-tcp", "ouro-tcp-syscc", "cuda"}  # the subject; every other system is a peer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,13 +68,19 @@ class System:
     env: tuple = ()    # (name, value) pairs set for this system only
     lacks: frozenset = frozenset()  # collectives the library has no call for: never started
     peer_optional: bool = False     # absence is expected (torch): a note, not a warning
+    args: tuple = ()   # extra arguments after the shared ones
 
 
 SYSTEMS = {
-    "ouro": System("ouro", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "shm"),)),
-    "ouro-tcp": System("ouro-tcp", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "tcp"),)),
+    "ouro": System("ouro", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "shm"),), args=("--host",)),
+    "ouro-tcp": System("ouro-tcp", "ouro-run", "bench/ouro-bench", (("OURO_TRANSPORT", "tcp"),),
+                       args=("--host",)),
     "ouro-tcp-syscc": System("ouro-tcp-syscc", "ouro-run", "bench/ouro-bench",
-                             (("OURO_TRANSPORT", "tcp"), ("OURO_TCP_CONGESTION", "system"))),
+                             (("OURO_TRANSPORT", "tcp"), ("OURO_TCP_CONGESTION", "system")), args=("--host",)),
+    # Device buffers (ouro-bench -D fails with a clear message where there is no GPU) and NCCL's
+    # own benchmark beside it: one process driving N GPUs (-g N), its table parsed from stdout.
+    "cuda": System("cuda", "ouro-run", "bench/ouro-bench", args=("-D",), peer_optional=True),
+    "nccl-tests": System("nccl-tests", "nccl-tests", "nccl-tests", peer_optional=True),
     "openmpi": System("openmpi", "mpirun.openmpi", "bench/peers/ouro-bench-openmpi"),
     "mpich": System("mpich", "mpirun.mpich", "bench/peers/ouro-bench-mpich"),
     # Which collectives a program has is its own business (the harness prints a skip line
@@ -205,6 +214,22 @@ def bench_args(args, collective: str, json_path: Path) -> list:
     return out + list(args.extra)
 
 
+NCCL_TESTS = {"all_reduce": "all_reduce_perf", "reduce_scatter": "reduce_scatter_perf",
+              "all_gather": "all_gather_perf", "broadcast": "broadcast_perf", "reduce": "reduce_perf",
+              "alltoall": "alltoall_perf", "sendrecv": "sendrecv_perf"}
+
+
+def nccl_command(args, collective: str, nranks: int) -> tuple:
+    """nccl-tests' program for the collective, one process over nranks GPUs (-g), with the same
+    sizes and iterations; -> (argv, None) or (None, why it is skipped)."""
+    program = NCCL_TESTS.get(collective)
+    path = shutil.which(program) if program else None
+    if path is None:
+        return None, f"{program or collective + ' (no nccl-tests program)'} not on PATH (nccl-tests, GPU machines only)"
+    return [path, "-b", args.minbytes, "-e", args.maxbytes, "-f", args.stepfactor, "-g", str(nranks),
+            "-n", str(args.iters), "-w", str(args.warmup_iters), "-c", str(args.check), "-d", args.dtype], None
+
+
 def free_loopback_port() -> int:
     # For torch's env:// rendezvous (MASTER_PORT); bound on 127.0.0.1 only.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -222,6 +247,8 @@ class Launchers:
     def command(self, system: System, nranks: int) -> tuple:
         """-> (argv prefix up to and including the program, None) or (None, why missing)."""
         build = self.args.build
+        if system.launcher == "nccl-tests":
+            return None, "nccl-tests runs per collective (nccl_command)"
         if system.program == "torch":
             script = self.args.torch_script
             if not script.is_file():
@@ -358,16 +385,19 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     if collective in system.lacks:
         rec.status, rec.note = "unsupported", f"{system.name} has no {collective}"
         return rec
-    prefix, why = launchers.command(system, nranks)
-    if prefix is None:
-        rec.status, rec.note = "missing", why
-        return rec
     stem = f"{collective}_np{nranks}_{system.name}" + (f"_r{repeat}" if args.repeat > 1 else "")
     json_path = args.out / "json" / f"{stem}.json"
     log_path = args.out / "logs" / f"{stem}.log"
+    if system.launcher == "nccl-tests":
+        cmd, why = nccl_command(args, collective, nranks)
+    else:
+        prefix, why = launchers.command(system, nranks)
+        cmd = prefix + bench_args(args, collective, json_path) + list(system.args) if prefix else None
+    if cmd is None:
+        rec.status, rec.note = "missing", why
+        return rec
     rec.json_path = str(json_path.relative_to(args.out))
     rec.log = str(log_path.relative_to(args.out))
-    cmd = prefix + bench_args(args, collective, json_path)
     env = dict(os.environ)
     env.update(system.env)
     if system.name in OURO_SYSTEMS and "OURO_DEBUG" not in os.environ:
@@ -412,6 +442,10 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     elif rc != 0 and any_wrong(rec.results):
         rec.status = "wrong"
         rec.note += wrong_note(rec.results)
+    elif rc != 0 and "-D" in system.args and ("no CUDA device" in stderr or "built without CUDA" in stderr
+                                                   or "needs a CUDA build" in stderr):
+        rec.status = "missing"  # device buffers where there is no GPU (or no CUDA build): skipped
+        rec.note += "no CUDA device or no CUDA build (ouro-bench -D)"
     elif rc != 0:
         rec.status = "failed"
         # The harness and launchers report errors on stderr; stdout holds only the table.

@@ -41,7 +41,7 @@ collective = argv[0]
 opts = {}
 i = 1
 while i < len(argv):
-    if argv[i] == "--no-progress":
+    if argv[i] in ("--no-progress", "--host", "-D"):  # flags without a value
         i += 1
         continue
     opts[argv[i]] = argv[i + 1]

@@ -1,0 +1,144 @@
+// One rank of the CUDA executor's multi-rank tests (started by tools/ouro-run; see meson.build).
+// Every collective on device buffers, on a stream from ouroStreamFromCuda, must equal bit for bit
+// the same call on host buffers (docs/API.md "Reproducible reductions": the result never depends on
+// the executor); then send/recv around a ring, a disagreement reported on every rank, and the
+// communicator still usable after it. Exits 77 with one line when this machine has no CUDA device.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ouro/ouro.h"
+
+namespace {
+
+int g_rank = -1;
+int g_n = 1;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "gpu_rank %d: FAILED: %s\n", g_rank, what.c_str());
+  std::exit(1);
+}
+void ok(ouroResult_t rc, ouroComm_t comm, const char* what) {
+  if (rc != ouroSuccess) die(std::string(what) + ": " + ouroGetErrorString(rc) + ": " + ouroGetLastError(comm));
+}
+void cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+struct Case {
+  const char* name;
+  int kind;  // 0 allreduce 1 reducescatter 2 allgather 3 broadcast 4 reduce 5 alltoall
+};
+
+// Runs one collective on host or device buffers of `in_elems` / `out_elems` floats.
+ouroResult_t runCase(int kind, const float* in, float* out, size_t count, ouroRedOp_t op, ouroComm_t comm,
+                     ouroStream_t stream) {
+  switch (kind) {
+    case 0: return ouroAllReduce(in, out, count, ouroFloat32, op, comm, stream);
+    case 1: return ouroReduceScatter(in, out, count, ouroFloat32, op, comm, stream);
+    case 2: return ouroAllGather(in, out, count, ouroFloat32, comm, stream);
+    case 3: return ouroBroadcast(in, out, count, ouroFloat32, g_n > 1 ? 1 : 0, comm, stream);
+    case 4: return ouroReduce(in, out, count, ouroFloat32, op, 0, comm, stream);
+    default: return ouroAllToAll(in, out, count, ouroFloat32, comm, stream);
+  }
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  const cudaError_t probe = cudaGetDeviceCount(&devices);
+  if (probe != cudaSuccess || devices == 0) {
+    std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
+                probe != cudaSuccess ? cudaGetErrorString(probe) : "0 devices");
+    return 77;
+  }
+  ouroComm_t comm = nullptr;
+  ok(ouroCommInitFromEnv(&comm), nullptr, "ouroCommInitFromEnv");
+  int n = 0, local = 0;
+  ouroCommUserRank(comm, &g_rank);
+  ouroCommCount(comm, &n);
+  g_n = n;
+  ouroCommLocalRank(comm, &local);
+  const char* forced = std::getenv("OURO_CUDA_DEVICE");
+  cuda(cudaSetDevice(forced && *forced ? std::atoi(forced) : local % devices), "cudaSetDevice");
+  cudaStream_t cs = nullptr;
+  cuda(cudaStreamCreate(&cs), "cudaStreamCreate");
+  ouroStream_t stream = nullptr;
+  ok(ouroStreamFromCuda(comm, cs, &stream), comm, "ouroStreamFromCuda");
+
+  const Case cases[] = {{"allreduce", 0}, {"reducescatter", 1}, {"allgather", 2},
+                        {"broadcast", 3}, {"reduce", 4},        {"alltoall", 5}};
+  const size_t counts[] = {0, 1, size_t(n) - 1 > 0 ? size_t(n) - 1 : 2, 1000, 333331, size_t(3) << 20};
+  for (const Case& c : cases)
+    for (size_t count : counts)
+      for (ouroRedOp_t op : {ouroSum, ouroMax, ouroAvg}) {
+        if ((c.kind == 2 || c.kind == 3 || c.kind == 5) && op != ouroSum) continue;
+        const size_t blocks_in = (c.kind == 1 || c.kind == 5) ? size_t(n) : 1;
+        const size_t blocks_out = (c.kind == 2 || c.kind == 5) ? size_t(n) : 1;
+        std::vector<float> in(count * blocks_in), want(count * blocks_out, -1.0f), got(count * blocks_out, -1.0f);
+        for (size_t i = 0; i < in.size(); i++) in[i] = float((i * 7919 + size_t(g_rank) * 104729) % 2003) * 0.37f - 300.0f;
+        ok(runCase(c.kind, in.data(), want.data(), count, op, comm, nullptr), comm, "host reference");
+        float *din = nullptr, *dout = nullptr;
+        cuda(cudaMalloc(reinterpret_cast<void**>(&din), std::max<size_t>(1, in.size()) * 4), "cudaMalloc");
+        cuda(cudaMalloc(reinterpret_cast<void**>(&dout), std::max<size_t>(1, got.size()) * 4), "cudaMalloc");
+        cuda(cudaMemcpy(din, in.data(), in.size() * 4, cudaMemcpyHostToDevice), "copy in");
+        cuda(cudaMemcpy(dout, got.data(), got.size() * 4, cudaMemcpyHostToDevice), "poison out");
+        ok(runCase(c.kind, din, dout, count, op, comm, stream), comm, c.name);
+        ok(ouroStreamSynchronize(stream), comm, c.name);
+        cuda(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost), "copy out");
+        if (std::memcmp(got.data(), want.data(), got.size() * 4) != 0) {
+          size_t i = 0;
+          while (std::memcmp(&got[i], &want[i], 4) == 0) i++;
+          die(std::string(c.name) + " count " + std::to_string(count) + " op " + std::to_string(int(op)) +
+              ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", host path gives " +
+              std::to_string(want[i]));
+        }
+        cudaFree(din);
+        cudaFree(dout);
+      }
+
+  // Send/recv around the ring, fused in a group (both directions at once).
+  const size_t count = size_t(1) << 20;
+  float *dsend = nullptr, *drecv = nullptr;
+  cuda(cudaMalloc(reinterpret_cast<void**>(&dsend), count * 4), "cudaMalloc");
+  cuda(cudaMalloc(reinterpret_cast<void**>(&drecv), count * 4), "cudaMalloc");
+  std::vector<float> mine(count), back(count);
+  for (size_t i = 0; i < count; i++) mine[i] = float(g_rank * 1000003 + int(i % 65521));
+  cuda(cudaMemcpy(dsend, mine.data(), count * 4, cudaMemcpyHostToDevice), "copy");
+  ok(ouroGroupStart(), comm, "ouroGroupStart");
+  ok(ouroSend(dsend, count, ouroFloat32, (g_rank + 1) % n, comm, stream), comm, "ouroSend");
+  ok(ouroRecv(drecv, count, ouroFloat32, (g_rank + n - 1) % n, comm, stream), comm, "ouroRecv");
+  ok(ouroGroupEnd(), comm, "ouroGroupEnd");
+  ok(ouroStreamSynchronize(stream), comm, "send/recv");
+  cuda(cudaMemcpy(back.data(), drecv, count * 4, cudaMemcpyDeviceToHost), "copy");
+  const int from = (g_rank + n - 1) % n;
+  for (size_t i = 0; i < count; i++)
+    if (back[i] != float(from * 1000003 + int(i % 65521))) die("send/recv: element " + std::to_string(i));
+
+  // Disagreement (OURO_CHECK): every rank gets ouroInvalidUsage naming both sides, nothing launched.
+  if (n > 1) {
+    const ouroResult_t rc = ouroAllReduce(dsend, drecv, g_rank == 0 ? 16 : 32, ouroFloat32, ouroSum, comm, stream);
+    if (rc != ouroInvalidUsage) die("a count disagreement returned " + std::string(ouroGetErrorString(rc)));
+    const std::string msg = ouroGetLastError(comm);
+    if (msg.find("count=16") == std::string::npos || msg.find("count=32") == std::string::npos)
+      die("the disagreement message names neither side: " + msg);
+    ok(ouroAllReduce(dsend, drecv, 16, ouroFloat32, ouroSum, comm, stream), comm, "allreduce after a disagreement");
+    ok(ouroStreamSynchronize(stream), comm, "allreduce after a disagreement");
+  }
+  // Host calls on a communicator with device FIFOs: barrier and a host all-reduce still work.
+  ok(ouroBarrier(comm), comm, "ouroBarrier");
+  if (ouroStreamQuery(stream) != ouroSuccess) die("ouroStreamQuery after synchronize is not ouroSuccess");
+  ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy");
+  ok(ouroCommDestroy(comm), nullptr, "ouroCommDestroy");
+  cudaFree(dsend);
+  cudaFree(drecv);
+  cudaStreamDestroy(cs);
+  std::printf("gpu_rank %d of %d: ok\n", g_rank, n);
+  return 0;
+}

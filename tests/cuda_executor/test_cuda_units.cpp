@@ -1,0 +1,282 @@
+// The CUDA executor's host-side pieces that need no GPU: device choice, arena layout, FIFO
+// placement, DeviceError messages, refusal of mixed host/device buffers (through the public API,
+// with an injected pointer classification), and ouroStreamFromCuda's error on machines without a
+// device (this one runs for real wherever there is no GPU).
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/buffer_kinds.hpp"
+#include "comm/device_errors.hpp"
+#include "core/error.hpp"
+#include "kernels/cuda/device_call.hpp"
+#include "ouro/ouro.h"
+#include "transport/cuda/arena_layout.hpp"
+
+#if OURO_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+using namespace ouro;
+using namespace ouro::transport::cuda;
+
+namespace {
+
+template <typename F>
+Error errorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("expected an ouro::Error");
+  return Error(Result::kSuccess, "");
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("device choice: local rank modulo the devices, OURO_CUDA_DEVICE overrides", "[cuda][device]") {
+  CHECK(chooseDevice(0, 0, 1, "") == 0);
+  CHECK(chooseDevice(5, 3, 1, "") == 0);  // four ranks on one GPU: all on device 0
+  CHECK(chooseDevice(5, 3, 2, "") == 1);
+  CHECK(chooseDevice(9, 7, 8, "") == 7);
+  CHECK(chooseDevice(9, 9, 8, "") == 1);
+  CHECK(chooseDevice(1, 1, 4, "2") == 2);
+  CHECK(chooseDevice(1, 1, 4, "0") == 0);
+  Error bad = errorOf([] { chooseDevice(3, 0, 2, "2"); });
+  CHECK(bad.code() == Result::kInvalidArgument);
+  CHECK(contains(bad.message(), "rank 3: OURO_CUDA_DEVICE=2"));
+  CHECK(contains(bad.message(), "sees 2 (0..1)"));
+  CHECK(errorOf([] { chooseDevice(0, 0, 2, "-1"); }).code() == Result::kInvalidArgument);
+  CHECK(errorOf([] { chooseDevice(0, 0, 2, "gpu1"); }).code() == Result::kInvalidArgument);
+  Error none = errorOf([] { chooseDevice(4, 0, 0, ""); });
+  CHECK(none.code() == Result::kUnavailable);
+  CHECK(contains(none.message(), "rank 4: no CUDA device"));
+}
+
+TEST_CASE("arena layout: FIFOs disjoint, counters on their own lines, slots line-aligned", "[cuda][layout]") {
+  for (int nranks = 1; nranks <= 16; nranks++)
+    for (int nchannels : {1, 3, 8})
+      for (uint32_t slot_bytes : {16u, 48u, 4096u, 131072u}) {
+        ArenaLayout l{nranks, nchannels, 3, slot_bytes};
+        INFO("nranks " << nranks << " channels " << nchannels << " slot bytes " << slot_bytes);
+        REQUIRE_FALSE(layoutProblem(l, 16, 8).has_value());
+        CHECK(l.fifoBytes() % kLineBytes == 0);
+        CHECK(l.fifoBytes() >= 2 * kLineBytes + size_t(3) * slot_bytes);
+        CHECK(l.totalBytes() == size_t(nranks) * size_t(nchannels) * l.fifoBytes());
+        std::set<size_t> starts;
+        size_t last_end = 0;
+        for (int c = 0; c < nchannels; c++)
+          for (int p = 0; p < nranks; p++) {
+            const size_t start = l.fifoOffset(c, p);
+            CHECK(start == last_end);  // back to back, in [channel][sender] order
+            last_end = start + l.fifoBytes();
+            starts.insert(start);
+            CHECK(l.tailOffset(c, p) % kLineBytes == 0);
+            CHECK(l.headOffset(c, p) == l.tailOffset(c, p) + kLineBytes);
+            CHECK(l.slotsOffset(c, p) % kLineBytes == 0);
+            CHECK(l.slotsOffset(c, p) + size_t(3) * slot_bytes <= start + l.fifoBytes());
+          }
+        CHECK(last_end == l.totalBytes());
+        CHECK(starts.size() == size_t(nranks * nchannels));
+      }
+}
+
+TEST_CASE("arena layout: a view addresses the FIFO's counters and slots", "[cuda][layout]") {
+  ArenaLayout l{4, 2, 4, 256};
+  std::vector<std::byte> arena(l.totalBytes());
+  kernels::FifoView v = l.view(arena.data(), 1, 2);
+  CHECK(reinterpret_cast<std::byte*>(v.tail) == arena.data() + l.tailOffset(1, 2));
+  CHECK(reinterpret_cast<std::byte*>(v.head) == arena.data() + l.headOffset(1, 2));
+  CHECK(v.header_bytes == 0);
+  CHECK(v.slot_bytes == 256);
+  CHECK(v.slot_count == 4);
+  CHECK(v.payload(0) == arena.data() + l.slotsOffset(1, 2));
+  CHECK(v.payload(5) == arena.data() + l.slotsOffset(1, 2) + 256);  // counter 5 is slot 1
+  CHECK(v.payload(3) + 256 <= arena.data() + l.fifoOffset(1, 3));
+}
+
+TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
+  CHECK(contains(*layoutProblem(ArenaLayout{17, 1, 4, 4096}, 16, 8), "at most 16 ranks"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 0, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=0"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 9, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=9"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1, 4096}, 16, 8), "OURO_CUDA_SLOTS=1"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 100}, 16, 8), "OURO_CUDA_SLOT_BYTES=100"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 0}, 16, 8), "OURO_CUDA_SLOT_BYTES=0"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1u << 20, 1u << 20}, 16, 8), "under 2 GiB"));
+  CHECK_FALSE(layoutProblem(ArenaLayout{16, 8, 2, 16}, kernels::cuda::kMaxDeviceRanks, kernels::cuda::kMaxChannels));
+}
+
+TEST_CASE("FIFO memory: device memory only when every peer's GPU reaches this one", "[cuda][placement]") {
+  std::vector<DeviceIdentity> nvlink = {{"A", {"B", "C"}}, {"B", {"A", "C"}}, {"C", {"A", "B"}}};
+  for (int r = 0; r < 3; r++) {
+    CHECK(fifosInDeviceMemory(r, nvlink, false));
+    CHECK_FALSE(fifosInDeviceMemory(r, nvlink, true));  // OURO_CUDA_FIFO_MEMORY=host
+  }
+  // C cannot write to A: A's FIFOs go to host memory; B's and C's stay on their GPUs.
+  std::vector<DeviceIdentity> partial = {{"A", {"B", "C"}}, {"B", {"A", "C"}}, {"C", {"B"}}};
+  CHECK_FALSE(fifosInDeviceMemory(0, partial, false));
+  CHECK(fifosInDeviceMemory(1, partial, false));
+  CHECK(fifosInDeviceMemory(2, partial, false));
+  // Two ranks on one GPU: a device is not its own peer, so pinned host memory.
+  std::vector<DeviceIdentity> shared = {{"A", {}}, {"A", {}}};
+  CHECK_FALSE(fifosInDeviceMemory(0, shared, false));
+  CHECK_FALSE(fifosInDeviceMemory(1, shared, false));
+  CHECK(fifosInDeviceMemory(0, {{"A", {}}}, false));  // one rank: nobody writes to it
+}
+
+TEST_CASE("device identity records round-trip and reject damage", "[cuda][placement]") {
+  DeviceIdentity id{"0000:1b:00.0", {"0000:1c:00.0", "0000:3d:00.0"}};
+  DeviceIdentity back = decodeIdentity(encodeIdentity(id), 1);
+  CHECK(back.bus_id == id.bus_id);
+  CHECK(back.reaches == id.reaches);
+  std::string damaged = encodeIdentity(id);
+  damaged.pop_back();
+  CHECK_THROWS_AS(decodeIdentity(damaged, 1), Error);
+}
+
+TEST_CASE("DeviceError records become the usual messages", "[cuda][errors]") {
+  using kernels::cuda::DeviceError;
+  using kernels::cuda::DeviceFailure;
+  DeviceError timeout{uint32_t(DeviceFailure::kTimeout), 3, 1, 0};
+  Error t = deviceError(2, "allreduce #17", timeout, 30);
+  CHECK(t.code() == Result::kTimeout);
+  CHECK(contains(t.message(), "rank 2: allreduce #17 (CUDA) timed out after 30 s waiting for rank 3 (channel 1, for a "
+                              "message from it)"));
+  CHECK(contains(t.message(), "OURO_TIMEOUT_S"));
+  DeviceError full{uint32_t(DeviceFailure::kTimeout), 0, 2, 1};
+  CHECK(contains(deviceError(1, "send #4 to rank 0", full, 5).message(),
+                 "rank 1: send #4 to rank 0 (CUDA) timed out after 5 s waiting for rank 0 (channel 2, for a free slot "
+                 "in the FIFO to it)"));
+  DeviceError aborted{uint32_t(DeviceFailure::kAborted), 1, 0, 0};
+  Error a = deviceError(0, "broadcast #2", aborted, 30);
+  CHECK(a.code() == Result::kRemoteError);
+  CHECK(contains(a.message(), "rank 0: broadcast #2 (CUDA) was aborted while waiting for rank 1"));
+  CHECK(contains(a.message(), "ouroCommAbort"));
+  DeviceError aborted_idle{uint32_t(DeviceFailure::kAborted), -1, 4, 0};
+  CHECK(contains(deviceError(0, "allgather #9", aborted_idle, 30).message(), "waiting for channel 4"));
+  DeviceError odd{77, 1, 0, 0};
+  Error o = deviceError(0, "reduce #1", odd, 30);
+  CHECK(o.code() == Result::kInternalError);
+  CHECK(contains(o.message(), "unknown failure code 77"));
+}
+
+namespace {
+
+// Pretend memory: addresses inside g_device_pool are "device memory".
+alignas(64) unsigned char g_device_pool[4096];
+BufferKind fakeKind(const void* p) {
+  auto* b = static_cast<const unsigned char*>(p);
+  return b >= g_device_pool && b < g_device_pool + sizeof g_device_pool ? BufferKind::kDevice : BufferKind::kHost;
+}
+struct FakeKinds {
+  FakeKinds() { setPointerKindFunction(&fakeKind); }
+  ~FakeKinds() { setPointerKindFunction(nullptr); }
+};
+
+}  // namespace
+
+TEST_CASE("buffer kinds: one kind per call, and the stream must take it", "[cuda][kinds]") {
+  FakeKinds fake;
+  float host[4] = {};
+  void* dev = g_device_pool;
+  void* dev2 = g_device_pool + 256;
+  const BufferKind host_stream = BufferKind::kHost, cuda_stream = BufferKind::kDevice;
+
+  CHECK(checkBufferKinds(0, "ouroAllReduce", {{"sendbuff", host}, {"recvbuff", host}}, nullptr) == BufferKind::kHost);
+  CHECK(checkBufferKinds(0, "ouroAllReduce", {{"sendbuff", dev}, {"recvbuff", dev2}}, &cuda_stream) ==
+        BufferKind::kDevice);
+  CHECK(checkBufferKinds(0, "ouroReduce", {{"sendbuff", dev}, {"recvbuff", nullptr}}, &cuda_stream) ==
+        BufferKind::kDevice);
+
+  Error mixed = errorOf([&] { checkBufferKinds(2, "ouroAllReduce", {{"sendbuff", host}, {"recvbuff", dev}}, &cuda_stream); });
+  CHECK(mixed.code() == Result::kInvalidArgument);
+  CHECK(contains(mixed.message(), "rank 2: ouroAllReduce: sendbuff"));
+  CHECK(contains(mixed.message(), "is in host memory but recvbuff"));
+  CHECK(contains(mixed.message(), "is in device memory"));
+
+  Error no_stream = errorOf([&] { checkBufferKinds(1, "ouroAllGather", {{"sendbuff", dev}, {"recvbuff", dev2}}, nullptr); });
+  CHECK(no_stream.code() == Result::kInvalidUsage);
+  CHECK(contains(no_stream.message(), "needs a stream from ouroStreamFromCuda"));
+
+  Error host_q = errorOf([&] { checkBufferKinds(1, "ouroAllGather", {{"sendbuff", dev}}, &host_stream); });
+  CHECK(host_q.code() == Result::kInvalidUsage);
+  CHECK(contains(host_q.message(), "host stream (ouroStreamCreate)"));
+
+  Error host_on_cuda = errorOf([&] { checkBufferKinds(0, "ouroSend", {{"sendbuff", host}}, &cuda_stream); });
+  CHECK(host_on_cuda.code() == Result::kInvalidArgument);
+  CHECK(contains(host_on_cuda.message(), "sendbuff"));
+  CHECK(contains(host_on_cuda.message(), "host memory but the stream comes from ouroStreamFromCuda"));
+}
+
+TEST_CASE("buffer kinds through the C API: refused with a message, the communicator stays usable",
+          "[cuda][kinds]") {
+  char dir[] = "/tmp/ouro-cuda-kinds-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  ouroComm_t comm = nullptr;
+  REQUIRE(ouroCommInitRank(&comm, 1, 0, (std::string("file://") + dir).c_str()) == ouroSuccess);
+  FakeKinds fake;
+  float host_in[4] = {1, 2, 3, 4}, host_out[4] = {};
+  void* dev = g_device_pool;
+
+  CHECK(ouroAllReduce(host_in, dev, 4, ouroFloat32, ouroSum, comm, nullptr) == ouroInvalidArgument);
+  std::string msg = ouroGetLastError(comm);
+  CHECK(contains(msg, "rank 0: ouroAllReduce: sendbuff"));
+  CHECK(contains(msg, "host memory"));
+  CHECK(contains(msg, "device memory"));
+
+  CHECK(ouroAllReduce(dev, dev, 4, ouroFloat32, ouroSum, comm, nullptr) == ouroInvalidUsage);
+  CHECK(contains(ouroGetLastError(comm), "needs a stream from ouroStreamFromCuda"));
+  CHECK(ouroSend(dev, 4, ouroFloat32, 0, comm, nullptr) == ouroInvalidUsage);
+
+  ouroStream_t host_stream = nullptr;
+  REQUIRE(ouroStreamCreate(comm, &host_stream) == ouroSuccess);
+  CHECK(ouroBroadcast(dev, dev, 4, ouroFloat32, 0, comm, host_stream) == ouroInvalidUsage);
+  CHECK(contains(ouroGetLastError(comm), "host stream (ouroStreamCreate)"));
+  CHECK(ouroStreamDestroy(host_stream) == ouroSuccess);
+
+  // Still usable, and host buffers still take the host path.
+  CHECK(ouroAllReduce(host_in, host_out, 4, ouroFloat32, ouroSum, comm, nullptr) == ouroSuccess);
+  CHECK(host_out[3] == 4.0f);
+  CHECK(ouroBarrier(comm) == ouroSuccess);
+  CHECK(ouroCommDestroy(comm) == ouroSuccess);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST_CASE("ouroStreamFromCuda without a usable device says why", "[cuda][nodevice]") {
+  char dir[] = "/tmp/ouro-cuda-nodev-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  ouroComm_t comm = nullptr;
+  REQUIRE(ouroCommInitRank(&comm, 1, 0, (std::string("file://") + dir).c_str()) == ouroSuccess);
+  int devices = 0;
+#if OURO_HAVE_CUDA
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+#endif
+  ouroStream_t s = reinterpret_cast<ouroStream_t>(&devices);  // must be overwritten
+  const ouroResult_t rc = ouroStreamFromCuda(comm, nullptr, &s);
+  if (devices > 0) {
+    CHECK(rc == ouroSuccess);  // a GPU machine: the stream works (tests/cuda_executor's GPU tests use it)
+    CHECK(ouroStreamSynchronize(s) == ouroSuccess);
+    CHECK(ouroStreamDestroy(s) == ouroSuccess);
+  } else {
+    CHECK(rc == ouroUnavailable);
+    CHECK(s == nullptr);
+    const std::string msg = ouroGetLastError(comm);
+#if OURO_HAVE_CUDA
+    CHECK(contains(msg, "rank 0: ouroStreamFromCuda: no CUDA device (cudaGetDeviceCount: "));
+    CHECK(contains(msg, "use host buffers"));
+#else
+    CHECK(contains(msg, "rank 0: ouroStreamFromCuda: this build of ouro has no CUDA executor"));
+#endif
+    CHECK(ouroStreamFromCuda(comm, nullptr, nullptr) == ouroInvalidArgument);
+  }
+  CHECK(ouroCommDestroy(comm) == ouroSuccess);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}

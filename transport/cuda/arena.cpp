@@ -1,0 +1,236 @@
+#include "transport/cuda/arena.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "core/wire.hpp"
+#include "transport/cuda/cuda_check.hpp"
+
+namespace ouro::transport::cuda {
+namespace {
+
+constexpr uint32_t kRecordDevice = 1;
+constexpr uint32_t kRecordHost = 2;
+
+// Teardown cannot report: log what failed and go on freeing the rest.
+void quietly(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    OURO_INFO("CUDA arena teardown: %s failed: %s", what, cudaErrorText(err).c_str());
+  }
+}
+
+void* mapSegment(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) raiseSystem(errno, "mmap", __FILE__, __LINE__, "mapping CUDA FIFO segment " + name);
+  return p;
+}
+
+std::byte* registerMapped(void* host, size_t bytes) {
+  OURO_CUDA_HINT(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                 "pinning the CUDA FIFOs in host memory");
+  void* dev = nullptr;
+  OURO_CUDA(cudaHostGetDevicePointer(&dev, host, 0));
+  return static_cast<std::byte*>(dev);
+}
+
+}  // namespace
+
+std::string cudaErrorText(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+void raiseCuda(cudaError_t err, const char* call_text, const char* file, int line, const std::string& hint) {
+  cudaGetLastError();
+  std::string msg = strprintf("%s failed: %s (%s:%d)", call_text, cudaErrorText(err).c_str(), file, line);
+  if (!hint.empty()) msg += "; " + hint;
+  throw Error(Result::kUnhandledCudaError, msg);
+}
+
+int deviceCountOrThrow(const std::string& who) {
+  int count = 0;  // left untouched by some failures
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    raise(Result::kUnavailable,
+          "%s: no CUDA device (cudaGetDeviceCount: %s); run on a machine with an NVIDIA GPU and driver, or use host "
+          "buffers",
+          who.c_str(), cudaErrorText(err).c_str());
+  }
+  if (count <= 0)
+    raise(Result::kUnavailable,
+          "%s: no CUDA device (cudaGetDeviceCount: 0 devices; CUDA_VISIBLE_DEVICES=%s); use host buffers", who.c_str(),
+          std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
+  return count;
+}
+
+DeviceIdentity identify(int device) {
+  DeviceIdentity id;
+  char bus[64] = {};
+  OURO_CUDA(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  id.bus_id = bus;
+  int count = 0;
+  OURO_CUDA(cudaGetDeviceCount(&count));
+  for (int d = 0; d < count; d++) {
+    if (d == device) continue;
+    int can = 0;
+    OURO_CUDA(cudaDeviceCanAccessPeer(&can, device, d));
+    if (!can) continue;
+    char other[64] = {};
+    OURO_CUDA(cudaDeviceGetPCIBusId(other, sizeof other, d));
+    id.reaches.push_back(other);
+  }
+  return id;
+}
+
+Arena::Arena(const ArenaOptions& options, bool in_device_memory)
+    : options_(options), device_memory_(in_device_memory), bytes_(options.layout.totalBytes()) {
+  const int nranks = options_.layout.nranks;
+  peers_.resize(size_t(nranks));
+  try {
+    OURO_CUDA(cudaSetDevice(options_.device));
+    if (device_memory_) {
+      void* p = nullptr;
+      OURO_CUDA_HINT(cudaMalloc(&p, bytes_), strprintf("allocating %zu bytes of CUDA FIFOs (OURO_CUDA_CHANNELS, "
+                                                       "OURO_CUDA_SLOTS, OURO_CUDA_SLOT_BYTES)", bytes_));
+      own_device_ = static_cast<std::byte*>(p);
+      OURO_CUDA(cudaMemset(own_device_, 0, bytes_));
+    } else {
+      static std::atomic<unsigned> serial{0};
+      shm_name_ = strprintf("/ouro-cuda-%d-%u-%d", int(::getpid()), serial.fetch_add(1), options_.rank);
+      int fd = OURO_SYSCALL(::shm_open(shm_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
+      name_linked_ = true;
+      struct CloseFd {
+        int fd;
+        ~CloseFd() { ::close(fd); }
+      } close_fd{fd};
+      OURO_SYSCALL_HINT(::ftruncate(fd, off_t(bytes_)), "sizing the CUDA FIFO segment (is /dev/shm full?)");
+      own_host_ = mapSegment(fd, bytes_, shm_name_);
+      own_device_ = registerMapped(own_host_, bytes_);
+    }
+    void* abort_host = nullptr;
+    OURO_CUDA(cudaHostAlloc(&abort_host, kLineBytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    abort_host_ = static_cast<uint32_t*>(abort_host);
+    std::memset(abort_host_, 0, kLineBytes);
+    void* abort_device = nullptr;
+    OURO_CUDA(cudaHostGetDevicePointer(&abort_device, abort_host_, 0));
+    abort_device_ = static_cast<uint32_t*>(abort_device);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Arena::~Arena() { release(); }
+
+void Arena::release() noexcept {
+  cudaSetDevice(options_.device);
+  if (channels_device_) quietly(cudaFree(channels_device_), "cudaFree(channel table)");
+  channels_device_ = nullptr;
+  for (PeerMapping& p : peers_) {
+    if (p.ipc && p.device_ptr) quietly(cudaIpcCloseMemHandle(p.device_ptr), "cudaIpcCloseMemHandle");
+    if (p.host_map) {
+      quietly(cudaHostUnregister(p.host_map), "cudaHostUnregister(peer FIFOs)");
+      ::munmap(p.host_map, bytes_);
+    }
+    p = PeerMapping{};
+  }
+  if (device_memory_ && own_device_) quietly(cudaFree(own_device_), "cudaFree(FIFOs)");
+  if (own_host_) {
+    quietly(cudaHostUnregister(own_host_), "cudaHostUnregister(FIFOs)");
+    ::munmap(own_host_, bytes_);
+  }
+  own_device_ = nullptr;
+  own_host_ = nullptr;
+  unlinkNames();
+  if (abort_host_) quietly(cudaFreeHost(abort_host_), "cudaFreeHost(abort word)");
+  abort_host_ = nullptr;
+}
+
+std::string Arena::record() const {
+  WireWriter w;
+  w.u64(bytes_);
+  if (device_memory_) {
+    cudaIpcMemHandle_t handle;
+    OURO_CUDA(cudaIpcGetMemHandle(&handle, own_device_));
+    w.u32(kRecordDevice);
+    w.str(std::string_view(reinterpret_cast<const char*>(&handle), sizeof handle));
+  } else {
+    w.u32(kRecordHost);
+    w.str(shm_name_);
+  }
+  return w.take();
+}
+
+void Arena::connect(const std::vector<std::string>& records) {
+  const ArenaLayout& l = options_.layout;
+  const int me = options_.rank;
+  OURO_CUDA(cudaSetDevice(options_.device));
+  for (int p = 0; p < l.nranks; p++) {
+    if (p == me) continue;
+    WireReader r(records[size_t(p)], strprintf("CUDA arena record of rank %d", p));
+    uint64_t bytes = r.u64();
+    if (bytes != bytes_)
+      raise(Result::kInvalidUsage,
+            "rank %d: rank %d's CUDA FIFOs take %llu bytes, this rank's %zu: every rank must set the same "
+            "OURO_CUDA_CHANNELS, OURO_CUDA_SLOTS and OURO_CUDA_SLOT_BYTES",
+            me, p, (unsigned long long)bytes, bytes_);
+    uint32_t kind = r.u32();
+    std::string payload = r.str(256);
+    r.expectDone();
+    PeerMapping& m = peers_[size_t(p)];
+    if (kind == kRecordDevice) {
+      cudaIpcMemHandle_t handle;
+      if (payload.size() != sizeof handle) raise(Result::kInternalError, "rank %d: bad CUDA IPC handle from rank %d", me, p);
+      std::memcpy(&handle, payload.data(), sizeof handle);
+      void* ptr = nullptr;
+      OURO_CUDA_HINT(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
+                     strprintf("mapping rank %d's CUDA FIFOs (set OURO_CUDA_FIFO_MEMORY=host to use pinned host memory)", p));
+      m.device_ptr = static_cast<std::byte*>(ptr);
+      m.ipc = true;
+    } else {
+      int fd = OURO_SYSCALL_HINT(::shm_open(payload.c_str(), O_RDWR, 0600),
+                                 strprintf("opening rank %d's CUDA FIFO segment", p));
+      struct CloseFd {
+        int fd;
+        ~CloseFd() { ::close(fd); }
+      } close_fd{fd};
+      m.host_map = mapSegment(fd, bytes_, payload);
+      m.device_ptr = registerMapped(m.host_map, bytes_);
+    }
+  }
+  // Channel c: to[p] is the FIFO this rank writes in p's arena; from[p] the one p writes in ours.
+  std::vector<kernels::cuda::DeviceChannel> table(size_t(l.nchannels));
+  for (int c = 0; c < l.nchannels; c++)
+    for (int p = 0; p < l.nranks; p++) {
+      if (p == me) continue;
+      table[size_t(c)].to[p] = l.view(peers_[size_t(p)].device_ptr, c, me);
+      table[size_t(c)].from[p] = l.view(own_device_, c, p);
+    }
+  void* dev = nullptr;
+  OURO_CUDA(cudaMalloc(&dev, table.size() * sizeof(table[0])));
+  channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
+  OURO_CUDA(cudaMemcpy(channels_device_, table.data(), table.size() * sizeof(table[0]), cudaMemcpyHostToDevice));
+}
+
+void Arena::unlinkNames() {
+  if (!name_linked_) return;
+  ::shm_unlink(shm_name_.c_str());
+  name_linked_ = false;
+}
+
+void Arena::setAbort() {
+  if (abort_host_) std::atomic_ref<uint32_t>(*abort_host_).store(1, std::memory_order_release);
+}
+
+bool Arena::aborted() const {
+  return abort_host_ && std::atomic_ref<uint32_t>(*abort_host_).load(std::memory_order_acquire) != 0;
+}
+
+}  // namespace ouro::transport::cuda

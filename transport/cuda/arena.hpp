@@ -1,0 +1,81 @@
+// A communicator's CUDA arena (built by comm/cuda_executor.cpp at the first call with device
+// buffers): this rank's FIFOs that peers write into (arena_layout.hpp), the peers' arenas mapped
+// into this process, the DeviceChannel table the kernels read, and the abort word.
+//
+// Set-up is three steps, with an all-gather through the bootstrap store between them (the caller
+// does the exchange: transport/ does not see the store):
+//   1. identify(device): the GPU's bus id and the GPUs it reaches as a peer   -> all ranks
+//   2. Arena(options, in_device_memory) allocates; record() says how to map it -> all ranks
+//   3. connect(records) maps every peer's arena and writes the channel table;
+//      after every rank connected, unlinkNames() removes the shared-memory names.
+// FIFOs in device memory are shared with cudaIpcGetMemHandle / cudaIpcOpenMemHandle (peer access
+// enabled lazily by the open); FIFOs in pinned host memory are a POSIX shared-memory segment that
+// every process maps and registers with cudaHostRegister(cudaHostRegisterMapped).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/device_call.hpp"
+#include "transport/cuda/arena_layout.hpp"
+
+namespace ouro::transport::cuda {
+
+// Devices this process sees; throws Error(kUnavailable) "no CUDA device (cudaGetDeviceCount: ...)"
+// when there is none or the driver is missing. `who` starts the message ("rank 2: ouroStreamFromCuda").
+int deviceCountOrThrow(const std::string& who);
+
+DeviceIdentity identify(int device);
+
+struct ArenaOptions {
+  int rank = 0;
+  int device = 0;
+  ArenaLayout layout;
+};
+
+class Arena {
+ public:
+  Arena(const ArenaOptions& options, bool in_device_memory);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  bool inDeviceMemory() const { return device_memory_; }
+  // How peers map this arena: an IPC handle or a shared-memory name.
+  std::string record() const;
+  void connect(const std::vector<std::string>& records);
+  void unlinkNames();
+
+  int device() const { return options_.device; }
+  const ArenaLayout& layout() const { return options_.layout; }
+  const kernels::cuda::DeviceChannel* deviceChannels() const { return channels_device_; }
+  uint32_t* abortWordDevice() const { return abort_device_; }
+  // ouroCommAbort: running and later kernels of this rank stop at their next poll.
+  void setAbort();
+  bool aborted() const;
+
+ private:
+  struct PeerMapping {
+    std::byte* device_ptr = nullptr;  // usable by this process's kernels
+    void* host_map = nullptr;         // pinned host mode: the mmap'd segment
+    bool ipc = false;
+  };
+
+  void release() noexcept;
+
+  ArenaOptions options_;
+  bool device_memory_;
+  size_t bytes_;
+  std::byte* own_device_ = nullptr;  // this rank's FIFOs as its kernels address them
+  void* own_host_ = nullptr;         // pinned host mode: the mmap'd segment
+  std::string shm_name_;
+  bool name_linked_ = false;
+  std::vector<PeerMapping> peers_;
+  kernels::cuda::DeviceChannel* channels_device_ = nullptr;
+  uint32_t* abort_host_ = nullptr;   // mapped pinned memory
+  uint32_t* abort_device_ = nullptr;
+};
+
+}  // namespace ouro::transport::cuda

@@ -1,0 +1,85 @@
+// Where things sit in a rank's CUDA arena, and which GPU and FIFO memory a rank uses: pure
+// functions of plain numbers, so the host tests check them on machines without a GPU
+// (tests/cuda_executor) and the arena (arena.cpp) only allocates what they describe.
+//
+// A rank's arena holds, per channel c and per sending rank p, the FIFO that p writes into this
+// rank (kernels/cuda/device_call.hpp: FIFO to[r] lives in rank r's memory):
+//   [tail line][head line][slot 0][slot 1]...[slot k-1]      one FIFO, fifoBytes() bytes
+// tail (written by the sender p, across the bus) and head (written by the receiver, this rank,
+// polled by p) each own a 128-byte line, so the two sides never write the same line. Slots start
+// on a line boundary and hold payload only (header_bytes 0): the driver orders both sides'
+// messages identically, so no message needs a header. FIFOs are indexed [channel][sender]; the
+// entry for this rank itself is left unused to keep the arithmetic the same on every rank.
+//
+// The control block (mapped pinned host memory, private to the process) holds the abort word on a
+// line of its own; the executors' DeviceError records are allocated per stream.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/common/fifo.hpp"
+
+namespace ouro::transport::cuda {
+
+constexpr size_t kLineBytes = 128;
+
+inline size_t roundUpToLine(size_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes * kLineBytes; }
+
+struct ArenaLayout {
+  int nranks = 1;
+  int nchannels = 1;
+  uint32_t slot_count = 4;
+  uint32_t slot_bytes = 131072;
+
+  size_t fifoBytes() const { return 2 * kLineBytes + roundUpToLine(size_t(slot_count) * slot_bytes); }
+  size_t fifoOffset(int channel, int sender) const {
+    return (size_t(channel) * size_t(nranks) + size_t(sender)) * fifoBytes();
+  }
+  size_t tailOffset(int channel, int sender) const { return fifoOffset(channel, sender); }
+  size_t headOffset(int channel, int sender) const { return fifoOffset(channel, sender) + kLineBytes; }
+  size_t slotsOffset(int channel, int sender) const { return fifoOffset(channel, sender) + 2 * kLineBytes; }
+  size_t totalBytes() const { return size_t(nchannels) * size_t(nranks) * fifoBytes(); }
+
+  // The FIFO `sender` writes on `channel`, in an arena mapped at `base` (any address space: the
+  // owner's device pointer, a peer's IPC mapping, a mapped host pointer).
+  kernels::FifoView view(std::byte* base, int channel, int sender) const {
+    kernels::FifoView v;
+    v.tail = reinterpret_cast<uint32_t*>(base + tailOffset(channel, sender));
+    v.head = reinterpret_cast<uint32_t*>(base + headOffset(channel, sender));
+    v.slots = base + slotsOffset(channel, sender);
+    v.slot_count = slot_count;
+    v.slot_stride = slot_bytes;
+    v.header_bytes = 0;
+    v.slot_bytes = slot_bytes;
+    return v;
+  }
+};
+
+// What is wrong with a layout (OURO_CUDA_* settings), or nullopt when it is usable. Slots hold
+// whole 16-byte vectors and fit a 32-bit FIFO stride; limits come from device_call.hpp.
+std::optional<std::string> layoutProblem(const ArenaLayout& layout, int max_ranks, int max_channels);
+
+// The GPU a rank uses: OURO_CUDA_DEVICE when set (`override_text`, "" when unset), else its local
+// rank modulo the devices it sees, so ranks on one host spread over the GPUs and several ranks may
+// share one (NCCL refuses that; ouro allows it, at a cost in speed). Throws Error: kUnavailable
+// when device_count is 0, kInvalidArgument for an override that is not a device of this process.
+int chooseDevice(int rank, int local_rank, int device_count, const std::string& override_text);
+
+// Where a rank's FIFOs live. Every other rank writes into them, so they go in device memory only
+// when every sender's GPU can write to this rank's GPU directly (peer access: NVLink or PCIe);
+// otherwise in pinned host memory, which every GPU reaches (ranks sharing one GPU included:
+// cudaDeviceCanAccessPeer is false for a device and itself).
+struct DeviceIdentity {
+  std::string bus_id;                     // PCI bus id of the rank's GPU (comparable across processes)
+  std::vector<std::string> reaches;       // bus ids of the GPUs this one can access as a peer
+};
+bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, bool force_host);
+
+std::string encodeIdentity(const DeviceIdentity& id);
+DeviceIdentity decodeIdentity(const std::string& bytes, int rank);
+
+}  // namespace ouro::transport::cuda
