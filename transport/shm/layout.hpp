@@ -13,7 +13,8 @@
 // - A FIFO in rank r's segment carries messages from one peer s to r: s writes slot data and the
 //   slot header, then publishes with a release store of `tail`; r acquires `tail`, reads, then
 //   frees the slot with a release store of `head`; s acquires `head` before reusing a slot.
-//   tail - head is always in [0, slots]; both are free-running 32-bit counters.
+//   tail - head is always in [0, slots]; both are free-running 32-bit counters. This is the
+//   protocol of kernels::FifoView (kernels/common/fifo.hpp), through which ShmLink reads a FIFO.
 #pragma once
 
 #include <atomic>
@@ -80,10 +81,15 @@ struct ControlBlock {
   Padded64 probe;
 };
 
+// A FIFO's counters, as kernels::FifoView points at them: plain uint32_t (the view is the struct
+// the CUDA executor reads too, and a GPU polls plain words), each on its own line, accessed only
+// through std::atomic_ref (acquire loads, release stores). The slots follow the header, each a
+// SlotHeader then slot_bytes of payload (FifoView::header_bytes = sizeof(SlotHeader)).
 struct FifoHeader {
-  Padded32 tail;  // written by the sender
-  Padded32 head;  // written by the receiver
+  alignas(kLineBytes) uint32_t tail;  // written by the sender
+  alignas(kLineBytes) uint32_t head;  // written by the receiver
 };
+static_assert(sizeof(FifoHeader) == 2 * kLineBytes);
 
 struct alignas(kLineBytes) SlotHeader {
   MessageHeader message;

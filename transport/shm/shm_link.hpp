@@ -1,6 +1,8 @@
-// Link over a pair of shared-memory FIFOs (see layout.hpp for the protocol and its invariants).
+// Link over a pair of shared-memory FIFOs (see layout.hpp for the protocol and its invariants),
+// each read through kernels::FifoView, the slot ring the CUDA executor reads too.
 #pragma once
 
+#include "kernels/common/fifo.hpp"
 #include "transport/link.hpp"
 #include "transport/shm/layout.hpp"
 
@@ -21,12 +23,10 @@ class ShmLink final : public Link {
   void sendAbort(const std::string&) override {}  // shm peers read our ControlBlock::aborted
 
  private:
-  SlotHeader* slotHeader(std::byte* fifo, uint32_t index) const;
-
   int peer_;
   Layout layout_;
-  std::byte* send_fifo_;
-  std::byte* recv_fifo_;
+  kernels::FifoView send_;  // in the peer's segment
+  kernels::FifoView recv_;  // in ours
   ControlBlock* peer_control_;
   uint32_t send_tail_ = 0;  // our copy of the send FIFO's tail (only we write it)
   uint32_t recv_head_ = 0;  // our copy of the receive FIFO's head (only we write it)
