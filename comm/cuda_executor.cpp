@@ -12,6 +12,7 @@
 
 #include "comm/bootstrap.hpp"
 #include "comm/device_errors.hpp"
+#include "comm/gpu_topology.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -89,6 +90,7 @@ class CudaComm final : public ExecutorState {
       cudaSetDevice(arena_->device());
       cudaEventDestroy(order_event_);
     }
+    if (ring_device_) cudaFree(ring_device_);
   }
   void abort() override {
     std::lock_guard lock(mu_);
@@ -98,6 +100,8 @@ class CudaComm final : public ExecutorState {
 
   tc::Arena& ready(Communicator& c);
   uint64_t nextCall() { return ++calls_; }
+  // The ring order (DriverCall::ring) in device memory, the same on every rank.
+  const int* ringDevice() const { return ring_device_; }
   // Every device operation of this communicator waits for the one issued before it.
   void orderBefore(cudaStream_t s) {
     if (recorded_) OURO_CUDA(cudaStreamWaitEvent(s, order_event_, 0));
@@ -116,6 +120,7 @@ class CudaComm final : public ExecutorState {
   cudaEvent_t order_event_ = nullptr;
   bool recorded_ = false;
   uint64_t calls_ = 0;
+  int* ring_device_ = nullptr;
 };
 
 tc::Arena& CudaComm::ready(Communicator& c) {
@@ -166,10 +171,22 @@ void CudaComm::setUp(Communicator& c) {
   arena->connect(storeAllGather(c, "arena/", arena->record(), who));
   storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
   arena->unlinkNames();
+  // The all-gather ring and the broadcast chain follow NVLink (comm/gpu_topology): every rank reads
+  // the same host topology and the same bus ids, so every rank computes the same order.
+  const GpuTopology topo = loadGpuTopology();
+  std::vector<int> gpu_of_rank;
+  for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
+  const std::vector<int> ring = ringOrder(topo, gpu_of_rank);
+  void* ring_memory = nullptr;
+  OURO_CUDA(cudaMalloc(&ring_memory, ring.size() * sizeof(int)));
+  ring_device_ = static_cast<int*>(ring_memory);
+  OURO_CUDA(cudaMemcpy(ring_device_, ring.data(), ring.size() * sizeof(int), cudaMemcpyHostToDevice));
   OURO_CUDA(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
-  OURO_INFO("rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes", rank, device,
-            ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory", layout.nchannels,
-            layout.slot_count, layout.slot_bytes);
+  std::string order;
+  for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
+  OURO_INFO("rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes, ring %s (%s)",
+            rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
+            layout.nchannels, layout.slot_count, layout.slot_bytes, order.c_str(), topo.source.c_str());
   std::lock_guard lock(mu_);
   arena_ = std::move(arena);
   if (aborted_) arena_->setAbort();
@@ -358,6 +375,7 @@ struct CudaExecutor::Impl {
     call.call.in = static_cast<const std::byte*>(a.send);
     call.call.out = static_cast<std::byte*>(a.recv);
     call.call.nchannels = l.nchannels;
+    call.call.ring = cc.ringDevice();
     call.dtype = uint8_t(a.dtype);
     call.op = uint8_t(a.op);
     call.channels = arena.deviceChannels();

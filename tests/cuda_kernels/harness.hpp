@@ -38,6 +38,7 @@ struct Case {
   int dead_rank = -1;         // this rank never launches
   int abort_after_ms = -1;    // the host sets the abort word after this long
   Mode mode = Mode::kThreads;
+  std::vector<int> ring;      // DriverCall::ring (all-gather ring, broadcast chain); empty: rank order
 };
 
 struct Outcome {

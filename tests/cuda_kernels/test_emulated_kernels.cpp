@@ -84,6 +84,10 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
         c.count = size_t(97 * nranks + seed % 7);  // several slices per channel
         c.offset_elems = seed % 2;
         c.in_place = (kind == DriverCollective::kAllReduce || kind == DriverCollective::kAllToAll) && seed % 3 == 0;
+        // Half the cases run the ring in a reversed, rotated order (an NVLink order from
+        // comm/gpu_topology would permute it so): the bits must not change.
+        if (seed % 2 == 1)
+          for (int i = 0; i < nranks; i++) c.ring.push_back((nranks - i + 1) % nranks);
         c.seed = seed++;
         requireMatch(c);
       }

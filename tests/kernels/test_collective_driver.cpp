@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -221,12 +222,15 @@ struct Case {
   size_t count = 0;
   bool in_place = false;
   int root = 0;
+  std::vector<int> ring;  // ring order for the all-gather ring and broadcast chain; empty: rank order
 
   std::string text() const {
+    std::string order;
+    for (int r : ring) order += (order.empty() ? " ring " : ",") + std::to_string(r);
     return std::string(kindName(kind)) + " n " + std::to_string(n) + " channels " + std::to_string(nchannels) +
            " slots " + std::to_string(slots) + " " + dataTypeName(t) + (reduces(kind) ? std::string(" ") + redOpName(op) : "") +
            " count " + std::to_string(count) + (in_place ? " in place" : " out of place") +
-           (kind == Kind::kBroadcast || kind == Kind::kReduce ? " root " + std::to_string(root) : "");
+           (kind == Kind::kBroadcast || kind == Kind::kReduce ? " root " + std::to_string(root) : "") + order;
   }
 };
 
@@ -380,6 +384,7 @@ std::string runBatch(const std::vector<Case>& cases, std::mt19937_64& rng) {
           call.out = p.out[size_t(r)];
           call.channel = ch;
           call.nchannels = c.nchannels;
+          call.ring = c.ring.empty() ? nullptr : c.ring.data();
           const std::string label = c.text();
           TestPrims prims(world, r, c.n, ch, c.t, c.op, label);
           try {
@@ -464,7 +469,8 @@ TEST_CASE("the driver gives the canonical result for every dtype x op", "[driver
   CHECK(cases > 0);
 }
 
-TEST_CASE("the driver gives the canonical result for n = 2..8 ranks x 1..4 channels x 1..3 slots", "[driver]") {
+TEST_CASE("the driver gives the canonical result for n = 2..8 ranks x 1..4 channels x 1..3 slots x ring orders",
+          "[driver]") {
   std::mt19937_64 rng(2);
   size_t cases = 0, index = 0;
   for (int n = 2; n <= 8; n++)
@@ -477,6 +483,13 @@ TEST_CASE("the driver gives the canonical result for n = 2..8 ranks x 1..4 chann
           c.nchannels = nchannels;
           c.slots = slots;
           c.root = int(index % size_t(n));
+          // Every other shape runs its ring in a shuffled order (as the CUDA executor's NVLink
+          // order would): the results must not change.
+          if (index % 2 == 1) {
+            c.ring.resize(size_t(n));
+            std::iota(c.ring.begin(), c.ring.end(), 0);
+            std::shuffle(c.ring.begin(), c.ring.end(), rng);
+          }
           // bf16 (rounding visible) and int32 (wrapping), the ops in turn.
           const RedOp op = kAllRedOps[index++ % 5];
           const std::vector<Case> batch = matrix(c, {DataType::kBfloat16, DataType::kInt32}, {op});
