@@ -12,9 +12,10 @@ struct Transfer;
 
 // Every rank on this host, shared memory: ranks read each other's staging buffers directly.
 void runDirect(Engine& engine, const CollArgs& args);
-// Messages over links (shm FIFOs, TCP): one-shot exchange for small calls, ring for
-// reduce-scatter / all-gather / all-reduce, pipelined chain for broadcast and reduce, pairwise
-// transfers for all-to-all.
+// Messages over links (shm FIFOs, TCP): one-shot exchange for small calls; otherwise the shared
+// collective driver (kernels/common/collective_driver.hpp: pairwise reduce-scatter folding in rank
+// order, ring all-gather, chain broadcast, reduce-scatter + gather for reduce) run by LinkPrims,
+// and pairwise transfers for all-to-all.
 void runOverLinks(Engine& engine, const CollArgs& args);
 // Moves every transfer to completion together, in order per peer and direction.
 void runTransfers(Engine& engine, std::vector<Transfer>& transfers);
