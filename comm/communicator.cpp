@@ -49,7 +49,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   // Every rank publishes (color, key); ranks sharing a color form a new communicator ordered by
   // (key, old rank), bootstrapped under a prefix of its own in the same store.
   const std::string split_prefix = prefix_ + strprintf("split%d/", splits_++);
-  const Deadline deadline = Deadline::afterSeconds(double(envInt("OURO_TIMEOUT_S")));
+  const Deadline deadline = Deadline::afterSeconds(timeout_s_ > 0 ? timeout_s_ : double(envInt("OURO_TIMEOUT_S")));
   WireWriter w;
   w.i64(color);
   w.i64(key);
@@ -73,8 +73,15 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   std::stable_sort(group.begin(), group.end(), [](const Member& a, const Member& b) { return a.key < b.key; });
   int new_rank = int(std::find_if(group.begin(), group.end(), [&](const Member& m) { return m.old_rank == rank_; }) -
                      group.begin());
-  return create(store_, split_prefix + strprintf("color%d/", color), new_rank, int(group.size()), deadline,
-                "ouroCommSplit");
+  auto child = create(store_, split_prefix + strprintf("color%d/", color), new_rank, int(group.size()), deadline,
+                      "ouroCommSplit");
+  if (timeout_s_ > 0) child->setTimeoutSeconds(timeout_s_);
+  return child;
+}
+
+void Communicator::setTimeoutSeconds(double seconds) {
+  timeout_s_ = seconds;
+  engine_->setTimeoutNs(int64_t(seconds * 1e9));
 }
 
 void Communicator::abort() {

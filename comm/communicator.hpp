@@ -36,6 +36,10 @@ class Communicator {
   // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
   std::unique_ptr<Communicator> split(int color, int key);
 
+  // This communicator's limit on any wait, in seconds, instead of OURO_TIMEOUT_S (a caller's
+  // timeout, as torch's init_process_group(timeout=)); communicators split from it inherit it.
+  void setTimeoutSeconds(double seconds);
+
   // ouroCommAbort: stop now without waiting for peers; they fail with ouroRemoteError.
   void abort();
 
@@ -81,6 +85,7 @@ class Communicator {
   int nranks_;
   Membership membership_;
   int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
+  double timeout_s_ = 0;  // this communicator's wait limit; 0: OURO_TIMEOUT_S
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ExecutorState> executor_state_;  // declared after engine_: goes first
 

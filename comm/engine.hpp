@@ -76,6 +76,9 @@ class Engine {
 
   int rank() const { return rank_; }
   int size() const { return nranks_; }
+  // How long one call may wait (OURO_TIMEOUT_S unless the communicator was given its own limit,
+  // ouroCommInitRankWithStore); set before the first call.
+  void setTimeoutNs(int64_t ns) { timeout_ns_ = ns; }
 
   // Runs one collective to completion on this thread (arguments already validated).
   void collective(const CollArgs& args);
