@@ -7,11 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibverbs-dev iproute2
-          libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox)
+          libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox python3-numpy pybind11-dev)
 if [[ "${1:-}" == "--tests" ]]; then
   # Peers and engines the tests and benchmarks run beside ouro.
   packages+=(openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev slurm-wlm munge
-             python3-torch gnuplot-nox procps psmisc)
+             python3-torch libtorch-dev gnuplot-nox procps psmisc)
 fi
 
 missing=()

@@ -1,0 +1,221 @@
+// ProcessGroupOuro: creation, the issue path, shared staging, and the reductions and broadcast.
+// Gathers and scatters: process_group_gathers.cpp; all-to-all and send/recv: process_group_p2p.cpp.
+#include "process_group.hpp"
+
+#include <stdexcept>
+
+#include "ouro/store_ops.h"
+#include "store_adapter.hpp"
+
+namespace ouro::torch_backend {
+
+c10::intrusive_ptr<ProcessGroupOuro> ProcessGroupOuro::create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                              int size, double timeout_s,
+                                                              const std::string& store_name) {
+  StoreCallbacks cb = storeCallbacks(store, store_name);
+  ouroComm_t comm = nullptr;
+  checkOuro(ouroCommInitRankWithStore(&comm, size, rank, &cb.ops, cb.ctx, timeout_s));
+  return c10::make_intrusive<ProcessGroupOuro>(comm, rank, size);
+}
+
+ProcessGroupOuro::ProcessGroupOuro(ouroComm_t comm, int rank, int size)
+    : c10d::ProcessGroup(rank, size),
+      comm_(comm),
+      pool_(std::make_unique<StreamPool>(comm)),
+      completer_(std::make_unique<Completer>(*pool_)) {}
+
+ProcessGroupOuro::~ProcessGroupOuro() {
+  completer_.reset();  // every queued work completes (or fails by ouro's timeout) first
+  pool_.reset();
+  ouroCommDestroy(comm_);
+}
+
+std::string ProcessGroupOuro::who(const char* call) const {
+  return "rank " + std::to_string(getRank()) + ": " + call + " (ouro backend)";
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const char* title, Pending pending,
+                                                       const std::function<void(ouroStream_t)>& calls) {
+  std::lock_guard lock(issue_mu_);
+  ouroStream_t stream = pool_->acquire(who(title));
+  std::exception_ptr error;
+  try {
+    calls(stream);
+  } catch (...) {
+    // Calls already queued still run; the completion thread drains them before the stream
+    // goes back to the pool. The caller gets the error now.
+    error = std::current_exception();
+  }
+  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, stream, std::move(pending));
+  completer_->push(work);
+  if (error) std::rethrow_exception(error);
+  return work;
+}
+
+// ---- shared checks and staging ----
+
+void requireCpuDense(const at::Tensor& t, const std::string& who, const std::string& what) {
+  if (!t.defined()) throw std::runtime_error(who + ": " + what + " is an undefined tensor");
+  if (!t.device().is_cpu())
+    throw std::runtime_error(who + ": " + what + " is on " + t.device().str() +
+                             "; this build of the ouro backend takes CPU tensors (move it with .cpu())");
+  if (t.layout() != at::kStrided)
+    throw std::runtime_error(who + ": " + what + " is not a dense tensor; the ouro backend takes dense CPU tensors");
+}
+
+void requireLike(const at::Tensor& t, const at::Tensor& like, const std::string& who, const std::string& what) {
+  requireCpuDense(t, who, what);
+  if (t.scalar_type() != like.scalar_type())
+    throw std::runtime_error(who + ": " + what + " is " + dtypeName(t.scalar_type()) + " but " +
+                             dtypeName(like.scalar_type()) + " was expected; every tensor of the call has one dtype");
+  if (t.sizes() != like.sizes())
+    throw std::runtime_error(who + ": " + what + " has shape " + c10::str(t.sizes()) + " but " +
+                             c10::str(like.sizes()) + " was expected");
+}
+
+void requireCount(size_t got, size_t want, const std::string& who, const std::string& what) {
+  if (got != want)
+    throw std::runtime_error(who + ": " + what + " has " + std::to_string(got) + " entries; " + std::to_string(want) +
+                             " were expected");
+}
+
+at::Tensor stage(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+void copyBack(const at::Tensor& staged, at::Tensor& original) {
+  if (!staged.is_same(original)) original.copy_(staged.view(original.sizes()));
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+void unflatten(const at::Tensor& flat, std::vector<at::Tensor>& tensors, int64_t offset) {
+  for (auto& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+size_t wireCount(const at::Tensor& t, const Wire& w) { return size_t(t.numel()) * w.per_element; }
+
+// ---- reductions and broadcast ----
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
+  const std::string me = who("allreduce");
+  if (tensors.empty()) throw std::runtime_error(me + ": the tensor list is empty");
+  for (size_t i = 0; i < tensors.size(); i++) requireLike(tensors[i], tensors[0], me, "tensor " + std::to_string(i));
+  const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
+  // Several tensors (as gloo allows) reduce together: folded here, then across the ranks, and
+  // every tensor receives the result. AVG folds as a sum; the extra division by the list's
+  // length (truncating for integers) composes with ouro's, as integer division does.
+  at::Tensor buffer = stage(tensors[0]);
+  if (tensors.size() > 1) {
+    buffer = buffer.clone();
+    for (size_t i = 1; i < tensors.size(); i++) foldInto(buffer, tensors[i], r);
+  }
+  Pending p{{buffer}, tensors, [buffer, tensors, r]() mutable {
+              if (tensors.size() > 1 && r.op == ouroAvg) {
+                auto k = int64_t(tensors.size());
+                if (at::isIntegralType(buffer.scalar_type(), false))
+                  buffer.copy_(at::div(buffer, k, "trunc"));
+                else
+                  buffer.div_(k);
+              }
+              for (auto& t : tensors) copyBack(buffer, t);
+            }};
+  return issue(c10d::OpType::ALLREDUCE, "ouro:all_reduce", std::move(p), [&](ouroStream_t s) {
+    checkOuro(ouroAllReduce(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, r.wire), r.wire.dtype, r.op, comm_,
+                            s));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce_coalesced(TensorList& tensors,
+                                                                     const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string me = who("allreduce_coalesced");
+  if (tensors.empty()) throw std::runtime_error(me + ": the tensor list is empty");
+  for (size_t i = 0; i < tensors.size(); i++) {
+    requireCpuDense(tensors[i], me, "tensor " + std::to_string(i));
+    if (tensors[i].scalar_type() != tensors[0].scalar_type())
+      throw std::runtime_error(me + ": tensor " + std::to_string(i) + " is " + dtypeName(tensors[i].scalar_type()) +
+                               " and tensor 0 is " + dtypeName(tensors[0].scalar_type()) +
+                               "; coalesced tensors must share one dtype");
+  }
+  const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
+  at::Tensor flat = flatten(tensors);
+  Pending p{{flat}, tensors, [flat, tensors]() mutable { unflatten(flat, tensors); }};
+  return issue(c10d::OpType::ALLREDUCE_COALESCED, "ouro:allreduce_coalesced", std::move(p), [&](ouroStream_t s) {
+    checkOuro(ouroAllReduce(flat.data_ptr(), flat.data_ptr(), wireCount(flat, r.wire), r.wire.dtype, r.op, comm_, s));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
+  const std::string me = who("broadcast");
+  if (tensors.empty()) throw std::runtime_error(me + ": the tensor list is empty");
+  if (opts.rootRank < 0 || opts.rootRank >= getSize())
+    throw std::runtime_error(me + ": root rank " + std::to_string(opts.rootRank) + " is out of range for " +
+                             std::to_string(getSize()) + " ranks");
+  if (opts.rootTensor < 0 || opts.rootTensor >= int64_t(tensors.size()))
+    throw std::runtime_error(me + ": root tensor " + std::to_string(opts.rootTensor) + " is out of range for a list of " +
+                             std::to_string(tensors.size()));
+  for (size_t i = 0; i < tensors.size(); i++) requireLike(tensors[i], tensors[0], me, "tensor " + std::to_string(i));
+  // The root's tensors[rootTensor] goes to every rank, then into every tensor of the list (gloo).
+  at::Tensor buffer = stage(tensors[size_t(opts.rootTensor)]);
+  const Wire w = movementWire(buffer.scalar_type());
+  Pending p{{buffer}, tensors, [buffer, tensors]() mutable {
+              for (auto& t : tensors) copyBack(buffer, t);
+            }};
+  return issue(c10d::OpType::BROADCAST, "ouro:broadcast", std::move(p), [&](ouroStream_t s) {
+    checkOuro(ouroBroadcast(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, w), w.dtype, int(opts.rootRank),
+                            comm_, s));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
+  const std::string me = who("reduce");
+  requireCount(tensors.size(), 1, me, "the tensor list");
+  requireCpuDense(tensors[0], me, "the tensor");
+  if (opts.rootRank < 0 || opts.rootRank >= getSize())
+    throw std::runtime_error(me + ": root rank " + std::to_string(opts.rootRank) + " is out of range for " +
+                             std::to_string(getSize()) + " ranks");
+  const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
+  // Only the root's tensor changes: other ranks send from a copy-free view and receive nothing.
+  at::Tensor input = stage(tensors[0]);
+  const bool root = opts.rootRank == getRank();
+  at::Tensor output = root ? input : at::Tensor();
+  Pending p{{input}, tensors, [input, tensors, root]() mutable {
+              if (root) copyBack(input, tensors[0]);
+            }};
+  return issue(c10d::OpType::REDUCE, "ouro:reduce", std::move(p), [&](ouroStream_t s) {
+    // ouro writes recvbuff at the root only; elsewhere it may be any buffer of the size.
+    void* recv = root ? output.data_ptr() : input.data_ptr();
+    checkOuro(ouroReduce(input.data_ptr(), recv, wireCount(input, r.wire), r.wire.dtype, r.op, int(opts.rootRank),
+                         comm_, s));
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::barrier(const c10d::BarrierOptions&) {
+  // A one-byte all-reduce on a stream rather than ouroBarrier (which blocks): so that
+  // barrier(async_op=True) returns at once. Like every call, it runs after this rank's earlier
+  // calls, so its completion also means they are done.
+  at::Tensor token = at::zeros({1}, at::kByte);
+  Pending p{{token}, {}, nullptr};
+  return issue(c10d::OpType::BARRIER, "ouro:barrier", std::move(p), [&](ouroStream_t s) {
+    checkOuro(ouroAllReduce(token.data_ptr(), token.data_ptr(), 1, ouroUint8, ouroMax, comm_, s));
+  });
+}
+
+void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions&, bool) {
+  // ouro's barrier already reports which ranks did not arrive when its wait times out.
+  checkOuro(ouroBarrier(comm_));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recvAnysource(TensorList&, int) {
+  throw std::runtime_error(who("recv") +
+                           ": receiving from any source (recv without src) is not supported: ouro matches every "
+                           "receive with one sender; pass src=, or use gloo for this receive");
+}
+
+}  // namespace ouro::torch_backend
