@@ -59,6 +59,20 @@ kernels::DriverCollective driverKind(CollKind k) {
   raise(Result::kInternalError, "%s has no CUDA kernel; please report this as a bug", collName(k));
 }
 
+// The largest buffer of a call, which picks its protocol (OURO_CUDA_LL_MAX_BYTES).
+size_t largestBuffer(const CollArgs& a, int nranks) {
+  const size_t bytes = a.count * a.elementBytes();
+  switch (a.kind) {
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter:
+    case CollKind::kAllToAll: return bytes * size_t(nranks);
+    default: return bytes;
+  }
+}
+
+// The most data bytes one message carries: a slot, or half an LL slot (the other half is flags).
+size_t messageBytes(const tc::ArenaLayout& l, bool ll) { return ll ? l.ll_slot_bytes / 2 : l.slot_bytes; }
+
 // The all-gathers of the set-up go through the bootstrap store (the links carry host calls only).
 std::vector<std::string> storeAllGather(Communicator& c, const std::string& step, const std::string& value,
                                         const std::string& who) {
@@ -102,6 +116,9 @@ class CudaComm final : public ExecutorState {
   uint64_t nextCall() { return ++calls_; }
   // The ring order (DriverCall::ring) in device memory, the same on every rank.
   const int* ringDevice() const { return ring_device_; }
+  // Calls whose largest buffer is at most this many bytes use the LL protocol (the same on every
+  // rank: checked at set-up, since both ends of a FIFO must use the same protocol).
+  size_t llMaxBytes() const { return ll_max_bytes_; }
   // Every device operation of this communicator waits for the one issued before it.
   void orderBefore(cudaStream_t s) {
     if (recorded_) OURO_CUDA(cudaStreamWaitEvent(s, order_event_, 0));
@@ -121,6 +138,7 @@ class CudaComm final : public ExecutorState {
   bool recorded_ = false;
   uint64_t calls_ = 0;
   int* ring_device_ = nullptr;
+  size_t ll_max_bytes_ = 0;
 };
 
 tc::Arena& CudaComm::ready(Communicator& c) {
@@ -157,6 +175,10 @@ void CudaComm::setUp(Communicator& c) {
   layout.slot_bytes = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOT_BYTES"), 0, INT32_MAX));
   if (auto problem = tc::layoutProblem(layout, kc::kMaxDeviceRanks, kc::kMaxChannels))
     raise(Result::kInvalidArgument, "%s: %s", who.c_str(), problem->c_str());
+  const int64_t ll_max = envInt("OURO_CUDA_LL_MAX_BYTES");
+  if (ll_max < 0)
+    raise(Result::kInvalidArgument, "%s: OURO_CUDA_LL_MAX_BYTES=%lld: give 0 (never LL) or a byte count", who.c_str(),
+          (long long)ll_max);
   const std::string memory = envString("OURO_CUDA_FIFO_MEMORY");
   if (memory != "auto" && memory != "host")
     raise(Result::kInvalidArgument, "%s: OURO_CUDA_FIFO_MEMORY=%s: give auto or host", who.c_str(), memory.c_str());
@@ -166,6 +188,14 @@ void CudaComm::setUp(Communicator& c) {
   int r = 0;
   for (const auto& rec : storeAllGather(c, "device/", tc::encodeIdentity(tc::identify(device)), who))
     ids.push_back(tc::decodeIdentity(rec, r++));
+  const std::vector<std::string> ll_maxes = storeAllGather(c, "ll/", std::to_string(ll_max), who);
+  for (int p = 0; p < n; p++)
+    if (ll_maxes[size_t(p)] != std::to_string(ll_max))
+      raise(Result::kInvalidUsage,
+            "%s: rank %d sets OURO_CUDA_LL_MAX_BYTES=%s but this rank %lld: every rank must set the same value (both "
+            "ends of a FIFO must use the same protocol)",
+            who.c_str(), p, ll_maxes[size_t(p)].c_str(), (long long)ll_max);
+  ll_max_bytes_ = size_t(ll_max);
   const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
   auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
   arena->connect(storeAllGather(c, "arena/", arena->record(), who));
@@ -184,9 +214,12 @@ void CudaComm::setUp(Communicator& c) {
   OURO_CUDA(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
   std::string order;
   for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
-  OURO_INFO("rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes, ring %s (%s)",
-            rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
-            layout.nchannels, layout.slot_count, layout.slot_bytes, order.c_str(), topo.source.c_str());
+  OURO_INFO(
+      "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
+      "calls up to %lld bytes), ring %s (%s)",
+      rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
+      layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
+      topo.source.c_str());
   std::lock_guard lock(mu_);
   arena_ = std::move(arena);
   if (aborted_) arena_->setAbort();
@@ -371,7 +404,9 @@ struct CudaExecutor::Impl {
     call.call.root = std::max(a.root, 0);
     call.call.count = a.count;
     call.call.elem_bytes = a.elementBytes();
-    call.call.slice_elems = std::max<size_t>(1, l.slot_bytes / a.elementBytes());
+    const bool ll = largestBuffer(a, comm.size()) <= cc.llMaxBytes();
+    call.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
+    call.call.slice_elems = std::max<size_t>(1, messageBytes(l, ll) / a.elementBytes());
     call.call.in = static_cast<const std::byte*>(a.send);
     call.call.out = static_cast<std::byte*>(a.recv);
     call.call.nchannels = l.nchannels;
@@ -431,8 +466,10 @@ struct CudaExecutor::Impl {
       p.peer = t->peer;
       p.buffer = t->buffer;
       p.count = t->bytes;
+      const bool ll = t->bytes <= cc.llMaxBytes();  // the peer's send or receive has the same size
+      p.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
       p.elem_bytes = 1;
-      p.slice_elems = l.slot_bytes;
+      p.slice_elems = messageBytes(l, ll);
       p.nchannels = l.nchannels;
       p.channels = arena.deviceChannels();
       p.abort_word = arena.abortWordDevice();

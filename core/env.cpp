@@ -48,6 +48,7 @@ constexpr Setting kSettings[] = {
     {"OURO_CUDA_CHANNELS", "4", "thread blocks (channels) per CUDA collective, each with its own FIFOs to every peer (1..8)"},
     {"OURO_CUDA_SLOTS", "4", "slots per CUDA FIFO"},
     {"OURO_CUDA_SLOT_BYTES", "131072", "bytes per CUDA FIFO slot (the pipelining unit of the CUDA kernels; a multiple of 16)"},
+    {"OURO_CUDA_LL_MAX_BYTES", "65536", "CUDA calls whose largest buffer is at most this many bytes use the LL protocol (flag-in-data lines: lower latency, half the bandwidth); larger ones the simple protocol; 0 = never LL. Every rank must set the same value"},
     {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every peer's GPU has peer access to it, else in pinned host memory; host always uses pinned host memory"},
     // Diagnostics.
     {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},

@@ -35,6 +35,7 @@ OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) collectiveKernel(const Dev
     context.rank = call.call.rank;
     context.nranks = call.call.nranks;
     context.op = RedOp(call.op);
+    context.protocol = call.protocol;
     context.channel = &call.channels[dm::blockIndex()];
     context.abort_word = call.abort_word;
     context.error = call.error;
@@ -58,6 +59,7 @@ OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) pointToPointKernel(const D
     context.abort_word = p2p.abort_word;
     context.error = p2p.error;
     context.timeout_ns = p2p.timeout_ns;
+    context.protocol = p2p.protocol;
   }
   dm::syncBlock();
   DevicePrims<unsigned char> prims(shared.context, shared.state);
@@ -83,11 +85,14 @@ bool validChannels(int nchannels, const DeviceChannel* channels) {
   return nchannels >= 1 && nchannels <= kMaxChannels && channels != nullptr;
 }
 
+bool validProtocol(DeviceProtocol p) { return p == DeviceProtocol::kSimple || p == DeviceProtocol::kLL; }
+
 }  // namespace
 
 int launchCollective(const DeviceCall& call, void* stream) {
   const DriverCall& c = call.call;
   if (!isValidDataType(call.dtype) || !isValidRedOp(call.op) || !validChannels(c.nchannels, call.channels) ||
+      !validProtocol(call.protocol) ||
       c.nranks < 1 || c.nranks > kMaxDeviceRanks || c.rank < 0 || c.rank >= c.nranks || c.slice_elems < 1 ||
       c.elem_bytes != dataTypeSize(DataType(call.dtype)))
     return kInvalidValue;
@@ -108,7 +113,8 @@ int launchCollective(const DeviceCall& call, void* stream) {
 }
 
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {
-  if (!validChannels(p2p.nchannels, p2p.channels) || p2p.peer < 0 || p2p.peer >= kMaxDeviceRanks ||
+  if (!validChannels(p2p.nchannels, p2p.channels) || !validProtocol(p2p.protocol) || p2p.peer < 0 ||
+      p2p.peer >= kMaxDeviceRanks ||
       p2p.slice_elems < 1 || p2p.elem_bytes < 1)
     return kInvalidValue;
   const dim3 grid(unsigned(p2p.nchannels)), block(unsigned(dm::launchThreadsPerBlock(kThreadsPerBlock)));

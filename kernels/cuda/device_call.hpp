@@ -20,11 +20,26 @@ namespace ouro::kernels::cuda {
 constexpr int kMaxDeviceRanks = 16;   // ranks of one communicator that share peer memory
 constexpr int kMaxChannels = 8;       // thread blocks per collective
 
+// How a call's messages travel (docs/CUDA.md "Protocols"); both ends of every FIFO use the same
+// one, since every rank derives it from the call (comm/cuda_executor.cpp).
+enum class DeviceProtocol : uint8_t {
+  // Slots + tail flag: the block writes a slot, fences, and publishes the tail. Full bandwidth;
+  // a message costs a fence, a barrier and a flag round trip before the receiver may read.
+  kSimple = 0,
+  // LL (low latency, as NCCL's): 8-byte lines of 4 data bytes and a 4-byte flag, written as one
+  // access, so the receiver polls the data itself. Half the bandwidth; no fence, no tail.
+  kLL = 1,
+};
+
 // One thread block's links: FIFO to[p] carries this rank's messages to peer p (it lives in p's
-// memory), from[p] carries p's messages to this rank. Entries for this rank itself are unused.
+// memory), from[p] carries p's messages to this rank; ll_to / ll_from are the same links' LL
+// FIFOs (slots of lines, their own counters: the protocols never share a slot, so a stale LL line
+// can only carry an older flag). Entries for this rank itself are unused.
 struct DeviceChannel {
   FifoView to[kMaxDeviceRanks];
   FifoView from[kMaxDeviceRanks];
+  FifoView ll_to[kMaxDeviceRanks];
+  FifoView ll_from[kMaxDeviceRanks];
 };
 
 // Why a kernel gave up; written once (the first failing block wins) for the host to report as
@@ -33,7 +48,8 @@ enum class DeviceFailure : uint32_t {
   kNone = 0,
   kAborted = 1,   // the abort word was set (ouroCommAbort, or a peer's kernel failed)
   kTimeout = 2,   // a wait passed the deadline: the peer is dead or making other calls
-  kBadCall = 3,   // a message larger than the FIFO's slot (slice_elems * elem_bytes > slot_bytes)
+  kBadCall = 3,   // a message larger than the FIFO's slot (slice_elems * elem_bytes > slot_bytes;
+                  // LL: > slot_bytes / 2)
 };
 struct DeviceError {
   uint32_t failure;  // DeviceFailure; 0 until a block fails
@@ -46,6 +62,7 @@ struct DeviceCall {
   DriverCall call;      // in/out are device pointers; channel is the block index; nchannels the grid
   uint8_t dtype = 0;    // ouro::DataType
   uint8_t op = 0;       // ouro::RedOp
+  DeviceProtocol protocol = DeviceProtocol::kSimple;
   const DeviceChannel* channels = nullptr;  // nchannels entries, in device-readable memory
   uint32_t* abort_word = nullptr;           // nonzero: every poll loop returns
   DeviceError* error = nullptr;             // first failure

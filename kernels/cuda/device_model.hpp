@@ -58,6 +58,17 @@ OURO_DEVICE_INLINE uint32_t loadRelaxed(const uint32_t* p) {
   asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// LL lines (kernels/cuda/device_prims_ll.cuh): one 8-byte word of data and flag, stored and loaded
+// as a single 64-bit access, which PTX makes single-copy atomic: a reader that sees the flag sees
+// the data written with it, with no fence or barrier between them.
+OURO_DEVICE_INLINE uint64_t loadLine(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+OURO_DEVICE_INLINE void storeLine(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 // Returns the old value (first failure wins).
 OURO_DEVICE_INLINE uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
   return atomicCAS_system(reinterpret_cast<unsigned int*>(p), expected, desired);
@@ -100,6 +111,8 @@ inline void fenceSystem() { __threadfence_system(); }
 inline uint32_t loadAcquire(const uint32_t* p) { return ::ouro::cuda_emu::loadAcquire(p); }
 inline void storeRelease(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeRelease(p, v); }
 inline uint32_t loadRelaxed(const uint32_t* p) { return ::ouro::cuda_emu::loadRelaxed(p); }
+inline uint64_t loadLine(const uint64_t* p) { return ::ouro::cuda_emu::loadLine(p); }
+inline void storeLine(uint64_t* p, uint64_t v) { ::ouro::cuda_emu::storeLine(p, v); }
 inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
   return ::ouro::cuda_emu::compareAndSwap(p, expected, desired);
 }

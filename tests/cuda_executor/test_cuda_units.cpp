@@ -69,7 +69,7 @@ TEST_CASE("arena layout: FIFOs disjoint, counters on their own lines, slots line
         INFO("nranks " << nranks << " channels " << nchannels << " slot bytes " << slot_bytes);
         REQUIRE_FALSE(layoutProblem(l, 16, 8).has_value());
         CHECK(l.fifoBytes() % kLineBytes == 0);
-        CHECK(l.fifoBytes() >= 2 * kLineBytes + size_t(3) * slot_bytes);
+        CHECK(l.fifoBytes() >= 4 * kLineBytes + size_t(3) * slot_bytes + size_t(3) * l.ll_slot_bytes);
         CHECK(l.totalBytes() == size_t(nranks) * size_t(nchannels) * l.fifoBytes());
         std::set<size_t> starts;
         size_t last_end = 0;
@@ -101,6 +101,15 @@ TEST_CASE("arena layout: a view addresses the FIFO's counters and slots", "[cuda
   CHECK(v.payload(0) == arena.data() + l.slotsOffset(1, 2));
   CHECK(v.payload(5) == arena.data() + l.slotsOffset(1, 2) + 256);  // counter 5 is slot 1
   CHECK(v.payload(3) + 256 <= arena.data() + l.fifoOffset(1, 3));
+  // The same link's LL FIFO follows the simple one, inside the link's bytes.
+  kernels::FifoView ll = l.llView(arena.data(), 1, 2);
+  CHECK(reinterpret_cast<std::byte*>(ll.tail) == arena.data() + l.fifoOffset(1, 2) + l.simpleFifoBytes());
+  CHECK(reinterpret_cast<std::byte*>(ll.tail) >= v.payload(3) + 256);
+  CHECK(reinterpret_cast<std::byte*>(ll.head) == reinterpret_cast<std::byte*>(ll.tail) + kLineBytes);
+  CHECK(uintptr_t(ll.payload(0)) % kLineBytes == uintptr_t(arena.data()) % kLineBytes);
+  CHECK(ll.slot_bytes == l.ll_slot_bytes);
+  CHECK(ll.slot_count == 4);
+  CHECK(ll.payload(3) + l.ll_slot_bytes <= arena.data() + l.fifoOffset(1, 3));
 }
 
 TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
@@ -111,6 +120,7 @@ TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 100}, 16, 8), "OURO_CUDA_SLOT_BYTES=100"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 0}, 16, 8), "OURO_CUDA_SLOT_BYTES=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1u << 20, 1u << 20}, 16, 8), "under 2 GiB"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 4096, 100}, 16, 8), "LL slot of 100 bytes"));
   CHECK_FALSE(layoutProblem(ArenaLayout{16, 8, 2, 16}, kernels::cuda::kMaxDeviceRanks, kernels::cuda::kMaxChannels));
 }
 

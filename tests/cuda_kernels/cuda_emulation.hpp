@@ -71,6 +71,16 @@ inline void storeRelease(uint32_t* p, uint32_t v) {
   maybeYield();
   std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
 }
+// LL lines: one relaxed 64-bit access each (the PTX gives single-copy atomicity and no ordering;
+// the emulation gives the same, and yields before each to vary the interleavings).
+inline uint64_t loadLine(const uint64_t* p) {
+  maybeYield();
+  return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_relaxed);
+}
+inline void storeLine(uint64_t* p, uint64_t v) {
+  maybeYield();
+  std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_relaxed);
+}
 inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
   std::atomic_ref<uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
   return expected;

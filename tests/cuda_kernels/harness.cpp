@@ -60,27 +60,37 @@ struct World {
   uint32_t* abort_word = nullptr;
 };
 
-// FIFO s -> r of a channel lives in r's memory; both ranks' DeviceChannels point at it.
+FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes) {
+  FifoView f;
+  f.tail = arena.take<uint32_t>(64);
+  f.head = arena.take<uint32_t>(64);
+  *f.tail = 0;
+  *f.head = 0;
+  f.slots = arena.take<std::byte>(size_t(stride) * slot_count);
+  std::memset(f.slots, 0, size_t(stride) * slot_count);
+  f.slot_count = slot_count;
+  f.slot_stride = stride;
+  f.header_bytes = header_bytes;
+  f.slot_bytes = slot_bytes;
+  return f;
+}
+
+// FIFOs s -> r of a channel (simple and LL) live in r's memory; both ranks' DeviceChannels point
+// at them.
 void buildFifos(World& w, Arena& arena) {
   const int n = w.c.nranks;
   const uint32_t stride = (w.c.header_bytes + w.c.slot_bytes + 63) / 64 * 64;
+  const uint32_t ll_stride = (w.c.ll_slot_bytes + 63) / 64 * 64;
   for (int ch = 0; ch < w.c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
-        FifoView f;
-        f.tail = arena.take<uint32_t>(64);
-        f.head = arena.take<uint32_t>(64);
-        *f.tail = 0;
-        *f.head = 0;
-        f.slots = arena.take<std::byte>(size_t(stride) * w.c.slot_count);
-        std::memset(f.slots, 0, size_t(stride) * w.c.slot_count);
-        f.slot_count = w.c.slot_count;
-        f.slot_stride = stride;
-        f.header_bytes = w.c.header_bytes;
-        f.slot_bytes = w.c.slot_bytes;
+        const FifoView f = makeFifo(arena, w.c.slot_count, stride, w.c.header_bytes, w.c.slot_bytes);
         w.channels[s * w.c.nchannels + ch].to[r] = f;
         w.channels[r * w.c.nchannels + ch].from[s] = f;
+        const FifoView ll = makeFifo(arena, w.c.slot_count, ll_stride, 0, w.c.ll_slot_bytes);
+        w.channels[s * w.c.nchannels + ch].ll_to[r] = ll;
+        w.channels[r * w.c.nchannels + ch].ll_from[s] = ll;
       }
 }
 
@@ -127,7 +137,8 @@ void runRank(const World& w, int rank) {
     p2p.buffer = sender ? w.in[rank] : w.out[rank];
     p2p.count = c.count;
     p2p.elem_bytes = w.elem;
-    p2p.slice_elems = c.slot_bytes / w.elem;
+    p2p.slice_elems = messageBytes(c) / w.elem;
+    p2p.protocol = c.protocol;
     p2p.nchannels = c.nchannels;
     p2p.channels = &w.channels[rank * c.nchannels];
     p2p.abort_word = w.abort_word;
@@ -142,7 +153,8 @@ void runRank(const World& w, int rank) {
     call.call.root = c.root;
     call.call.count = c.count;
     call.call.elem_bytes = w.elem;
-    call.call.slice_elems = c.slot_bytes / w.elem;
+    call.call.slice_elems = messageBytes(c) / w.elem;
+    call.protocol = c.protocol;
     call.call.in = reinterpret_cast<const std::byte*>(w.in[rank]);
     call.call.out = reinterpret_cast<std::byte*>(w.out[rank]);
     call.call.nchannels = c.nchannels;
@@ -215,7 +227,7 @@ std::string Outcome::describe() const {
 Outcome runCase(const Case& c, bool check) {
   const Sizes sizes = sizesOf(c);
   const size_t n = size_t(c.nranks), channels = size_t(c.nchannels);
-  const size_t fifo_bytes = 256 + (c.header_bytes + c.slot_bytes + 64) * size_t(c.slot_count);
+  const size_t fifo_bytes = 512 + (c.header_bytes + c.slot_bytes + c.ll_slot_bytes + 128) * size_t(c.slot_count);
   Arena arena(65536 + n * channels * (sizeof(DeviceChannel) + 64) + channels * n * n * fifo_bytes +
               n * ((sizes.in + sizes.out) * dataTypeSize(c.dtype) + 4 * kGuardBytes + 256));
   World w;

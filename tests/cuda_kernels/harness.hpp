@@ -29,7 +29,9 @@ struct Case {
   int root = 0;
   size_t offset_elems = 0;  // buffers start this many elements past a 64-byte boundary
   bool in_place = false;    // all-reduce and all-to-all: out == in
-  uint32_t slot_bytes = 64;
+  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  uint32_t slot_bytes = 64;     // simple protocol: data bytes per message
+  uint32_t ll_slot_bytes = 64;  // LL: line bytes per slot (half of it data)
   uint32_t slot_count = 2;
   uint32_t header_bytes = 0;
   int threads_per_block = 4;
@@ -48,6 +50,11 @@ struct Outcome {
   double seconds = 0;               // from the first launch to the last rank's end
   std::string describe() const;
 };
+
+// Data bytes per message (the driver's slice) under the case's protocol.
+inline uint32_t messageBytes(const Case& c) {
+  return c.protocol == DeviceProtocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
+}
 
 // Runs one case; `check` false skips the output comparison (failure tests).
 Outcome runCase(const Case& c, bool check = true);

@@ -1,7 +1,8 @@
 // The CUDA kernels, run by the host emulation, against the CPU executor's reductions: every
 // collective and point-to-point, for 2..8 ranks, 1..4 channels, every dtype x op, counts 0, 1,
-// n-1, n+1 and larger than the FIFO, misaligned buffers; as threads of one process and as forked
-// processes sharing memory; plus a dead peer (deadline) and an abort while waiting.
+// n-1, n+1 and larger than the FIFO, misaligned buffers, under both protocols (simple and LL); as
+// threads of one process and as forked processes sharing memory; plus a dead peer (deadline) and
+// an abort while waiting.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -34,11 +35,15 @@ std::vector<size_t> awkwardCounts(int nranks, size_t large) {
   return {0, 1, size_t(nranks - 1), size_t(nranks + 1), large};
 }
 
+constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol::kLL};
+
 }  // namespace
 
-// Every dtype x op (ops only where the collective reduces), one world shape, every awkward count.
+// Every dtype x op (ops only where the collective reduces), one world shape, every awkward count,
+// both protocols (LL with 32 data bytes per message: partial line groups at every width).
 TEST_CASE("emulated kernels: every collective x dtype x op matches the host reductions", "[cuda][emulation]") {
   uint64_t seed = 1;
+  for (DeviceProtocol protocol : kProtocols)
   for (DriverCollective kind : kAllCollectives)
     for (DataType dtype : ouro::kernels::test::kAllDataTypes)
       for (RedOp op : ouro::kernels::test::kAllRedOps) {
@@ -50,6 +55,7 @@ TEST_CASE("emulated kernels: every collective x dtype x op matches the host redu
         c.nranks = 3;
         c.nchannels = 2;
         c.root = 1;
+        c.protocol = protocol;
         for (size_t count : awkwardCounts(c.nranks, 301)) {
           c.count = count;
           c.offset_elems = count % 2;  // odd counts on misaligned buffers
@@ -88,6 +94,9 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
         // comm/gpu_topology would permute it so): the bits must not change.
         if ((nranks + nchannels) % 2 == 1)  // every kind, half the shapes
           for (int i = 0; i < nranks; i++) c.ring.push_back((nranks - i + 1) % nranks);
+        // LL on even channel counts: with the ring choice above, every kind meets all four
+        // combinations of protocol and ring order.
+        c.protocol = nchannels % 2 == 0 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
         c.seed = seed++;
         requireMatch(c);
       }
@@ -95,6 +104,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
 
 TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
   uint64_t seed = 2000;
+  for (DeviceProtocol protocol : kProtocols)
   for (int nchannels = 1; nchannels <= 4; nchannels++)
     for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(5), size_t(1001)}) {
       Case c;
@@ -104,6 +114,7 @@ TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
       c.nchannels = nchannels;
       c.count = count;
       c.offset_elems = count % 2;
+      c.protocol = protocol;
       c.seed = seed++;
       requireMatch(c);
     }
@@ -125,24 +136,30 @@ TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulati
       c.root = 1;
       c.count = 517;
       c.offset_elems = 1;
+      c.protocol = nranks == 2 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
       c.seed = seed++;
       requireMatch(c);
     }
-  Case p2p;
-  p2p.mode = Mode::kProcesses;
-  p2p.point_to_point = true;
-  p2p.nranks = 2;
-  p2p.nchannels = 2;
-  p2p.count = 333;
-  requireMatch(p2p);
+  for (DeviceProtocol protocol : kProtocols) {
+    Case p2p;
+    p2p.mode = Mode::kProcesses;
+    p2p.point_to_point = true;
+    p2p.nranks = 2;
+    p2p.nchannels = 2;
+    p2p.count = 333;
+    p2p.protocol = protocol;
+    requireMatch(p2p);
+  }
 }
 
 // A rank that never launches: the others end by the deadline; at least one reports the timeout on
 // the dead peer, the rest a timeout too or the abort word the first one set.
 TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cuda][emulation][failure]") {
-  for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
+  for (Mode mode : {Mode::kThreads, Mode::kProcesses})
+  for (DeviceProtocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
+    c.protocol = protocol;
     c.kind = DriverCollective::kAllToAll;
     c.nranks = 3;
     c.nchannels = 2;
@@ -166,9 +183,11 @@ TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cud
 // The abort word set while every rank waits (on a rank that never launches): all end with
 // kAborted long before the deadline.
 TEST_CASE("emulated kernels: the abort word ends waiting kernels", "[cuda][emulation][failure]") {
-  for (Mode mode : {Mode::kThreads, Mode::kProcesses}) {
+  for (Mode mode : {Mode::kThreads, Mode::kProcesses})
+  for (DeviceProtocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
+    c.protocol = protocol;
     c.kind = DriverCollective::kAllReduce;
     c.nranks = 4;
     c.nchannels = 3;

@@ -1,6 +1,7 @@
 // The CUDA kernels on a real GPU: several ranks of one process share one GPU (FIFOs, buffers,
 // abort word and error records in device memory, one stream per rank, every rank's kernel
-// launched before any is waited for), every collective against the CPU executor's reductions.
+// launched before any is waited for), every collective under both protocols (simple and LL)
+// against the CPU executor's reductions.
 // Exits 77 (skipped) with one line when there is no usable GPU.
 #include <cuda_runtime.h>
 
@@ -43,21 +44,28 @@ std::string runOnGpu(const Case& c) {
   const Sizes sizes = sizesOf(c);
   const int n = c.nranks;
   const uint32_t stride = (c.header_bytes + c.slot_bytes + 127) / 128 * 128;
+  const uint32_t ll_stride = (c.ll_slot_bytes + 127) / 128 * 128;
+  auto fifo = [&](uint32_t fifo_stride, uint32_t header_bytes, uint32_t slot_bytes) {
+    FifoView f;
+    f.tail = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+    f.head = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+    f.slots = static_cast<std::byte*>(deviceAlloc(owned, size_t(fifo_stride) * c.slot_count));
+    f.slot_count = c.slot_count;
+    f.slot_stride = fifo_stride;
+    f.header_bytes = header_bytes;
+    f.slot_bytes = slot_bytes;
+    return f;
+  };
   std::vector<DeviceChannel> channels(size_t(n * c.nchannels));
   for (int ch = 0; ch < c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
-        FifoView f;
-        f.tail = static_cast<uint32_t*>(deviceAlloc(owned, 128));
-        f.head = static_cast<uint32_t*>(deviceAlloc(owned, 128));
-        f.slots = static_cast<std::byte*>(deviceAlloc(owned, size_t(stride) * c.slot_count));
-        f.slot_count = c.slot_count;
-        f.slot_stride = stride;
-        f.header_bytes = c.header_bytes;
-        f.slot_bytes = c.slot_bytes;
+        const FifoView f = fifo(stride, c.header_bytes, c.slot_bytes), ll = fifo(ll_stride, 0, c.ll_slot_bytes);
         channels[size_t(s * c.nchannels + ch)].to[r] = f;
         channels[size_t(r * c.nchannels + ch)].from[s] = f;
+        channels[size_t(s * c.nchannels + ch)].ll_to[r] = ll;
+        channels[size_t(r * c.nchannels + ch)].ll_from[s] = ll;
       }
   auto* device_channels = static_cast<DeviceChannel*>(deviceAlloc(owned, sizeof(DeviceChannel) * channels.size()));
   CHECK_CUDA(cudaMemcpy(device_channels, channels.data(), sizeof(DeviceChannel) * channels.size(), cudaMemcpyHostToDevice));
@@ -86,7 +94,8 @@ std::string runOnGpu(const Case& c) {
     call.call.root = c.root;
     call.call.count = c.count;
     call.call.elem_bytes = e;
-    call.call.slice_elems = c.slot_bytes / e;
+    call.call.slice_elems = messageBytes(c) / e;
+    call.protocol = c.protocol;
     call.call.in = reinterpret_cast<const std::byte*>(in[size_t(r)]);
     call.call.out = reinterpret_cast<std::byte*>(out[size_t(r)]);
     call.call.nchannels = c.nchannels;
@@ -147,6 +156,7 @@ int main() {
                                     DriverCollective::kReduce,    DriverCollective::kAllToAll};
   int failures = 0, cases = 0;
   uint64_t seed = 1;
+  for (cuda::DeviceProtocol protocol : {cuda::DeviceProtocol::kSimple, cuda::DeviceProtocol::kLL})
   for (int nranks : {2, 3, 8})
     for (int nchannels : {1, 4})
       for (DriverCollective kind : kinds)
@@ -161,7 +171,9 @@ int main() {
             c.root = nranks - 1;
             c.count = count;
             c.offset_elems = count % 2;
+            c.protocol = protocol;
             c.slot_bytes = 16384;
+            c.ll_slot_bytes = 16384;
             c.slot_count = 4;
             c.timeout_ns = 10'000'000'000ull;
             c.seed = seed++;

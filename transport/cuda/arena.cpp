@@ -212,6 +212,8 @@ void Arena::connect(const std::vector<std::string>& records) {
       if (p == me) continue;
       table[size_t(c)].to[p] = l.view(peers_[size_t(p)].device_ptr, c, me);
       table[size_t(c)].from[p] = l.view(own_device_, c, p);
+      table[size_t(c)].ll_to[p] = l.llView(peers_[size_t(p)].device_ptr, c, me);
+      table[size_t(c)].ll_from[p] = l.llView(own_device_, c, p);
     }
   void* dev = nullptr;
   OURO_CUDA(cudaMalloc(&dev, table.size() * sizeof(table[0])));

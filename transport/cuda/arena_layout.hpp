@@ -2,14 +2,17 @@
 // functions of plain numbers, so the host tests check them on machines without a GPU
 // (tests/cuda_executor) and the arena (arena.cpp) only allocates what they describe.
 //
-// A rank's arena holds, per channel c and per sending rank p, the FIFO that p writes into this
-// rank (kernels/cuda/device_call.hpp: FIFO to[r] lives in rank r's memory):
-//   [tail line][head line][slot 0][slot 1]...[slot k-1]      one FIFO, fifoBytes() bytes
+// A rank's arena holds, per channel c and per sending rank p, the FIFOs that p writes into this
+// rank (kernels/cuda/device_call.hpp: FIFO to[r] lives in rank r's memory), the simple
+// protocol's and then the LL protocol's:
+//   [tail line][head line][slot 0]...[slot k-1] [LL tail line][LL head line][LL slot 0]...[LL slot k-1]
 // tail (written by the sender p, across the bus) and head (written by the receiver, this rank,
 // polled by p) each own a 128-byte line, so the two sides never write the same line. Slots start
 // on a line boundary and hold payload only (header_bytes 0): the driver orders both sides'
-// messages identically, so no message needs a header. FIFOs are indexed [channel][sender]; the
-// entry for this rank itself is left unused to keep the arithmetic the same on every rank.
+// messages identically, so no message needs a header. LL slots hold lines of data and flag
+// (kernels/cuda/device_prims_ll.cuh); the LL tail is the sender's count, read by the sender only.
+// The arena starts zeroed (no LL flag is 0). FIFOs are indexed [channel][sender]; the entry for
+// this rank itself is left unused to keep the arithmetic the same on every rank.
 //
 // The control block (mapped pinned host memory, private to the process) holds the abort word on a
 // line of its own; the executors' DeviceError records are allocated per stream.
@@ -34,8 +37,11 @@ struct ArenaLayout {
   int nchannels = 1;
   uint32_t slot_count = 4;
   uint32_t slot_bytes = 131072;
+  uint32_t ll_slot_bytes = 16384;  // LL slots: lines, so half of it is data (a multiple of 16)
 
-  size_t fifoBytes() const { return 2 * kLineBytes + roundUpToLine(size_t(slot_count) * slot_bytes); }
+  size_t simpleFifoBytes() const { return 2 * kLineBytes + roundUpToLine(size_t(slot_count) * slot_bytes); }
+  size_t llFifoBytes() const { return 2 * kLineBytes + roundUpToLine(size_t(slot_count) * ll_slot_bytes); }
+  size_t fifoBytes() const { return simpleFifoBytes() + llFifoBytes(); }
   size_t fifoOffset(int channel, int sender) const {
     return (size_t(channel) * size_t(nranks) + size_t(sender)) * fifoBytes();
   }
@@ -47,14 +53,23 @@ struct ArenaLayout {
   // The FIFO `sender` writes on `channel`, in an arena mapped at `base` (any address space: the
   // owner's device pointer, a peer's IPC mapping, a mapped host pointer).
   kernels::FifoView view(std::byte* base, int channel, int sender) const {
+    return fifoAt(base + fifoOffset(channel, sender), slot_bytes);
+  }
+  // The LL FIFO of the same link.
+  kernels::FifoView llView(std::byte* base, int channel, int sender) const {
+    return fifoAt(base + fifoOffset(channel, sender) + simpleFifoBytes(), ll_slot_bytes);
+  }
+
+ private:
+  kernels::FifoView fifoAt(std::byte* at, uint32_t bytes_per_slot) const {
     kernels::FifoView v;
-    v.tail = reinterpret_cast<uint32_t*>(base + tailOffset(channel, sender));
-    v.head = reinterpret_cast<uint32_t*>(base + headOffset(channel, sender));
-    v.slots = base + slotsOffset(channel, sender);
+    v.tail = reinterpret_cast<uint32_t*>(at);
+    v.head = reinterpret_cast<uint32_t*>(at + kLineBytes);
+    v.slots = at + 2 * kLineBytes;
     v.slot_count = slot_count;
-    v.slot_stride = slot_bytes;
+    v.slot_stride = bytes_per_slot;
     v.header_bytes = 0;
-    v.slot_bytes = slot_bytes;
+    v.slot_bytes = bytes_per_slot;
     return v;
   }
 };

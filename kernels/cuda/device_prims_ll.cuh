@@ -1,0 +1,234 @@
+// The LL ("low latency") protocol of the device primitives (DeviceProtocol::kLL), after NCCL's:
+// for small messages, where the simple protocol's fence, barrier and tail round trip cost more
+// than the copy. kernels/cuda/device_prims.cuh dispatches to it.
+//
+// A message of B bytes travels as lines in a slot of the link's LL FIFO (ll_to / ll_from): each
+// line is one 8-byte word, 4 data bytes in the low half and a 4-byte flag in the high half,
+// written and read as a single 64-bit access (dm::storeLine / dm::loadLine, single-copy atomic).
+// The flag of message m on a FIFO is m + 1, so a reader that sees the expected flag in a line
+// sees that message's data in it: no fence, no barrier, no tail. A thread moves groups of 8 data
+// bytes (two lines): whole elements of every dtype, so a thread folds its groups alone.
+//   send:    thread 0 waits until sent[p] - acquire(ll_to[p].head) < slot_count; barrier; every
+//            thread stores its lines into slot sent[p]; barrier; thread 0 counts the message
+//            (and stores it in the tail word, which only the sender reads, to carry its count
+//            across calls).
+//   receive: every thread polls its lines of slot received[p] until both flags are
+//            received[p] + 1, then uses the data; barrier; thread 0 release-stores
+//            ll_from[p].head = received[p] + 1 (the sender may then overwrite the slot).
+// Why a stale line never passes: a slot is reused every slot_count messages, with a larger flag
+// each time, and LL FIFOs are never written by the simple protocol; so a line still holding an
+// older message's data holds an older flag. (Flags are 32-bit: a line could be misread only if
+// it went unwritten while its FIFO carried 2^32 messages.) docs/CUDA.md "Protocols".
+// Reductions fold in rank order with the same element ops as the simple protocol, so both give
+// the CPU executor's bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/element_ops.hpp"
+#include "kernels/cuda/device_prims_common.cuh"
+
+namespace ouro::kernels::cuda {
+
+constexpr size_t kLlGroupBytes = 8;  // data bytes a thread moves at a time: two lines
+
+OURO_DEVICE_INLINE uint64_t makeLine(uint32_t data, uint32_t flag) { return uint64_t(flag) << 32 | data; }
+OURO_DEVICE_INLINE uint32_t lineFlag(uint64_t line) { return uint32_t(line >> 32); }
+
+// Up to 8 bytes of a message of `bytes` from byte `offset` (a multiple of 8), little-endian in a
+// word; bytes past the message's end read as zero.
+OURO_DEVICE_INLINE uint64_t readGroup(const std::byte* src, size_t offset, size_t bytes) {
+  const size_t take = bytes - offset < kLlGroupBytes ? bytes - offset : kLlGroupBytes;
+  if (take == kLlGroupBytes && uintptr_t(src + offset) % 8 == 0) return loadUnit<uint64_t>(src + offset);
+  uint64_t v = 0;
+  for (size_t i = 0; i < take; i++) v |= uint64_t(uint8_t(src[offset + i])) << (8 * i);
+  return v;
+}
+OURO_DEVICE_INLINE void writeGroup(std::byte* dst, size_t offset, size_t bytes, uint64_t v) {
+  const size_t take = bytes - offset < kLlGroupBytes ? bytes - offset : kLlGroupBytes;
+  if (take == kLlGroupBytes && uintptr_t(dst + offset) % 8 == 0) return storeUnit(dst + offset, v);
+  for (size_t i = 0; i < take; i++) dst[offset + i] = std::byte(uint8_t(v >> (8 * i)));
+}
+
+// A planted bug for the tests (tests/cuda_kernels, emulation build only): each line's flag is
+// stored before its data, as two 32-bit stores, which the result comparison must catch.
+#if defined(OURO_TEST_PLANT_FLAG_BEFORE_DATA) && !defined(__CUDACC__)
+inline void storeGroup(uint64_t* lines, size_t group, uint64_t v, uint32_t flag) {
+  for (size_t half = 0; half < 2; half++) {
+    auto* words = reinterpret_cast<uint32_t*>(lines + 2 * group + half);
+    dm::storeRelease(words + 1, flag);
+    for (int i = 0; i < 4; i++) dm::pollPause();  // give the receiver time to read the stale data
+    dm::storeRelease(words, uint32_t(v >> (32 * half)));
+  }
+}
+#else
+OURO_DEVICE_INLINE void storeGroup(uint64_t* lines, size_t group, uint64_t v, uint32_t flag) {
+  dm::storeLine(lines + 2 * group, makeLine(uint32_t(v), flag));
+  dm::storeLine(lines + 2 * group + 1, makeLine(uint32_t(v >> 32), flag));
+}
+#endif
+
+template <typename T>
+class LlPrims : public PrimsBlock {
+ public:
+  using PrimsBlock::PrimsBlock;
+
+  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer, x_.channel->ll_to, x_.channel->ll_from); }
+
+  // ---- the vocabulary (counts in elements of T) ----
+
+  OURO_DEVICE_INLINE void send(int peer, const std::byte* src, size_t n) { copySend(peer, src, nullptr, n); }
+
+  OURO_DEVICE_INLINE void copySend(int peer, const std::byte* src, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
+    moveLines(x_, s_, -1, peer, src, dst == src ? nullptr : dst, bytes);
+    dm::syncBlock();
+    if (dm::threadIndex() == 0) countSent(peer);
+  }
+
+  OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) { recvCopySend(peer, -1, dst, n); }
+
+  // to < 0: receive only.
+  OURO_DEVICE_INLINE void recvCopySend(int from, int to, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || (fits(from, bytes, false) && (to < 0 || waitSpace(to, bytes)))))
+      return;
+    if (!agree(moveLines(x_, s_, from, to, nullptr, dst, bytes)) || dm::threadIndex() != 0) return;
+    releaseHead(x_.channel->ll_from[from], from);
+    if (to >= 0) countSent(to);
+  }
+
+  OURO_DEVICE_INLINE void recvReduceCopy(const std::byte* own, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || fitsAll(bytes))) return;
+    if (!agree(reduce(own, -1, dst, bytes)) || dm::threadIndex() != 0) return;
+    releaseAllHeads();
+  }
+
+  OURO_DEVICE_INLINE void recvReduceSend(const std::byte* own, int peer, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || (fitsAll(bytes) && waitSpace(peer, bytes)))) return;
+    if (!agree(reduce(own, peer, nullptr, bytes)) || dm::threadIndex() != 0) return;
+    releaseAllHeads();
+    countSent(peer);
+  }
+
+  OURO_DEVICE_INLINE void copy(const std::byte* src, std::byte* dst, size_t n) {
+    if (failed_) return;
+    if (dst != src) copyBytes(dst, src, n * sizeof(T));
+    dm::syncBlock();  // later primitives may read dst from other threads
+  }
+
+ private:
+  // ---- thread 0: capacity, space, counters ----
+
+  // A message's lines take twice its bytes (rounded up to whole groups).
+  OURO_DEVICE_INLINE bool fits(int peer, size_t bytes, bool to) {
+    const FifoView& f = to ? x_.channel->ll_to[peer] : x_.channel->ll_from[peer];
+    if ((bytes + kLlGroupBytes - 1) / kLlGroupBytes * 2 * sizeof(uint64_t) <= f.slot_bytes) return true;
+    return fail(x_, DeviceFailure::kBadCall, peer, to);
+  }
+  OURO_DEVICE_INLINE bool fitsAll(size_t bytes) {
+    for (int p = 0; p < x_.nranks; p++)
+      if (p != x_.rank && !fits(p, bytes, false)) return false;
+    return true;
+  }
+  OURO_DEVICE_INLINE bool waitSpace(int peer, size_t bytes) {
+    return fits(peer, bytes, true) && PrimsBlock::waitSpace(x_.channel->ll_to[peer], peer);
+  }
+  OURO_DEVICE_INLINE void countSent(int peer) { dm::storeRelease(x_.channel->ll_to[peer].tail, ++s_.sent[peer]); }
+  OURO_DEVICE_INLINE void releaseAllHeads() {
+    for (int p = 0; p < x_.nranks; p++)
+      if (p != x_.rank) releaseHead(x_.channel->ll_from[p], p);
+  }
+
+  // ---- every thread: lines ----
+
+  OURO_DEVICE_INLINE static uint64_t* linesOf(const FifoView& f, uint32_t message) {
+    return reinterpret_cast<uint64_t*>(f.payload(message));
+  }
+
+  // Waits for group `group` of message `message` of `f` (from `peer`); false on abort or deadline.
+  OURO_DEVICE_INLINE static bool pollGroup(const PrimsContext& x, const FifoView& f, uint32_t message, size_t group,
+                                           int peer, uint64_t& v) {
+    const uint64_t* lines = linesOf(f, message) + 2 * group;
+    const uint32_t flag = message + 1;
+    uint64_t lo = dm::loadLine(lines), hi = dm::loadLine(lines + 1);
+    if (lineFlag(lo) != flag || lineFlag(hi) != flag) {
+      const uint64_t start = dm::clockNs();
+      uint32_t turns = 0;
+      while (lineFlag(lo) != flag || lineFlag(hi) != flag) {
+        if (!keepPolling(x, start, turns, peer, false)) return false;
+        if (lineFlag(lo) != flag) lo = dm::loadLine(lines);
+        if (lineFlag(hi) != flag) hi = dm::loadLine(lines + 1);
+      }
+    }
+    v = uint64_t(uint32_t(lo)) | uint64_t(uint32_t(hi)) << 32;
+    return true;
+  }
+
+  // This thread's groups of one message: from `from`'s lines (from >= 0) or from src; into `to`'s
+  // lines (to >= 0) and/or dst (non-null). Static with the shared-memory context and state as
+  // arguments (see SimplePrims::foldAs). False when a poll failed.
+  OURO_DEVICE_NOINLINE static bool moveLines(const PrimsContext& x, const BlockState& s, int from, int to,
+                                             const std::byte* src, std::byte* dst, size_t bytes) {
+    const size_t groups = (bytes + kLlGroupBytes - 1) / kLlGroupBytes;
+    for (size_t g = size_t(dm::threadIndex()); g < groups; g += size_t(dm::blockSize())) {
+      uint64_t v;
+      if (from < 0)
+        v = readGroup(src, g * kLlGroupBytes, bytes);
+      else if (!pollGroup(x, x.channel->ll_from[from], s.received[from], g, from, v))
+        return false;
+      if (to >= 0) storeGroup(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
+    }
+    return true;
+  }
+
+  // ---- the fold ----
+
+  OURO_DEVICE_INLINE bool reduce(const std::byte* own, int to, std::byte* dst, size_t bytes) {
+    switch (x_.op) {
+      case RedOp::kSum: return reduceLines<RedOp::kSum>(x_, s_, own, to, dst, bytes);
+      case RedOp::kProd: return reduceLines<RedOp::kProd>(x_, s_, own, to, dst, bytes);
+      case RedOp::kMax: return reduceLines<RedOp::kMax>(x_, s_, own, to, dst, bytes);
+      case RedOp::kMin: return reduceLines<RedOp::kMin>(x_, s_, own, to, dst, bytes);
+      case RedOp::kAvg: return reduceLines<RedOp::kAvg>(x_, s_, own, to, dst, bytes);
+    }
+    return false;
+  }
+
+  // This thread's groups of the fold of every rank's message (ours from `own`) in rank order, into
+  // `to`'s lines (to >= 0) or dst. Bytes past the message's end fold zeros and are never written
+  // to dst.
+  template <RedOp Op>
+  OURO_DEVICE_NOINLINE static bool reduceLines(const PrimsContext& x, const BlockState& s, const std::byte* own,
+                                               int to, std::byte* dst, size_t bytes) {
+    constexpr size_t kPerGroup = kLlGroupBytes / sizeof(T);
+    const size_t groups = (bytes + kLlGroupBytes - 1) / kLlGroupBytes;
+    for (size_t g = size_t(dm::threadIndex()); g < groups; g += size_t(dm::blockSize())) {
+      T acc[kPerGroup] = {}, next[kPerGroup];  // (zeroed: the compiler cannot know nranks >= 1)
+      for (int r = 0; r < x.nranks; r++) {
+        uint64_t v;
+        if (r == x.rank)
+          v = readGroup(own, g * kLlGroupBytes, bytes);
+        else if (!pollGroup(x, x.channel->ll_from[r], s.received[r], g, r, v))
+          return false;
+        std::memcpy(next, &v, sizeof v);  // (a pointer chosen at run time would put the arrays in local memory)
+        for (size_t e = 0; e < kPerGroup; e++) acc[e] = r == 0 ? next[e] : reduceElement<Op, T>(acc[e], next[e]);
+      }
+      if constexpr (Op == RedOp::kAvg)
+        for (size_t e = 0; e < kPerGroup; e++) acc[e] = finishAvgElement(acc[e], x.nranks);
+      uint64_t v;
+      std::memcpy(&v, acc, sizeof v);
+      if (to >= 0) storeGroup(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
+    }
+    return true;
+  }
+};
+
+}  // namespace ouro::kernels::cuda

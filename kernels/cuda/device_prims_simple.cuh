@@ -1,0 +1,217 @@
+// The simple protocol of the device primitives (DeviceProtocol::kSimple): whole slots published
+// by a tail flag, for large messages. kernels/cuda/device_prims.cuh dispatches to it.
+//
+// Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours):
+//   send:    thread 0 waits until sent[p] - acquire(to[p].head) < slot_count; block barrier; every
+//            thread writes its part of the payload into slot sent[p] and __threadfence_system();
+//            barrier; thread 0 release-stores to[p].tail = sent[p] + 1.
+//   receive: thread 0 waits until acquire(from[p].tail) != received[p]; barrier; every thread
+//            reads its part of slot received[p]; barrier; thread 0 release-stores
+//            from[p].head = received[p] + 1 (the slot may then be overwritten).
+// Invariants: a payload is complete before its tail is visible (each writer's system fence is
+// ordered before the barrier, the barrier before thread 0's release store; the receiver's acquire
+// load of the tail is ordered before its barrier and its threads' reads); a slot is read before
+// its head is published, so the sender never overwrites unread data. docs/CUDA.md gives the
+// argument in full.
+//
+// Reductions fold the sources in rank order with reduceElement<Op> (one rounding per step for
+// fp16/bf16) and finish Avg with finishAvgElement: the same bits as the CPU executor's
+// kernels::reduceMany + finishAvg. 16-byte vectors when every source and the destination share
+// their misalignment (scalar head up to the boundary, scalar tail), element by element otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/element_ops.hpp"
+#include "kernels/cuda/device_prims_common.cuh"
+
+namespace ouro::kernels::cuda {
+
+template <typename T>
+class SimplePrims : public PrimsBlock {
+ public:
+  using PrimsBlock::PrimsBlock;
+
+  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer, x_.channel->to, x_.channel->from); }
+
+  // ---- the vocabulary (counts in elements of T) ----
+
+  OURO_DEVICE_INLINE void send(int peer, const std::byte* src, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
+    std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
+    earlyTailForTest(peer);
+    copyBytes(slot, src, bytes);
+    finishSend(peer);
+  }
+
+  OURO_DEVICE_INLINE void copySend(int peer, const std::byte* src, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
+    std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
+    earlyTailForTest(peer);
+    copyBytes(slot, src, bytes);
+    if (dst != src) copyBytes(dst, src, bytes);
+    finishSend(peer);
+  }
+
+  OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || waitData(peer, bytes))) return;
+    copyBytes(dst, x_.channel->from[peer].payload(s_.received[peer]), bytes);
+    dm::syncBlock();
+    if (dm::threadIndex() == 0) releaseHead(x_.channel->from[peer], peer);
+  }
+
+  OURO_DEVICE_INLINE void recvCopySend(int from, int to, std::byte* dst, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || (waitData(from, bytes) && waitSpace(to, bytes)))) return;
+    const std::byte* in = x_.channel->from[from].payload(s_.received[from]);
+    std::byte* slot = x_.channel->to[to].payload(s_.sent[to]);
+    earlyTailForTest(to);
+    copyBytes(slot, in, bytes);
+    copyBytes(dst, in, bytes);
+    finishSend(to);
+    if (dm::threadIndex() == 0) releaseHead(x_.channel->from[from], from);
+  }
+
+  OURO_DEVICE_INLINE void recvReduceCopy(const std::byte* own, std::byte* dst, size_t n) {
+    if (failed_ || !agree(dm::threadIndex() != 0 || waitAllData(own, n * sizeof(T)))) return;
+    fold(dst, n);
+    dm::syncBlock();
+    if (dm::threadIndex() == 0) releaseAllHeads();
+  }
+
+  OURO_DEVICE_INLINE void recvReduceSend(const std::byte* own, int peer, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (failed_ || !agree(dm::threadIndex() != 0 || (waitAllData(own, bytes) && waitSpace(peer, bytes)))) return;
+    std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
+    earlyTailForTest(peer);
+    fold(slot, n);
+    finishSend(peer);
+    if (dm::threadIndex() == 0) releaseAllHeads();
+  }
+
+  OURO_DEVICE_INLINE void copy(const std::byte* src, std::byte* dst, size_t n) {
+    if (failed_) return;
+    if (dst != src) copyBytes(dst, src, n * sizeof(T));
+    dm::syncBlock();  // later primitives may read dst from other threads
+  }
+
+ private:
+  // ---- waiting (thread 0) ----
+
+  OURO_DEVICE_INLINE bool waitSpace(int peer, size_t bytes) {
+    const FifoView& f = x_.channel->to[peer];
+    if (bytes > f.slot_bytes) return fail(x_, DeviceFailure::kBadCall, peer, true);
+    return PrimsBlock::waitSpace(f, peer);
+  }
+
+  OURO_DEVICE_INLINE bool waitData(int peer, size_t bytes) {
+    const FifoView& f = x_.channel->from[peer];
+    if (bytes > f.slot_bytes) return fail(x_, DeviceFailure::kBadCall, peer, false);
+    const uint64_t start = dm::clockNs();
+    uint32_t turns = 0;
+    while (dm::loadAcquire(f.tail) == s_.received[peer])
+      if (!keepPolling(x_, start, turns, peer, false)) return false;
+    return true;
+  }
+
+  // Every other rank's next message, and the fold's sources in rank order.
+  OURO_DEVICE_INLINE bool waitAllData(const std::byte* own, size_t bytes) {
+    for (int p = 0; p < x_.nranks; p++) {
+      if (p == x_.rank) {
+        s_.sources[p] = own;
+        continue;
+      }
+      if (!waitData(p, bytes)) return false;
+      s_.sources[p] = x_.channel->from[p].payload(s_.received[p]);
+    }
+    return true;
+  }
+
+  // ---- publishing (after the block's copies) ----
+
+  OURO_DEVICE_INLINE void finishSend(int peer) {
+    dm::fenceSystem();  // this thread's payload writes, system-wide, before the barrier
+    dm::syncBlock();
+    if (dm::threadIndex() == 0) {
+      if constexpr (!kEarlyTail) dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
+      s_.sent[peer]++;
+    }
+  }
+  OURO_DEVICE_INLINE void releaseAllHeads() {
+    for (int p = 0; p < x_.nranks; p++)
+      if (p != x_.rank) releaseHead(x_.channel->from[p], p);
+  }
+
+  // A planted bug for the tests (tests/cuda_kernels, emulation build only): the tail is published
+  // before the payload is written, which the result comparison must catch.
+#if defined(OURO_TEST_PLANT_EARLY_TAIL) && !defined(__CUDACC__)
+  static constexpr bool kEarlyTail = true;
+  void earlyTailForTest(int peer) {
+    if (dm::threadIndex() == 0) dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
+    for (int i = 0; i < 16; i++) dm::pollPause();  // give the receiver time to read the stale slot
+  }
+#else
+  static constexpr bool kEarlyTail = false;
+  OURO_DEVICE_INLINE void earlyTailForTest(int) {}
+#endif
+
+  // ---- the fold ----
+
+  OURO_DEVICE_INLINE void fold(std::byte* dst, size_t n) {
+    switch (x_.op) {
+      case RedOp::kSum: return foldAs<RedOp::kSum>(x_, s_, dst, n);
+      case RedOp::kProd: return foldAs<RedOp::kProd>(x_, s_, dst, n);
+      case RedOp::kMax: return foldAs<RedOp::kMax>(x_, s_, dst, n);
+      case RedOp::kMin: return foldAs<RedOp::kMin>(x_, s_, dst, n);
+      case RedOp::kAvg: return foldAs<RedOp::kAvg>(x_, s_, dst, n);
+    }
+  }
+
+  template <RedOp Op>
+  OURO_DEVICE_INLINE static T foldElement(const PrimsContext& context, const BlockState& state, size_t offset) {
+    T acc = loadUnit<T>(state.sources[0] + offset);
+    for (int r = 1; r < context.nranks; r++) acc = reduceElement<Op, T>(acc, loadUnit<T>(state.sources[r] + offset));
+    if constexpr (Op == RedOp::kAvg) acc = finishAvgElement(acc, context.nranks);
+    return acc;
+  }
+
+  // Static, with the shared-memory context and state as arguments: a member function would need
+  // `this`, i.e. the prims object in local memory.
+  template <RedOp Op>
+  OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& context, const BlockState& state, std::byte* dst, size_t n) {
+    constexpr size_t kPerPack = sizeof(Pack16) / sizeof(T);
+    const uintptr_t misalignment = uintptr_t(dst) % sizeof(Pack16);
+    bool vector = misalignment % sizeof(T) == 0;
+    for (int r = 0; r < context.nranks; r++) vector = vector && uintptr_t(state.sources[r]) % sizeof(Pack16) == misalignment;
+    size_t head = vector ? ((sizeof(Pack16) - misalignment) % sizeof(Pack16)) / sizeof(T) : n;
+    if (head > n) head = n;
+    const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
+    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
+    if (!vector) return;
+    const size_t packs = (n - head) / kPerPack;
+    for (size_t k = tid; k < packs; k += stride) {
+      const size_t offset = (head + k * kPerPack) * sizeof(T);
+      T acc[kPerPack], next[kPerPack];
+      Pack16 raw = loadUnit<Pack16>(state.sources[0] + offset);
+      std::memcpy(acc, &raw, sizeof raw);
+      for (int r = 1; r < context.nranks; r++) {
+        raw = loadUnit<Pack16>(state.sources[r] + offset);
+        std::memcpy(next, &raw, sizeof raw);
+        for (size_t e = 0; e < kPerPack; e++) acc[e] = reduceElement<Op, T>(acc[e], next[e]);
+      }
+      if constexpr (Op == RedOp::kAvg)
+        for (size_t e = 0; e < kPerPack; e++) acc[e] = finishAvgElement(acc[e], context.nranks);
+      std::memcpy(&raw, acc, sizeof raw);
+      storeUnit(dst + offset, raw);
+    }
+    for (size_t i = head + packs * kPerPack + tid; i < n; i += stride)
+      storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
+  }
+};
+
+}  // namespace ouro::kernels::cuda
