@@ -2,6 +2,8 @@
 // Gathers and scatters: process_group_gathers.cpp; all-to-all and send/recv: process_group_p2p.cpp.
 #include "process_group.hpp"
 
+#include <Python.h>
+
 #include <stdexcept>
 
 #include "ouro/store_ops.h"
@@ -25,9 +27,14 @@ ProcessGroupOuro::ProcessGroupOuro(ouroComm_t comm, int rank, int size)
       completer_(std::make_unique<Completer>(*pool_)) {}
 
 ProcessGroupOuro::~ProcessGroupOuro() {
+  // torch drops the last reference from Python, holding the GIL, and the completion thread may
+  // need the GIL to free a tensor that has a Python object: waiting for that thread with the GIL
+  // held deadlocks (seen at destroy_process_group), so let it go until the group is gone.
+  PyThreadState* released = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
   completer_.reset();  // every queued work completes (or fails by ouro's timeout) first
   pool_.reset();
   ouroCommDestroy(comm_);
+  if (released) PyEval_RestoreThread(released);
 }
 
 std::string ProcessGroupOuro::who(const char* call) const {

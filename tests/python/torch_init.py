@@ -61,8 +61,11 @@ def main():
     dist.init_process_group("ouro", init_method=f"tcp://127.0.0.1:{PORT}", rank=RANK, world_size=WORLD,
                             timeout=timedelta(seconds=60))
     world_sum("tcp://")
+    print("progress: tcp:// init done", flush=True)
     subgroup_checks()
+    print("progress: subgroups done", flush=True)
     timeout_checks()
+    print("progress: timeout done", flush=True)
     dist.destroy_process_group()
 
     dist.init_process_group("ouro", init_method=f"file://{WORK}/rendezvous", rank=RANK, world_size=WORLD)
