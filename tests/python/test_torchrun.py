@@ -20,9 +20,10 @@ PYTHON = "/usr/bin/python3"
 
 def main():
     script = sys.argv[1]
-    probe = subprocess.run([PYTHON, "-c", "import torch.distributed.run"], capture_output=True, text=True)
+    probe = subprocess.run([PYTHON, "-c", "import torch"], capture_output=True, text=True)
     if probe.returncode != 0:
-        print(f"skipped: torch.distributed.run cannot be imported by {PYTHON}: {probe.stderr.strip()[-200:]}")
+        reason = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"skipped: torch cannot be imported by {PYTHON} ({reason}); install python3-torch")
         return SKIP
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
