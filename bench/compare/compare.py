@@ -18,6 +18,8 @@ the numbers differ only by the library underneath:
     mpich      mpirun.mpich -n N build/bench/peers/ouro-bench-mpich
     gloo       ouro-run -n N build/bench/peers/ouro-bench-gloo (FileStore in a fresh temp dir)
     torch      ouro-run -n N /usr/bin/python3 bench/peers/torch_bench.py (optional)
+    torch-ouro the same with --backend ouro (PYTHONPATH=build/python: ouro's c10d backend,
+               python/; optional) -- PyTorch users' view of ouro, beside torch's gloo and the C API
 
 A system whose program or launcher is missing is skipped with a note; one that lacks a
 collective is not started for it. Every run is bounded by --timeout and a failure is recorded
@@ -56,8 +58,9 @@ SRC_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather"]
 KNOWN_COLLECTIVES = ["all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
                      "alltoall", "sendrecv"]
-DEFAULT_SYSTEMS = ["ouro", "ouro-tcp", "openmpi", "mpich", "gloo", "torch"]
-OURO_SYSTEMS = {"ouro", "ouro-tcp", "ouro-tcp-syscc", "cuda"}  # the subject; every other system is a peer
+DEFAULT_SYSTEMS = ["ouro", "ouro-tcp", "openmpi", "mpich", "gloo", "torch", "torch-ouro"]
+# The subject; every other system is a peer.
+OURO_SYSTEMS = {"ouro", "ouro-tcp", "ouro-tcp-syscc", "cuda", "torch-ouro"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +93,9 @@ SYSTEMS = {
     # torch's intra-op threads would fight the ranks for the 2 cores.
     "torch": System("torch", "ouro-run", "torch", (("OMP_NUM_THREADS", "1"),),
                     lacks=frozenset({"reduce_scatter"}), peer_optional=True),
+    # ouro's torch.distributed backend (python/ouro/torch.py), measured by the same script.
+    "torch-ouro": System("torch-ouro", "ouro-run", "torch", (("OMP_NUM_THREADS", "1"),),
+                         peer_optional=True, args=("--backend", "ouro")),
 }
 
 
@@ -257,6 +263,8 @@ class Launchers:
                 return None, f"{self.args.python} not found"
             if not self._torch_importable():
                 return None, f"{self.args.python} cannot import torch (python3-torch)"
+            if "ouro" in system.args and not (build / "python/ouro/torch.py").is_file():
+                return None, f"{build / 'python/ouro'} has no torch backend (configure with -Dpython=enabled)"
             program = [self.args.python, str(script)]
         else:
             path = build / system.program
@@ -403,7 +411,9 @@ def run_one(args, launchers: Launchers, system: System, collective: str, nranks:
     if system.name in OURO_SYSTEMS and "OURO_DEBUG" not in os.environ:
         env["OURO_DEBUG"] = "info"  # for the core-distance line (core_distance_note)
     scratch = None
-    if system.name in ("gloo", "torch"):
+    if system.name == "torch-ouro":
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(args.build / "python"), env.get("PYTHONPATH")) if p)
+    if system.name in ("gloo", "torch", "torch-ouro"):
         # A fresh rendezvous dir per run: a stale FileStore key from an earlier run would
         # pair ranks of different jobs. torch may use it (file://) or MASTER_ADDR/PORT.
         scratch = Path(tempfile.mkdtemp(prefix=f"ouro-compare-{system.name}-"))
@@ -514,7 +524,9 @@ def main(argv: list) -> int:
     print(text)
     print(f"results in {args.out}", file=sys.stderr)
     bad = [r for r in records if r.status in ("failed", "timeout", "wrong")]
-    ouro_missing = [r for r in records if r.system in OURO_SYSTEMS and r.status == "missing"]
+    # An optional ouro system (cuda without a GPU, torch-ouro without python/) missing is a note.
+    ouro_missing = [r for r in records if r.system in OURO_SYSTEMS and r.status == "missing"
+                    and not SYSTEMS[r.system].peer_optional]
     return 1 if bad or ouro_missing else 0
 
 

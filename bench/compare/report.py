@@ -244,9 +244,53 @@ def summary_table(records, collective: str, nranks: int, placement_key: str,
         text += (f"\n\nouro/best peer (busbw ratio, above 1 = ouro faster): geometric mean "
                  f"{geo:.3g}x over {len(ratios)} sizes; lowest {lo[0]:.3g}x at "
                  f"{human_size(lo[1])}, highest {hi[0]:.3g}x at {human_size(hi[1])}.")
+    binding = binding_note(data)
+    if binding:
+        text += "\n\n" + binding
     if any(w for pts in data.values() for (_, _, w) in pts.values()):
         text += "\n\n`!` marks sizes where the check found wrong elements."
     return text, data
+
+
+def binding_note(data: dict) -> str:
+    """The PyTorch backend's targets (issue #12), when torch-ouro ran beside torch (gloo): busbw
+    at least 5x gloo's from 1 MiB, 8-byte latency at most a tenth of gloo's, and at least 80% of
+    the C API's (system ouro) busbw from 16 MiB. Ratios of times: every system moves the same bytes."""
+    if "torch-ouro" not in data or "torch" not in data:
+        return ""
+    mine, gloo, capi = data["torch-ouro"], data["torch"], data.get("ouro", {})
+
+    def ratios(other, min_size, invert=False):
+        out = []
+        for size, (t, _, wrong) in sorted(mine.items()):
+            if size < min_size or size not in other or wrong or other[size][2]:
+                continue
+            t_other = other[size][0]
+            if t and t_other:
+                out.append((t / t_other if invert else t_other / t, size))
+        return out
+
+    def worst(rs, lowest=True):
+        r, size = (min if lowest else max)(rs)
+        return f"{r:.3g}x at {human_size(size)}"
+
+    lines = []
+    over_gloo = ratios(gloo, 1 << 20)
+    if over_gloo:
+        ok = all(r >= 5 for r, _ in over_gloo)
+        lines.append(f"torch-ouro/torch busbw from 1 MiB: lowest {worst(over_gloo)} (target 5x: "
+                     f"{'met' if ok else 'missed'})")
+    small = ratios(gloo, 0, invert=True)
+    if small and small[0][1] <= 8:
+        r, size = small[0]
+        lines.append(f"torch-ouro/torch latency at {human_size(size)}: {r:.3g}x (target at most 0.1x: "
+                     f"{'met' if r <= 0.1 else 'missed'})")
+    of_capi = ratios(capi, 16 << 20)
+    if of_capi:
+        ok = all(r >= 0.8 for r, _ in of_capi)
+        lines.append(f"torch-ouro/ouro (C API) busbw from 16 MiB: lowest {worst(of_capi)} (target 0.8x: "
+                     f"{'met' if ok else 'missed'})")
+    return "\n".join(f"- {line}" for line in lines)
 
 
 def write_all(out: Path, records, info: RunInfo, plots: bool, ouro_systems) -> str:

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""torch.distributed's "gloo" backend measured the way ouro-bench measures (bench/harness.hpp).
+"""torch.distributed's "gloo" backend, or ouro's own ("ouro", python/ouro/torch.py), measured the way
+ouro-bench measures (bench/harness.hpp).
 
     ouro-run -n 2 /usr/bin/python3 bench/peers/torch_bench.py all_reduce -b 8 -e 1M -f 4
+    PYTHONPATH=build/python ouro-run -n 2 /usr/bin/python3 bench/peers/torch_bench.py --backend ouro \
+        all_reduce -b 8 -e 1M -f 4
 
 A Python re-implementation of the C++ harness, since torch is reached from Python: the same flags
 (bench/flags.cpp), sizes and layouts (formulas.cpp), seeded inputs and check (verify.cpp), timing
@@ -12,7 +15,9 @@ Keep it in step with those files.
 What torch 1.13's gloo backend has: all_reduce, broadcast, reduce, all_gather, alltoall
 (all_to_all_single) and sendrecv (isend/irecv); no reduce_scatter; dtypes int8 uint8 int32 int64
 float16 float32 float64 (no uint32/uint64 in torch, no bfloat16 in its gloo); ops sum prod max
-min (no avg). Its collectives work in place on one tensor, so out of place is what a torch user
+min (no avg). The "ouro" backend (--backend ouro) has the same and reduce_scatter, which it runs
+as torch's _reduce_scatter_base, and all_gather as _all_gather_base (the flat-tensor calls FSDP
+and ZeRO use; gloo has neither). Their collectives work in place on one tensor, so out of place is what a torch user
 writes: recv.copy_(send) and then the in-place call, the copy inside the measured time (the
 anchors' torch_allreduce.py measures in place only).
 
@@ -79,7 +84,7 @@ def parse_args(argv):
     o = dict(collective=None, min_bytes=32 << 20, max_bytes=32 << 20, step_bytes=1 << 20, step_factor=1,
              iters=20, warmup=5, check=1, ops=["sum"], dtypes=["float32"], root=0, all_roots=False,
              average=1, blocking=True, json=None, budget=0.0, max_iters=10000, out_of_place=True,
-             in_place=True, seed=1, device=False, inject_error=False, progress=True)
+             in_place=True, seed=1, device=False, inject_error=False, progress=True, backend="gloo")
     long_flags = {"minbytes": "b", "maxbytes": "e", "stepbytes": "i", "stepfactor": "f", "iters": "n",
                   "warmup_iters": "w", "check": "c", "op": "o", "datatype": "d", "root": "r",
                   "average": "a", "blocking": "z", "output_file": "J"}
@@ -101,6 +106,13 @@ def parse_args(argv):
         if arg in ("-D", "--device", "--no-progress", "--inject-error"):
             o[{"-D": "device", "--device": "device", "--no-progress": "progress",
                "--inject-error": "inject_error"}[arg]] = arg != "--no-progress"
+            continue
+        if arg == "--backend" or arg.startswith("--backend="):
+            value = arg.partition("=")[2] if "=" in arg else (argv[i] if i < len(argv) else "")
+            i += 0 if "=" in arg else 1
+            if value not in ("gloo", "ouro"):
+                raise UsageError(f"bad value '{value}' for --backend: expected gloo or ouro")
+            o["backend"] = value
             continue
         if arg.startswith("--"):
             name, eq, value = arg[2:].partition("=")
@@ -179,7 +191,7 @@ def parse_args(argv):
     if o["step_factor"] == 1 and o["step_bytes"] == 0 and o["min_bytes"] != o["max_bytes"]:
         raise UsageError("-i 0 with -f 1 would never reach -e; give -i > 0 or -f > 1")
     if o["device"]:
-        raise UsageError("torch's gloo backend is measured with host buffers only; drop -D")
+        raise UsageError("torch's backends are measured with host buffers only here; drop -D")
     if not o["blocking"]:
         raise UsageError("torch is measured with blocking calls only; drop -z 0")
     return o
@@ -268,6 +280,13 @@ def expected(case, count, recv_count):
         return as_type(input_values(case, root, 0, count), case["dtype"])
     if c == "sendrecv":
         return as_type(input_values(case, (me - 1 + n) % n, 0, count), case["dtype"])
+    if c == "reduce_scatter":
+        acc = input_values(case, 0, me * count, count)
+        with np.errstate(over="ignore"):
+            for r in range(1, n):
+                v = input_values(case, r, me * count, count)
+                acc = {"sum": acc + v, "prod": acc * v, "max": np.maximum(acc, v), "min": np.minimum(acc, v)}[op]
+        return as_type(acc, case["dtype"])
     parts = [input_values(case, r, me * count if c == "alltoall" else 0, count) for r in range(n)]
     return as_type(np.concatenate(parts) if parts else np.zeros(0, np.int64), case["dtype"])[:recv_count]
 
@@ -279,13 +298,19 @@ def poison(dtype):
 # ---------------------------------------------------------------- torch.distributed
 
 class Torch:
-    """The measured system: one gloo process group over all ranks."""
+    """The measured system: one process group of `backend` (gloo or ouro) over all ranks."""
 
-    def __init__(self):
+    def __init__(self, backend):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         import torch
         import torch.distributed as dist
-        self.torch, self.dist = torch, dist
+        self.torch, self.dist, self.backend = torch, dist, backend
+        if backend == "ouro":
+            try:
+                import ouro.torch  # noqa: F401  (registers the backend "ouro")
+            except ImportError as e:
+                raise RuntimeError(f"cannot import ouro.torch ({e}): build ouro with the python option "
+                                   "(meson -Dpython=enabled) and set PYTHONPATH=BUILD/python") from e
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
         env = os.environ
         rank, size = env.get("RANK", env.get("OURO_RANK")), env.get("WORLD_SIZE", env.get("OURO_WORLD_SIZE"))
@@ -304,17 +329,19 @@ class Torch:
             self.store_dir = store if store == default else None  # made here: removed at the end
             init = f"file://{store}/torch-filestore"
         timeout = datetime.timedelta(seconds=float(env.get("OURO_TIMEOUT_S", "300")))
-        dist.init_process_group("gloo", init_method=init, rank=self.rank, world_size=self.size, timeout=timeout)
+        dist.init_process_group(backend, init_method=init, rank=self.rank, world_size=self.size, timeout=timeout)
         self.types = {"int8": torch.int8, "uint8": torch.uint8, "int32": torch.int32, "int64": torch.int64,
                       "float16": torch.float16, "float32": torch.float32, "float64": torch.float64}
         self.ops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
                     "min": dist.ReduceOp.MIN}
-        self.description = (f"torch {torch.__version__} torch.distributed gloo ({init.split(':')[0]} rendezvous, "
-                            f"GLOO_SOCKET_IFNAME={env['GLOO_SOCKET_IFNAME']}, {torch.get_num_threads()} thread); "
+        where = f"GLOO_SOCKET_IFNAME={env['GLOO_SOCKET_IFNAME']}" if backend == "gloo" else "ouro's own transports"
+        self.description = (f"torch {torch.__version__} torch.distributed {backend} ({init.split(':')[0]} "
+                            f"rendezvous, {where}, {torch.get_num_threads()} thread); "
                             "out of place = copy_ + the in-place call")
 
     def supports(self, c, dtype, op):
-        return c != "reduce_scatter" and dtype in self.types and (c not in REDUCTIONS or op in self.ops)
+        return ((c != "reduce_scatter" or self.backend == "ouro") and dtype in self.types
+                and (c not in REDUCTIONS or op in self.ops))
 
     def run(self, c, send, recv, count, op, root, in_place):
         dist = self.dist
@@ -333,8 +360,12 @@ class Torch:
                 dist.broadcast(send, root)  # the root's tensor is only read
                 if not in_place:
                     recv.copy_(send)
+        elif c == "reduce_scatter":  # ouro only
+            dist._reduce_scatter_base(recv, send, op=self.ops[op])
         elif c == "all_gather":
-            if count:  # gloo's allgather divides by the input size
+            if self.backend == "ouro":
+                dist._all_gather_base(recv, send)
+            elif count:  # gloo's allgather divides by the input size
                 dist.all_gather(list(recv.split(count)), send)
         elif c == "alltoall":
             dist.all_to_all_single(recv, send)
@@ -543,7 +574,7 @@ def main(argv):
         return 0
     rank = None
     try:
-        system = Torch()
+        system = Torch(options["backend"])
         rank = system.rank
         rc = Sweep(system, options).run()
         system.close()

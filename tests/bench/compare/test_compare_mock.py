@@ -96,7 +96,8 @@ class Failures(MockSetup):
             "openmpi": ("timeout", "table", 2),  # rows printed before it hung are kept
             "mpich": ("failed", "table", 2),     # exit 3 after two rows, no JSON
             "gloo": ("ok", "table", 4),          # no JSON: the stdout table parser
-            "torch": ("wrong", "json", 4)})
+            "torch": ("wrong", "json", 4),
+            "torch-ouro": ("missing", "", 0)})  # optional: the mock tree has no build/python
         self.assertIn("wrong elements at 1 size(s): 64", runs[("torch", "all_reduce", 2)]["note"])
         self.assertIn("exit 3", runs[("mpich", "all_reduce", 2)]["note"])
 
@@ -131,7 +132,7 @@ class Sweep(MockSetup):
     def test_exit_and_statuses(self):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
         runs = self.runs()
-        self.assertEqual(len(runs), 2 * 2 * 6)
+        self.assertEqual(len(runs), 2 * 2 * 7)  # collectives x world sizes x default systems
         for n in (2, 4):
             # gloo's program says it skips; torch is known to lack it and is not started.
             gloo = runs[("gloo", "reduce_scatter", n)]
@@ -143,6 +144,9 @@ class Sweep(MockSetup):
             self.assertEqual(runs[("mpich", "all_reduce", n)]["status"], "missing")
             self.assertIn("not built", runs[("mpich", "all_reduce", n)]["note"])
             self.assertEqual(runs[("openmpi", "all_reduce", n)]["status"], "ok")
+            # ouro's torch backend is optional: missing from this tree, noted, exit status 0.
+            self.assertEqual(runs[("torch-ouro", "all_reduce", n)]["status"], "missing")
+            self.assertIn("no torch backend", runs[("torch-ouro", "all_reduce", n)]["note"])
 
     def test_results_csv(self):
         rows = read_csv(self.out / "results.csv")

@@ -81,6 +81,12 @@ def main() -> int:
     for note in notes:
         print(f"note: peer skipped: {note}")
     systems = ["ouro", "ouro-tcp"] + peers
+    # ouro's torch backend too, where this build has it and torch imports (python/; the summary's
+    # binding targets then have their three systems).
+    if "torch" in peers and (build / "python/ouro/torch.py").is_file():
+        systems.append("torch-ouro")
+    else:
+        print("note: torch-ouro skipped: no torch peer or no python/ouro in this build (-Dpython)")
     out = Path(tempfile.mkdtemp(prefix="ouro-compare-tiny-"))
     try:
         cmd = [PYTHON, str(COMPARE), "--build", str(build), "--out", str(out), "--ranks", "2",
@@ -111,6 +117,8 @@ def main() -> int:
         failures += table_matches_json(out)
         if not (out / "summary.md").is_file():
             failures.append("summary.md missing")
+        elif "torch-ouro" in systems and "torch-ouro/torch latency at 8 B" not in (out / "summary.md").read_text():
+            failures.append("summary.md has no torch-ouro/torch binding line")
         if shutil.which("gnuplot"):
             for coll in compare.DEFAULT_COLLECTIVES:
                 for kind in ("busbw", "latency"):
