@@ -7,8 +7,9 @@ Fashion-MNIST, at the same world size on this host, in one sitting.
 
 Systems: torch DDP (torch.distributed, one process per rank, started here with env://
 rendezvous, DistributedDataParallel with its default 25 MB buckets) for each of --torch-backends
-(gloo; a backend torch does not know, such as a future 'ouro' plugin named by --torch-plugin,
-is skipped with a note), then ouro-train --mode M under ouro-run for each of --modes.
+(gloo and ouro: ouro's own c10d backend, python/ouro/torch.py, imported from BUILD/python; a
+backend torch does not know once --torch-plugin modules are imported is skipped with a note),
+then ouro-train --mode M under ouro-run for each of --modes.
 
 samples/s is measured the same way for both, as ouro-train defines it (tools/ouro-train/
 reporting.hpp): all ranks' training samples / the slowest rank's summed step time, where a step
@@ -313,8 +314,10 @@ def parse_args(argv):
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--modes", default=",".join(OURO_MODES), help="ouro-train modes ('' for none)")
-    parser.add_argument("--torch-backends", default="gloo",
-                        help="torch DDP backends, e.g. gloo,ouro ('' for none); unknown ones are skipped")
+    parser.add_argument("--torch-backends", default="gloo,ouro",
+                        help="torch DDP backends (default gloo,ouro; '' for none); unknown ones are skipped")
+    parser.add_argument("--python-path", default=os.path.join(build, "python"),
+                        help="where the backend 'ouro' is imported from (default BUILD/python)")
     parser.add_argument("--torch-plugin", dest="torch_plugins", action="append", default=[], metavar="MODULE",
                         help="import MODULE first in every torch rank (a backend plugin registers itself)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per system, interleaved; medians shown")
@@ -332,6 +335,12 @@ def parse_args(argv):
         args.epochs = None
     args.mode_list = [m for m in args.modes.split(",") if m]
     args.backend_list = [b for b in args.torch_backends.split(",") if b]
+    if "ouro" in args.backend_list:
+        # ouro's backend registers itself on import; here and in every torch rank (PYTHONPATH).
+        if "ouro.torch" not in args.torch_plugins:
+            args.torch_plugins.append("ouro.torch")
+        sys.path.insert(0, args.python_path)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (args.python_path, os.environ.get("PYTHONPATH")) if p)
     bad = [m for m in args.mode_list if m not in OURO_MODES]
     if bad:
         parser.error(f"--modes: unknown {', '.join(bad)} (known: {', '.join(OURO_MODES)})")
