@@ -4,8 +4,10 @@ a c10d backend: gloo as the baseline, ouro as a plug-in given gloo's feature set
 
   run_suite.py --backend gloo|ouro|gloo_plugin --world N [--subset ci|full] [-k REGEX]...
                [--timeout-per-test S] [--jobs J] [--batch-size B] [--json OUT]
-  run_suite.py --compare --world N ...      gloo, then ouro, on the same tests
+  run_suite.py --compare --world N [--baseline GLOO.json] ...
+                                            gloo (or its recorded report), then ouro, on the same tests
   run_suite.py --render-exceptions          exceptions.txt as the markdown table of the docs
+  run_suite.py --check-doc docs/TORCH-SUITE.md   the doc carries that table
 
 Tests run in batches in child processes (suite_child.py), each batch in its own session; a test
 that outlives its deadline has the batch's whole process tree killed, counts as "timeout", and
@@ -77,20 +79,41 @@ def torch_problem():
     return None
 
 
-def has_ouro_package(folder):
-    return folder and (os.path.isfile(os.path.join(folder, "ouro", "torch.py"))
-                       or os.path.isfile(os.path.join(folder, "ouro", "torch", "__init__.py")))
+def probe_ouro(folder):
+    """("ok" | "absent" | "broken", why) for `import ouro.torch` with folder on PYTHONPATH.
+
+    "absent" is a package that is not built (no ouro, or no ouro.torch / its extension);
+    "broken" is one that is there and fails to import, which never counts as not built.
+    """
+    if not os.path.isdir(os.path.join(folder, "ouro")):
+        return "absent", f"{folder} has no ouro package"
+    env = dict(os.environ, PYTHONPATH=folder)
+    probe = subprocess.run([PYTHON, "-c", "import ouro.torch"], env=env, cwd="/",
+                           capture_output=True, text=True, timeout=120)
+    if probe.returncode == 0:
+        return "ok", ""
+    last = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+    if re.search(r"No module named '(ouro|ouro\.torch|ouro\._torch)'", last):
+        return "absent", f"{folder}: {last}"
+    return "broken", f"import ouro.torch from {folder}: {last}"
 
 
 def find_ouro_package(args):
-    """The folder holding the `ouro` package, or None."""
+    """(folder, None) for the first place `ouro.torch` imports from, else (None, problem)."""
     if args.ouro_path:
-        return args.ouro_path if has_ouro_package(args.ouro_path) else None
-    if args.builddir:
+        candidates = [args.ouro_path]
+    elif args.builddir:
         candidates = [os.path.join(args.builddir, "python")]
     else:
         candidates = [os.path.join(REPO, d, "python") for d in ("build-py", "build")]
-    return next((c for c in candidates if has_ouro_package(c)), None)
+    problems = []
+    for folder in candidates:
+        status, why = probe_ouro(folder)
+        if status == "ok":
+            return folder, None
+        problems.append((status, why))
+    broken = [p for p in problems if p[0] == "broken"]
+    return None, (broken or problems)[0]
 
 
 def child_env(backend, world, scratch, ouro_path, timeout):
@@ -276,7 +299,9 @@ class BatchRunner:
                 current, started = event["test"], event["t"]
                 continue
             status, detail = event["status"], event["detail"]
-            if status == "fail" and (re.search(r"timed out after", detail)
+            # The suite's own deadline (its join timeout) is a timeout; a backend's message
+            # that merely says "timed out" is an ordinary failure.
+            if status == "fail" and (re.search(r"Process \d+ (terminated or )?timed out after", detail)
                                      or event["seconds"] >= self.timeout):
                 status = "timeout"
             outcome = Outcome(status, event["seconds"], detail)
@@ -358,25 +383,65 @@ def bad_outcomes(report, strict, excused):
 
 # ---- entry points ---------------------------------------------------------------------------
 
-def render_exceptions():
-    print("| Test | Why it is excused |\n|---|---|")
-    for name, reason in sorted(read_exceptions().items()):
-        print(f"| `{name}` | {reason} |")
+def exceptions_table():
+    rows = ["| Test | Why it is excused |", "|---|---|"]
+    rows += [f"| `{name}` | {reason} |" for name, reason in sorted(read_exceptions().items())]
+    return "\n".join(rows) + "\n"
+
+
+def check_doc(path):
+    """The doc must carry exceptions.txt exactly as --render-exceptions prints it."""
+    path = os.path.normpath(path)
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    if exceptions_table() in doc:
+        print(f"{path}: exception table matches {EXCEPTIONS} ({len(read_exceptions())} entries)")
+        return 0
+    print(f"FAIL {path} does not carry the table of {EXCEPTIONS}; paste the output of "
+          "`tests/torch_suite/run_suite.py --render-exceptions` over the old one")
+    return 1
 
 
 def check_ouro(args):
-    """For ouro: the package folder, or exit 77/1 under meson as the docs describe."""
-    args.ouro_found = find_ouro_package(args)
-    needs_ouro = (args.against if args.compare else args.backend) == "ouro"
-    if not needs_ouro or args.ouro_found:
+    """Finds ouro's package when the run needs it; otherwise exits as the docs describe:
+    77 while it is not built and the source tree has no python/ yet (meson), 1 after that,
+    and 1 whenever it is built but does not import."""
+    args.ouro_found = None
+    if (args.against if args.compare else args.backend) != "ouro":
         return
-    where = os.path.join(args.builddir, "python") if args.builddir else "build-py/python or build/python"
-    if args.builddir and not os.path.isdir(os.path.join(REPO, "python")):
-        print(f"SKIP ouro.torch not built ({where} has no ouro package; the source tree has no python/ binding yet)")
+    args.ouro_found, problem = find_ouro_package(args)
+    if args.ouro_found:
+        print(f"ouro.torch from {args.ouro_found}", flush=True)
+        return
+    status, why = problem
+    if status == "absent" and args.builddir and not os.path.isdir(os.path.join(REPO, "python")):
+        print(f"SKIP ouro.torch not built ({why}; the source tree has no python/ yet)")
         sys.exit(SKIP_EXIT)
-    sys.exit(f"run_suite: ouro.torch not found in {where}"
-             + (": python/ exists in the source tree, so the binding must be built" if args.builddir else
-                " (pass --ouro-path or --builddir)"))
+    if status == "absent" and args.builddir:
+        why += ("; python/ exists in the source tree, so this build must have ouro.torch"
+                + (f" (meson: {args.build_summary})" if args.build_summary else ""))
+    elif status == "absent":
+        why += " (build it, or pass --ouro-path or --builddir)"
+    print(f"FAIL {why}")
+    sys.exit(1)
+
+
+def load_baseline(args):
+    """A gloo report written by --json, cut down to this run's selection."""
+    with open(args.baseline) as f:
+        base = json.load(f)
+    base = base.get("gloo", base)
+    if base["backend"] != "gloo" or base["world"] != args.world:
+        raise SystemExit(f"run_suite: {args.baseline} is {base['backend']} at world "
+                         f"{base['world']}, not gloo at world {args.world}")
+    names = set(base["tests"])
+    if args.subset == "ci":
+        names &= set(read_ci_subset(args.world))
+    if args.k:
+        names = {n for n in names if any(re.search(p, n) for p in args.k)}
+    base["tests"] = {n: t for n, t in base["tests"].items() if n in names}
+    print(f"== gloo world {args.world}: {len(names)} tests from {args.baseline}", flush=True)
+    return base
 
 
 def parse_args(argv):
@@ -393,14 +458,20 @@ def parse_args(argv):
     p.add_argument("--json", metavar="OUT", help="write the full report(s) here")
     p.add_argument("--compare", action="store_true",
                    help="run gloo and ouro on the same tests; fail on gloo passes that ouro loses")
+    p.add_argument("--baseline", metavar="GLOO.json",
+                   help="with --compare: take gloo's results from this --json report instead of running gloo")
     p.add_argument("--against", default="ouro", choices=sorted(PLUGIN_MODULES),
                    help="the backend --compare holds against gloo (default ouro)")
     p.add_argument("--builddir", help="meson build dir; ouro's package is <builddir>/python")
     p.add_argument("--ouro-path", help="folder holding the built `ouro` package")
+    p.add_argument("--build-summary", default="",
+                   help="meson's line on the Python package, quoted when ouro.torch is missing")
     p.add_argument("--work-dir", help="where scratch folders go (default: the system temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the logs even when all passed")
     p.add_argument("--verbose", action="store_true", help="print skip reasons as tests end")
-    p.add_argument("--render-exceptions", action="store_true")
+    p.add_argument("--render-exceptions", action="store_true",
+                   help="print exceptions.txt as the markdown table docs/TORCH-SUITE.md carries")
+    p.add_argument("--check-doc", metavar="MD", help="check that MD carries that table; no torch needed")
     args = p.parse_args(argv)
     if args.world < 2:
         p.error("--world must be at least 2")
@@ -410,8 +481,10 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     if args.render_exceptions:
-        render_exceptions()
+        print(exceptions_table(), end="")
         return 0
+    if args.check_doc:
+        return check_doc(args.check_doc)
     problem = torch_problem()
     if problem:
         print(f"SKIP {problem}")
@@ -428,8 +501,11 @@ def main(argv):
                 json.dump(report, f, indent=1)
         return 1 if bad_outcomes(report, strict, excuse) else 0
 
-    base, base_results = run_backend(args, "gloo")
-    summarize(base, base_results, {})
+    if args.baseline:
+        base = load_baseline(args)
+    else:
+        base, base_results = run_backend(args, "gloo")
+        summarize(base, base_results, {})
     names = sorted(base["tests"])
     other, other_results = run_backend(args, args.against, names_for=names)
     summarize(other, other_results, excused)
