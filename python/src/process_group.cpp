@@ -24,14 +24,17 @@ ProcessGroupOuro::ProcessGroupOuro(ouroComm_t comm, int rank, int size)
     : c10d::ProcessGroup(rank, size),
       comm_(comm),
       pool_(std::make_unique<StreamPool>(comm)),
-      completer_(std::make_unique<Completer>(*pool_)) {}
+      completer_(std::make_unique<Completer>(*pool_)),
+      deferred_issue_(std::make_shared<DeferredIssue>([this] { issueDeferred(); })) {}
 
 ProcessGroupOuro::~ProcessGroupOuro() {
   // torch drops the last reference from Python, holding the GIL, and the completion thread may
   // need the GIL to free a tensor that has a Python object: waiting for that thread with the GIL
   // held deadlocks (seen at destroy_process_group), so let it go until the group is gone.
   PyThreadState* released = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
-  completer_.reset();  // every queued work completes (or fails by ouro's timeout) first
+  deferred_issue_->detach();  // no work reaches this group from now on
+  issueDeferred();            // a pending point-to-point group still runs (or times out)
+  completer_.reset();         // every queued work completes (or fails by ouro's timeout) first
   pool_.reset();
   ouroCommDestroy(comm_);
   if (released) PyEval_RestoreThread(released);
@@ -41,9 +44,10 @@ std::string ProcessGroupOuro::who(const char* call) const {
   return "rank " + std::to_string(getRank()) + ": " + call + " (ouro backend)";
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const char* title, Pending pending,
-                                                       const std::function<void(ouroStream_t)>& calls) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const char* title, const TensorList& inputs,
+                                                       Pending pending, const Calls& calls) {
   std::lock_guard lock(issue_mu_);
+  issueDeferredLocked();  // issue order is the order the caller made the calls
   ouroStream_t stream = pool_->acquire(who(title));
   std::exception_ptr error;
   try {
@@ -53,10 +57,64 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const 
     // goes back to the pool. The caller gets the error now.
     error = std::current_exception();
   }
-  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, stream, std::move(pending));
-  completer_->push(work);
+  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending));
+  completer_->push(Batch{stream, {work}});
   if (error) std::rethrow_exception(error);
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::defer(c10d::OpType type, const char* title, const TensorList& inputs,
+                                                       Pending pending, Calls calls) {
+  std::lock_guard lock(issue_mu_);
+  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending), deferred_issue_);
+  deferred_ops_.push_back({work, std::move(calls)});
+  return work;
+}
+
+void ProcessGroupOuro::issueDeferred() {
+  std::lock_guard lock(issue_mu_);
+  issueDeferredLocked();
+}
+
+void ProcessGroupOuro::issueDeferredLocked() {
+  if (deferred_ops_.empty()) return;
+  std::vector<DeferredOp> ops = std::move(deferred_ops_);
+  deferred_ops_.clear();
+  // Errors here belong to the works (their wait() raises them), not to whichever call issues them.
+  auto failAll = [&](std::exception_ptr error) {
+    for (auto& op : ops) {
+      op.work->markIssued(error);
+      op.work->complete(nullptr);
+    }
+  };
+  Batch batch{nullptr, {}};
+  try {
+    batch.stream = pool_->acquire(who("send/recv"));
+  } catch (...) {
+    failAll(std::current_exception());
+    return;
+  }
+  // One stream for the whole group: ouro fuses consecutive sends and receives of one stream.
+  std::vector<std::exception_ptr> errors(ops.size());
+  ouroGroupStart();
+  for (size_t i = 0; i < ops.size(); i++) {
+    try {
+      ops[i].calls(batch.stream);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  std::exception_ptr group_error;
+  try {
+    checkOuro(ouroGroupEnd());
+  } catch (...) {
+    group_error = std::current_exception();
+  }
+  for (size_t i = 0; i < ops.size(); i++) {
+    ops[i].work->markIssued(errors[i] ? errors[i] : group_error);
+    batch.works.push_back(std::move(ops[i].work));
+  }
+  completer_->push(std::move(batch));
 }
 
 // ---- shared checks and staging ----
@@ -133,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce(TensorList& tensors, 
               }
               for (auto& t : tensors) copyBack(buffer, t);
             }};
-  return issue(c10d::OpType::ALLREDUCE, "ouro:all_reduce", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::ALLREDUCE, "ouro:all_reduce", tensors, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllReduce(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, r.wire), r.wire.dtype, r.op, comm_,
                             s));
   });
@@ -153,7 +211,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce_coalesced(TensorList&
   const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
   at::Tensor flat = flatten(tensors);
   Pending p{{flat}, tensors, [flat, tensors]() mutable { unflatten(flat, tensors); }};
-  return issue(c10d::OpType::ALLREDUCE_COALESCED, "ouro:allreduce_coalesced", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::ALLREDUCE_COALESCED, "ouro:all_reduce", tensors, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllReduce(flat.data_ptr(), flat.data_ptr(), wireCount(flat, r.wire), r.wire.dtype, r.op, comm_, s));
   });
 }
@@ -174,7 +232,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::broadcast(TensorList& tensors, 
   Pending p{{buffer}, tensors, [buffer, tensors]() mutable {
               for (auto& t : tensors) copyBack(buffer, t);
             }};
-  return issue(c10d::OpType::BROADCAST, "ouro:broadcast", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::BROADCAST, "ouro:broadcast", tensors, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroBroadcast(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, w), w.dtype, int(opts.rootRank),
                             comm_, s));
   });
@@ -195,7 +253,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::reduce(TensorList& tensors, con
   Pending p{{input}, tensors, [input, tensors, root]() mutable {
               if (root) copyBack(input, tensors[0]);
             }};
-  return issue(c10d::OpType::REDUCE, "ouro:reduce", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::REDUCE, "ouro:reduce", tensors, std::move(p), [&](ouroStream_t s) {
     // ouro writes recvbuff at the root only; elsewhere it may be any buffer of the size.
     void* recv = root ? output.data_ptr() : input.data_ptr();
     checkOuro(ouroReduce(input.data_ptr(), recv, wireCount(input, r.wire), r.wire.dtype, r.op, int(opts.rootRank),
@@ -209,13 +267,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::barrier(const c10d::BarrierOpti
   // calls, so its completion also means they are done.
   at::Tensor token = at::zeros({1}, at::kByte);
   Pending p{{token}, {}, nullptr};
-  return issue(c10d::OpType::BARRIER, "ouro:barrier", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::BARRIER, "ouro:barrier", {}, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllReduce(token.data_ptr(), token.data_ptr(), 1, ouroUint8, ouroMax, comm_, s));
   });
 }
 
 void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions&, bool) {
-  // ouro's barrier already reports which ranks did not arrive when its wait times out.
+  // ouro's barrier already reports which ranks did not arrive when its wait times out. It blocks,
+  // so not under issue_mu_ (a future callback on the completion thread may need to issue).
+  issueDeferred();
   checkOuro(ouroBarrier(comm_));
 }
 

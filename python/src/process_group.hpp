@@ -64,17 +64,34 @@ class ProcessGroupOuro : public c10d::ProcessGroup {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
+  using Calls = std::function<void(ouroStream_t)>;
+
   // "rank 1: allreduce (ouro backend)": how binding-level messages start.
   std::string who(const char* call) const;
+  // A send's or receive's peer: another rank of the group.
+  void requirePeer(int peer, const std::string& me, const char* what) const;
   // Queues `calls` (the ouro calls, given the stream) and returns the work that completes them.
-  // Serialized: one call's ouro calls are never interleaved with another thread's.
-  WorkPtr issue(c10d::OpType type, const char* title, Pending pending,
-                const std::function<void(ouroStream_t)>& calls);
+  // Issues the deferred point-to-point works first. Serialized: one call's ouro calls are never
+  // interleaved with another thread's. `inputs`: the profiler's input shapes.
+  WorkPtr issue(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, const Calls& calls);
+  // isend/irecv: the work is deferred and joins the pending point-to-point group (the rule is in
+  // process_group_p2p.cpp).
+  WorkPtr defer(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, Calls calls);
+  // Issues the pending point-to-point group, if any, in one ouroGroupStart/End. Caller holds issue_mu_.
+  void issueDeferredLocked();
+  void issueDeferred();
+
+  struct DeferredOp {
+    c10::intrusive_ptr<WorkOuro> work;
+    Calls calls;
+  };
 
   ouroComm_t comm_;
   std::unique_ptr<StreamPool> pool_;
   std::unique_ptr<Completer> completer_;  // after pool_: stops first
   std::mutex issue_mu_;
+  std::vector<DeferredOp> deferred_ops_;           // under issue_mu_
+  std::shared_ptr<DeferredIssue> deferred_issue_;  // the pending group's works hold it
 };
 
 // ---- argument checks and staging shared by the collectives (process_group_*.cpp) ----

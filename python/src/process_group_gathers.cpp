@@ -36,7 +36,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allgather(TensorLists& outputs,
   Pending p{{in, out}, flat_outputs, [out, outputs]() mutable {
               for (auto& list : outputs) unflatten(out, list);
             }};
-  return issue(c10d::OpType::ALLGATHER, "ouro:all_gather", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::ALLGATHER, "ouro:all_gather", inputs, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllGather(in.data_ptr(), out.data_ptr(), wireCount(in, w), w.dtype, comm_, s));
   });
 }
@@ -56,7 +56,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::_allgather_base(at::Tensor& out
   at::Tensor in = stage(input), out = stage(output);
   const Wire w = movementWire(in.scalar_type());
   Pending p{{in, out}, {output}, [out, output]() mutable { copyBack(out, output); }};
-  return issue(c10d::OpType::_ALLGATHER_BASE, "ouro:_all_gather_base", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::_ALLGATHER_BASE, "ouro:all_gather_into_tensor", {input}, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllGather(in.data_ptr(), out.data_ptr(), wireCount(in, w), w.dtype, comm_, s));
   });
 }
@@ -84,7 +84,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allgather_coalesced(TensorLists
   std::vector<at::Tensor> flat_outputs;
   for (auto& list : output_lists) flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
   Pending p{{in, out}, flat_outputs, [out, flat_outputs]() mutable { unflatten(out, flat_outputs); }};
-  return issue(c10d::OpType::ALLGATHER_COALESCED, "ouro:all_gather_coalesced", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::ALLGATHER_COALESCED, "ouro:all_gather", inputs, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroAllGather(in.data_ptr(), out.data_ptr(), wireCount(in, w), w.dtype, comm_, s));
   });
 }
@@ -119,7 +119,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::gather(TensorLists& outputs, Te
               for (size_t r = 0; r < results.size(); r++)
                 if (int(r) != getRank()) copyBack(staged[r], results[r]);
             }};
-  return issue(c10d::OpType::GATHER, "ouro:gather", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::GATHER, "ouro:gather", inputs, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroGroupStart());
     try {
       if (is_root) {
@@ -165,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::scatter(TensorList& outputs, Te
               if (is_root) out.copy_(staged[size_t(getRank())].view(out.sizes()));
               copyBack(out, results[0]);
             }};
-  return issue(c10d::OpType::SCATTER, "ouro:scatter", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::SCATTER, "ouro:scatter", is_root ? inputs[0] : TensorList{}, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroGroupStart());
     try {
       if (is_root) {
@@ -195,7 +195,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::reduce_scatter(TensorList& outp
   at::Tensor out = stage(outputs[0]);
   TensorList results = outputs;
   Pending p{{in, out}, results, [out, results]() mutable { copyBack(out, results[0]); }};
-  return issue(c10d::OpType::REDUCE_SCATTER, "ouro:reduce_scatter", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::REDUCE_SCATTER, "ouro:reduce_scatter", inputs[0], std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroReduceScatter(in.data_ptr(), out.data_ptr(), wireCount(out, red.wire), red.wire.dtype, red.op,
                                 comm_, s));
   });
@@ -216,7 +216,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::_reduce_scatter_base(at::Tensor
   const Reduction red = reductionFor(output.scalar_type(), opts.reduceOp, me);
   at::Tensor in = stage(input), out = stage(output);
   Pending p{{in, out}, {output}, [out, output]() mutable { copyBack(out, output); }};
-  return issue(c10d::OpType::_REDUCE_SCATTER_BASE, "ouro:_reduce_scatter_base", std::move(p), [&](ouroStream_t s) {
+  return issue(c10d::OpType::_REDUCE_SCATTER_BASE, "ouro:reduce_scatter_tensor", {input}, std::move(p), [&](ouroStream_t s) {
     checkOuro(ouroReduceScatter(in.data_ptr(), out.data_ptr(), wireCount(out, red.wire), red.wire.dtype, red.op,
                                 comm_, s));
   });

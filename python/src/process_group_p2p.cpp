@@ -2,6 +2,27 @@
 // sizes (possibly uneven) become one ouroSend and one ouroRecv per peer inside ouroGroupStart/End,
 // so every pair's transfers run together without a send-first deadlock. Send/recv tags are not
 // matched: ouro pairs the messages between two ranks in the order they are issued.
+//
+// send/recv (isend/irecv; dist.send/recv are these plus wait) are deferred, so that their order
+// between two ranks does not matter, as under gloo: ouro runs one communicator's calls in issue
+// order and a send waits for its receive, so a rank that issued "recv from 1, send to 1" beside a
+// peer that issued the same would wait forever in its receive. Instead consecutive send/recv calls
+// gather in a pending group, issued as one ouroGroupStart/End (whose sends and receives ouro runs
+// together, in any order between peers) at the first of:
+//   - wait(), is_completed(), is_success(), exception(), synchronize() or get_future() on any of
+//     its works (a blocking send/recv therefore issues at once);
+//   - any other call of the group (a collective, barrier, monitored_barrier), issued after it;
+//   - the group's destruction.
+// Deadlock-freedom: nothing ever waits on a deferred call (every way to wait issues it first), and
+// when a rank waits, everything it posted has been issued, as under gloo, whose sends also wait
+// for their receives; the k-th send from a to b meets b's k-th receive from a, as in gloo at one
+// tag. What ouro adds: a group's works complete together (one stream), and groups and
+// collectives run in issue order. So a program deadlocks here, where gloo would finish, if it
+// waits on one call of a group before doing what another call of that group needs from a peer
+// (rank 0: isend to 1, irecv from 2, wait for the send, only then a send rank 2 waits for
+// before sending to 0), or if two ranks order a send/recv pair and a collective differently
+// (rank 0: isend to 1, all_reduce; rank 1: all_reduce, irecv from 0). batch_isend_irecv and
+// "post all, then wait all" are neither.
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -76,7 +97,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::alltoall_base(at::Tensor& outpu
                                ", output " + std::to_string(out.numel()) + ", " + std::to_string(getSize()) +
                                " ranks)");
     Pending p{{in, out}, {output}, [out, output]() mutable { copyBack(out, output); }};
-    return issue(c10d::OpType::ALLTOALL_BASE, "ouro:all_to_all", std::move(p), [&](ouroStream_t s) {
+    return issue(c10d::OpType::ALLTOALL_BASE, "ouro:all_to_all", {input}, std::move(p), [&](ouroStream_t s) {
       checkOuro(ouroAllToAll(in.data_ptr(), out.data_ptr(), wireCount(in, w) / size_t(getSize()), w.dtype, comm_, s));
     });
   }
@@ -102,7 +123,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::alltoall_base(at::Tensor& outpu
               std::memcpy(self_out.data, self_in.data, self_in.count * elem);  // this rank's own block
               copyBack(out, output);
             }};
-  return issue(c10d::OpType::ALLTOALL_BASE, "ouro:all_to_all", std::move(p),
+  return issue(c10d::OpType::ALLTOALL_BASE, "ouro:all_to_all", {input}, std::move(p),
                [&](ouroStream_t s) { exchange(sends, recvs, getRank(), w.dtype, comm_, s); });
 }
 
@@ -137,19 +158,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::alltoall(TensorList& outputs, T
               out[self].copy_(in[self].view(out[self].sizes()));
               for (size_t r = 0; r < out.size(); r++) copyBack(out[r], outputs[r]);
             }};
-  return issue(c10d::OpType::ALLTOALL, "ouro:all_to_all", std::move(p),
+  return issue(c10d::OpType::ALLTOALL, "ouro:all_to_all", inputs, std::move(p),
                [&](ouroStream_t s) { exchange(sends, recvs, getRank(), w.dtype, comm_, s); });
+}
+
+void ProcessGroupOuro::requirePeer(int peer, const std::string& me, const char* what) const {
+  // Checked here, not left to ouro: a deferred call reaches ouro only when its group is issued.
+  if (peer < 0 || peer >= getSize())
+    throw std::runtime_error(me + ": " + what + " rank " + std::to_string(peer) + " is out of range for " +
+                             std::to_string(getSize()) + " ranks");
+  if (peer == getRank())
+    throw std::runtime_error(me + ": " + what + " rank " + std::to_string(peer) +
+                             " is this rank; ouro sends and receives between two different ranks");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::send(TensorList& tensors, int dst, int) {
   const std::string me = who("send");
   requireCount(tensors.size(), 1, me, "the tensor list");
   requireCpuDense(tensors[0], me, "the tensor");
+  requirePeer(dst, me, "destination");
   at::Tensor buffer = stage(tensors[0]);
   const Wire w = movementWire(buffer.scalar_type());
   Pending p{{buffer}, tensors, nullptr};
-  return issue(c10d::OpType::SEND, "ouro:send", std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroSend(buffer.data_ptr(), wireCount(buffer, w), w.dtype, dst, comm_, s));
+  ouroComm_t comm = comm_;
+  return defer(c10d::OpType::SEND, "ouro:send", tensors, std::move(p), [buffer, w, dst, comm](ouroStream_t s) {
+    checkOuro(ouroSend(buffer.data_ptr(), wireCount(buffer, w), w.dtype, dst, comm, s));
   });
 }
 
@@ -157,11 +190,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recv(TensorList& tensors, int s
   const std::string me = who("recv");
   requireCount(tensors.size(), 1, me, "the tensor list");
   requireCpuDense(tensors[0], me, "the tensor");
+  requirePeer(src, me, "source");
   at::Tensor buffer = stage(tensors[0]);
   const Wire w = movementWire(buffer.scalar_type());
   Pending p{{buffer}, tensors, [buffer, tensors]() mutable { copyBack(buffer, tensors[0]); }};
-  return issue(c10d::OpType::RECV, "ouro:recv", std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroRecv(buffer.data_ptr(), wireCount(buffer, w), w.dtype, src, comm_, s));
+  ouroComm_t comm = comm_;
+  return defer(c10d::OpType::RECV, "ouro:recv", tensors, std::move(p), [buffer, w, src, comm](ouroStream_t s) {
+    checkOuro(ouroRecv(buffer.data_ptr(), wireCount(buffer, w), w.dtype, src, comm, s));
   });
 }
 
