@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Interleaved A/B of two builds of ouro on the host links path (the collective driver over
+# shared-memory FIFOs with OURO_ALGO=ring, and over TCP), for a change that must not cost speed:
+# each round runs every configuration on the old build and then on the new one, so a load that
+# comes and goes hits both alike; the table shows the median busbw of the rounds.
+#
+#   git worktree add /tmp/ouro-old <commit> && meson setup /tmp/ouro-old/build /tmp/ouro-old \
+#     -Dcuda=disabled -Dpeers=disabled && ninja -C /tmp/ouro-old/build bench/ouro-bench tools/ouro-run/ouro-run
+#   bench/experiments/ab_builds.sh /tmp/ouro-old/build build [ROUNDS]
+#
+# Run it on an otherwise idle machine: it reports the 1-minute load average before and after.
+set -euo pipefail
+old=${1:?usage: ab_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]}
+new=${2:?usage: ab_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]}
+rounds=${3:-3}
+for b in "$old" "$new"; do
+  for p in tools/ouro-run/ouro-run bench/ouro-bench; do
+    [[ -x $b/$p ]] || { echo "ab_builds.sh: $b/$p is not built" >&2; exit 2; }
+  done
+done
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+echo "load before: $(cut -d' ' -f1 /proc/loadavg)"
+for ((round = 1; round <= rounds; round++)); do
+  for config in "shm-ring 2" "shm-ring 4" "tcp 2" "tcp 4"; do
+    read -r name ranks <<<"$config"
+    settings=(OURO_TRANSPORT=tcp)
+    [[ $name == shm-ring ]] && settings=(OURO_TRANSPORT=shm OURO_ALGO=ring)
+    for side in old new; do
+      build=$old
+      [[ $side == new ]] && build=$new
+      env "${settings[@]}" timeout 300 "$build/tools/ouro-run/ouro-run" -n "$ranks" "$build/bench/ouro-bench" \
+        all_reduce -b 1M -e 64M -f 4 -n 20 -w 5 --placement out --no-progress \
+        | awk -v side="$side" -v config="$name-$ranks" '$1 ~ /^[0-9]+$/ { print config, side, $1, $8 }' >>"$rows"
+    done
+  done
+done
+echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
+/usr/bin/python3 - "$rows" <<'PY'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    config, side, size, busbw = line.split()
+    runs[(config, int(size), side)].append(float(busbw))
+print("| config | size | old busbw (GB/s) | new busbw (GB/s) | new/old |")
+print("|---|---:|---:|---:|---:|")
+for config, size in sorted({(c, s) for c, s, _ in runs}):
+    old, new = runs.get((config, size, "old")), runs.get((config, size, "new"))
+    if old and new:
+        o, n = statistics.median(old), statistics.median(new)
+        print(f"| {config} | {size >> 20} MiB | {o:.2f} | {n:.2f} | {n / o:.2f}x |")
+PY
