@@ -4,7 +4,9 @@
 
 #include <Python.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "ouro/store_ops.h"
 #include "store_adapter.hpp"
@@ -272,11 +274,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::barrier(const c10d::BarrierOpti
   });
 }
 
-void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions&, bool) {
-  // ouro's barrier already reports which ranks did not arrive when its wait times out. It blocks,
-  // so not under issue_mu_ (a future callback on the completion thread may need to issue).
-  issueDeferred();
-  checkOuro(ouroBarrier(comm_));
+void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
+  if (opts.timeout == c10d::kUnsetTimeout) {
+    // ouro's barrier reports which ranks did not arrive when the group's timeout fires. It
+    // blocks, so not under issue_mu_ (a future callback on the completion thread may issue).
+    issueDeferred();
+    checkOuro(ouroBarrier(comm_));
+    return;
+  }
+  // A timeout of the call's own (gloo honours it; ouro's limit is the group's): the barrier is
+  // issued as usual and watched until the deadline. A rank that arrives later still meets it.
+  auto work = barrier(opts);
+  const auto deadline = std::chrono::steady_clock::now() + opts.timeout;
+  while (!work->isCompleted()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error("Rank " + std::to_string(getRank()) + " timed out in monitoredBarrier after " +
+                               std::to_string(opts.timeout.count()) + " ms (" + who("monitored_barrier") +
+                               ": not every rank arrived; the barrier stays issued, and ouro names the missing "
+                               "ranks if the group's own timeout expires)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  work->wait();  // raises ouro's error, if the barrier failed
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recvAnysource(TensorList&, int) {
