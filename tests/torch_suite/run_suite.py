@@ -473,6 +473,11 @@ def parse_args(argv):
                    help="print exceptions.txt as the markdown table docs/TORCH-SUITE.md carries")
     p.add_argument("--check-doc", metavar="MD", help="check that MD carries that table; no torch needed")
     args = p.parse_args(argv)
+    # The children import from another working directory: relative paths would not resolve there.
+    if args.builddir:
+        args.builddir = os.path.abspath(args.builddir)
+    if args.ouro_path:
+        args.ouro_path = os.path.abspath(args.ouro_path)
     if args.world < 2:
         p.error("--world must be at least 2")
     return args
