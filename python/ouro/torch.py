@@ -8,9 +8,18 @@ wait of the group. dist.new_group(ranks) builds a fresh ouro communicator over t
 store. See docs/PYTORCH.md for what each call supports.
 """
 
+import os
 from datetime import timedelta
 
 import torch.distributed as _dist
+
+# The group's work runs on ouro's threads while torch computes (DDP's hooks overlap gradient
+# all-reduces with backward), usually on the same cores: a wait that spins keeps the core from
+# the backward pass. So ouro's waits yield at once here unless the user chose (OURO_SPIN_US):
+# torch DDP on 2 ranks, one core each, went from 0.94x to 1.26-1.30x gloo's samples/s (bench/trainer/
+# side_by_side.py, docs/PYTORCH.md); sched_yield returns at once when nothing else wants the core,
+# so a lone collective's latency is unchanged.
+os.environ.setdefault("OURO_SPIN_US", "0")
 
 from . import _torch
 
