@@ -1,5 +1,6 @@
 // ProcessGroupOuro: creation, the issue path, shared staging, and the reductions and broadcast.
-// Gathers and scatters: process_group_gathers.cpp; all-to-all and send/recv: process_group_p2p.cpp.
+// Gathers and scatters: process_group_gathers.cpp; all-to-all and send/recv: process_group_p2p.cpp;
+// the all-reduce of sparse COO tensors: process_group_sparse.cpp.
 #include "process_group.hpp"
 
 #include <Python.h>
@@ -173,6 +174,7 @@ size_t wireCount(const at::Tensor& t, const Wire& w) { return size_t(t.numel()) 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
   const std::string me = who("allreduce");
   if (tensors.empty()) throw std::runtime_error(me + ": the tensor list is empty");
+  if (tensors[0].defined() && tensors[0].layout() == at::kSparse) return allreduceSparse(tensors, opts);
   for (size_t i = 0; i < tensors.size(); i++) requireLike(tensors[i], tensors[0], me, "tensor " + std::to_string(i));
   const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
   // Several tensors (as gloo allows) reduce together: folded here, then across the ranks, and

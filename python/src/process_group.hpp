@@ -66,6 +66,8 @@ class ProcessGroupOuro : public c10d::ProcessGroup {
  private:
   using Calls = std::function<void(ouroStream_t)>;
 
+  // allreduce of sparse COO tensors (SUM only, as gloo): process_group_sparse.cpp.
+  WorkPtr allreduceSparse(TensorList& tensors, const c10d::AllreduceOptions& opts);
   // "rank 1: allreduce (ouro backend)": how binding-level messages start.
   std::string who(const char* call) const;
   // A send's or receive's peer: another rank of the group.
