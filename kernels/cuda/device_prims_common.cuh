@@ -166,6 +166,11 @@ class PrimsBlock {
 
   // Thread 0, after the block's last read of message s_.received[peer] of `f`: the slot is free.
   OURO_DEVICE_INLINE void releaseHead(const FifoView& f, int peer) { dm::storeRelease(f.head, ++s_.received[peer]); }
+  // Thread 0, after a fold has read one message from every peer of `from` (the protocol's FIFOs).
+  OURO_DEVICE_INLINE void releaseAllHeads(const FifoView* from) {
+    for (int p = 0; p < x_.nranks; p++)
+      if (p != x_.rank) releaseHead(from[p], p);
+  }
 
   const PrimsContext& x_;
   BlockState& s_;

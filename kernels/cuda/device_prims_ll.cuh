@@ -105,14 +105,14 @@ class LlPrims : public PrimsBlock {
     const size_t bytes = n * sizeof(T);
     if (failed_ || !agree(dm::threadIndex() != 0 || fitsAll(bytes))) return;
     if (!agree(reduce(own, -1, dst, bytes)) || dm::threadIndex() != 0) return;
-    releaseAllHeads();
+    releaseAllHeads(x_.channel->ll_from);
   }
 
   OURO_DEVICE_INLINE void recvReduceSend(const std::byte* own, int peer, size_t n) {
     const size_t bytes = n * sizeof(T);
     if (failed_ || !agree(dm::threadIndex() != 0 || (fitsAll(bytes) && waitSpace(peer, bytes)))) return;
     if (!agree(reduce(own, peer, nullptr, bytes)) || dm::threadIndex() != 0) return;
-    releaseAllHeads();
+    releaseAllHeads(x_.channel->ll_from);
     countSent(peer);
   }
 
@@ -140,10 +140,6 @@ class LlPrims : public PrimsBlock {
     return fits(peer, bytes, true) && PrimsBlock::waitSpace(x_.channel->ll_to[peer], peer);
   }
   OURO_DEVICE_INLINE void countSent(int peer) { dm::storeRelease(x_.channel->ll_to[peer].tail, ++s_.sent[peer]); }
-  OURO_DEVICE_INLINE void releaseAllHeads() {
-    for (int p = 0; p < x_.nranks; p++)
-      if (p != x_.rank) releaseHead(x_.channel->ll_from[p], p);
-  }
 
   // ---- every thread: lines ----
 

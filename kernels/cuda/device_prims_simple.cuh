@@ -81,7 +81,7 @@ class SimplePrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || waitAllData(own, n * sizeof(T)))) return;
     fold(dst, n);
     dm::syncBlock();
-    if (dm::threadIndex() == 0) releaseAllHeads();
+    if (dm::threadIndex() == 0) releaseAllHeads(x_.channel->from);
   }
 
   OURO_DEVICE_INLINE void recvReduceSend(const std::byte* own, int peer, size_t n) {
@@ -91,7 +91,7 @@ class SimplePrims : public PrimsBlock {
     earlyTailForTest(peer);
     fold(slot, n);
     finishSend(peer);
-    if (dm::threadIndex() == 0) releaseAllHeads();
+    if (dm::threadIndex() == 0) releaseAllHeads(x_.channel->from);
   }
 
   OURO_DEVICE_INLINE void copy(const std::byte* src, std::byte* dst, size_t n) {
@@ -141,10 +141,6 @@ class SimplePrims : public PrimsBlock {
       if constexpr (!kEarlyTail) dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
       s_.sent[peer]++;
     }
-  }
-  OURO_DEVICE_INLINE void releaseAllHeads() {
-    for (int p = 0; p < x_.nranks; p++)
-      if (p != x_.rank) releaseHead(x_.channel->from[p], p);
   }
 
   // A planted bug for the tests (tests/cuda_kernels, emulation build only): the tail is published
