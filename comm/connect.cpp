@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 
 #include <functional>
+#include <map>
 
 #include "core/env.hpp"
 #include "core/log.hpp"
@@ -57,6 +58,12 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   setup.shm_local_index.assign(size_t(nranks), -1);
   setup.algo = algo;
   const PeerInfo& self = m.peers[size_t(rank)];
+  std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
+  for (const PeerInfo& p : m.peers) {
+    host_index.emplace(p.host_id, int(host_index.size()));
+    setup.host_of.push_back(host_index[p.host_id]);
+    setup.hostnames.push_back(p.hostname);
+  }
 
   std::vector<int> shm_peers, tcp_peers;
   for (int p = 0; p < nranks; p++) {

@@ -53,6 +53,8 @@ Engine::Engine(Setup setup)
       shm_(std::move(setup.shm)),
       shm_local_index_(std::move(setup.shm_local_index)),
       links_(std::move(setup.links)),
+      host_of_(std::move(setup.host_of)),
+      hostnames_(std::move(setup.hostnames)),
       direct_family_(setup.direct_family),
       algo_(setup.algo),
       slice_bytes_(setup.slice_bytes),
@@ -67,6 +69,8 @@ Engine::Engine(Setup setup)
       sources_(size_t(nranks_), nullptr) {
   shm_local_index_.resize(size_t(nranks_), -1);
   links_.resize(size_t(nranks_));
+  host_of_.resize(size_t(nranks_), 0);
+  hostnames_.resize(size_t(nranks_));
   pidfds_.assign(size_t(nranks_), -1);
   int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
   if (shm_) {

@@ -59,6 +59,10 @@ class Engine {
     std::unique_ptr<transport::shm::ShmWorld> shm;  // when local peers share memory
     std::vector<int> shm_local_index;               // per rank: index in shm world, or -1
     std::vector<std::unique_ptr<transport::Link>> links;  // per rank; null for self
+    // Per rank: the index of its host (hosts numbered in the order of their lowest rank) and the
+    // host's name, for the hierarchical planner (comm/hierarchy.hpp) and for messages.
+    std::vector<int> host_of;
+    std::vector<std::string> hostnames;
     bool direct_family = false;
     std::string algo;  // OURO_ALGO
     // Pipelining unit of ring and chain algorithms: the smallest slot of any link kind used
@@ -114,6 +118,9 @@ class Engine {
   // Logs (info, once per collective and algorithm) which algorithm the planner chose.
   void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
+  int hostOf(int rank) const { return host_of_[size_t(rank)]; }
+  const std::vector<int>& hostOfRanks() const { return host_of_; }
+  const std::string& hostname(int rank) const { return hostnames_[size_t(rank)]; }
   size_t sliceBytes() const { return slice_bytes_; }
   // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
   kernels::Store outputStore(size_t bytes) const { return storeFor(bytes, stream_output_bytes_); }
@@ -150,6 +157,8 @@ class Engine {
   std::unique_ptr<transport::shm::ShmWorld> shm_;
   std::vector<int> shm_local_index_;
   std::vector<std::unique_ptr<transport::Link>> links_;
+  std::vector<int> host_of_;
+  std::vector<std::string> hostnames_;
   std::vector<transport::Link*> polled_links_;  // links with file descriptors (TCP)
   std::vector<int> pidfds_;                     // per rank, local peers only (-1 otherwise)
   bool direct_family_;
