@@ -1,5 +1,5 @@
 // A Link moves messages to and from one peer: the narrow interface every transport implements
-// (shared-memory FIFOs, TCP; CUDA IPC and InfiniBand later), so the collective algorithms in comm/
+// (shared-memory FIFOs, TCP, InfiniBand verbs), so the collective algorithms in comm/
 // are written once. Each direction is a FIFO of fixed-size slots:
 //   sender:   buf = trySendSlot(); fill buf; postSend(header)     (slot owned by the link after)
 //   receiver: tryRecv(&view); read view.data; releaseRecv()       (slot returned to the sender)
@@ -45,7 +45,7 @@ struct ReceivedMessage {
 class Link {
  public:
   virtual ~Link() = default;
-  virtual const char* transportName() const = 0;  // "shm", "tcp"
+  virtual const char* transportName() const = 0;  // "shm", "tcp", "ib"
   virtual size_t slotBytes() const = 0;           // largest payload of one message
 
   virtual std::byte* trySendSlot() = 0;
@@ -72,8 +72,13 @@ class Link {
     return tryRecv(out);
   }
 
-  // Pushes queued bytes toward the peer (TCP); true when something moved.
+  // Pushes queued bytes toward the peer (TCP), or polls a completion queue (InfiniBand); true
+  // when something moved.
   virtual bool progress() { return false; }
+  // True for links that move only when progress() is called and have no descriptor to poll(2)
+  // (InfiniBand: a completion queue is polled, not waited on). comm/'s waiter then calls
+  // progress() on every pass and blocks only in short sleeps. TCP and shm: false.
+  virtual bool needsPolledProgress() const { return false; }
   // True while posted messages are still queued in this process (TCP): an operation is only
   // complete once they are handed to the kernel, since nothing moves them between calls.
   virtual bool sendsPending() const { return false; }
@@ -81,6 +86,28 @@ class Link {
   virtual void sendAbort(const std::string& reason) = 0;
   // Descriptors to poll(2) while blocked waiting on this link (TCP sockets); none for shm.
   virtual void pollFds(std::vector<pollfd>* fds) const { (void)fds; }
+
+  // Hint that [data, data + bytes) will be sent from or received into soon (a user buffer of a
+  // call): an RDMA link registers it with the NIC (cached, reused by later calls) so it can be
+  // written directly; shm and TCP ignore it. Never required for correctness.
+  virtual void registerBuffer(const void* data, size_t bytes) {
+    (void)data;
+    (void)bytes;
+  }
+  // Receiver-chosen destination: names where the next kData message's payload should land (at
+  // most `capacity` bytes), before it arrives, so an RDMA link can have the peer write it there
+  // directly. The receive itself is still tryRecvInto(out, dst, capacity) with the same dst (it
+  // announces on its first try too); out->data tells where the payload actually is. The default
+  // does nothing: tryRecvInto behaves as it always did.
+  virtual void announceRecv(std::byte* dst, size_t capacity) {
+    (void)dst;
+    (void)capacity;
+  }
+  // Whether the peer still looks alive from this link's own signals, checked by comm/'s waiter
+  // while it waits (InfiniBand: no queue-pair error event; TCP and shm report failures through
+  // tryRecv and their own checks, so true). When false, peerFailure() says why.
+  virtual bool peerAlive() const { return true; }
+  virtual std::string peerFailure() const { return {}; }
 };
 
 }  // namespace ouro::transport

@@ -1,0 +1,57 @@
+// The RDMA device one communicator uses: chosen by OURO_IB_HCA (default: the first device with
+// an active port), opened once, with its protection domain, port attributes, GID and a
+// registration cache. Also watches the device's asynchronous events (a queue pair entering the
+// error state), which the links read through qpFailed(). Only built with libibverbs.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "transport/ib/ib_hca.hpp"
+#include "transport/ib/ib_mr_cache.hpp"
+
+namespace ouro::transport::ib {
+
+class IbDevice {
+ public:
+  // Opens the first device and port `filter` allows whose port is active. Throws
+  // Error(kUnavailable) saying which devices were seen and why none fits, and what to do.
+  static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index);
+  ~IbDevice();
+  IbDevice(const IbDevice&) = delete;
+  IbDevice& operator=(const IbDevice&) = delete;
+
+  ibv_context* context() const { return context_; }
+  ibv_pd* pd() const { return pd_; }
+  uint8_t port() const { return port_; }
+  const ibv_port_attr& portAttr() const { return port_attr_; }
+  const ibv_gid& gid() const { return gid_; }
+  int gidIndex() const { return gid_index_; }
+  bool ethernet() const { return port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
+  const std::string& name() const { return name_; }
+  std::string describe() const;  // "mlx5_0:1 (InfiniBand, LID 5)" for info lines
+  MrCache& mrCache() { return *mr_cache_; }
+
+  // Drains pending asynchronous events without blocking; returns why `qp_num` failed, or "".
+  std::string qpFailed(uint32_t qp_num);
+
+ private:
+  IbDevice() = default;
+  ibv_context* context_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  uint8_t port_ = 1;
+  ibv_port_attr port_attr_{};
+  ibv_gid gid_{};
+  int gid_index_ = 0;
+  std::string name_;
+  std::unique_ptr<MrCache> mr_cache_;
+  std::mutex events_mu_;
+  std::map<uint32_t, std::string> failed_qps_;
+  std::string device_failure_;  // a port or device event that takes every QP down
+};
+
+}  // namespace ouro::transport::ib
