@@ -1,19 +1,28 @@
 // ouro-run: starts the ranks of an ouro job on this host (like torchrun / mpirun), serves their
 // rendezvous store, and supervises them. With --nnodes > 1, one ouro-run per host: node 0 serves
-// the store at --master; the launchers use it to stop every node when one rank anywhere fails.
+// the store at --master; the launchers meet there before starting ranks, and use it to stop every
+// node when one rank anywhere fails.
+//
+// SIGINT/SIGTERM stop every stage at once (docs/LAUNCHER.md): the main thread only ever blocks in
+// poll(2) on the signalfd (StopSignals) plus the descriptor of the stage's work; store traffic
+// between nodes runs on NodeLink's thread. The launcher exits with 128 + the signal's number and
+// one line saying where it was.
 #include <sched.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "node_link.hpp"
 #include "options.hpp"
 #include "ouro/ouro.h"
 #include "ouro/store.h"
+#include "signals.hpp"
 #include "supervisor.hpp"
 
 namespace {
@@ -35,6 +44,26 @@ std::string randomToken() {
   std::exit(1);
 }
 
+// Leaves at once, without running destructors: a NodeLink thread may still be blocked in a store
+// call, and the ranks (if any) have been dealt with by the caller.
+[[noreturn]] void leave(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
+[[noreturn]] void interrupted(int sig, const std::string& where, const std::string& after) {
+  std::fprintf(stderr, "ouro-run: interrupted (%s) %s; %s\n", ouro::run::StopSignals::name(sig).c_str(), where.c_str(),
+               after.c_str());
+  leave(128 + sig);
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", s);
+  return buf;
+}
+
 std::string storeUrl(const std::string& host, int port) {
   bool v6 = host.find(':') != std::string::npos;
   return "tcp://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -44,7 +73,7 @@ std::string storeUrl(const std::string& host, int port) {
 
 int main(int argc, char** argv) {
   using namespace ouro::run;
-  Supervisor::blockHandledSignals();
+  StopSignals signals;  // first: before the store server's thread exists
   Options opt;
   try {
     opt = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
@@ -84,10 +113,34 @@ int main(int argc, char** argv) {
     if (rc != ouroSuccess) fail("cannot serve the rendezvous store", rc);
   }
   const std::string url = storeUrl(host, port);
-  ouroStore_t store = nullptr;
+  const std::string master = url.substr(strlen("tcp://"));
+  const std::string place = multi_node ? "node rank " + std::to_string(opt.node_rank) + " of " +
+                                             std::to_string(opt.nnodes)
+                                       : "";
+  if (int sig = signals.take()) interrupted(sig, "while starting", "no ranks were started");
+
+  // Connect to node 0 and meet the other nodes; the main thread waits for the signals meanwhile.
+  std::unique_ptr<NodeLink> link;
   if (multi_node) {
-    ouroResult_t rc = ouroStoreOpen(url.c_str(), token.c_str(), 300.0, &store);
-    if (rc != ouroSuccess) fail("cannot reach node 0's rendezvous store at " + url, rc);
+    link = std::make_unique<NodeLink>(url, token, opt.nnodes, 300.0);
+    while (true) {
+      int sig = signals.wait(link->notifyFd(), -1);
+      NodeLink::State st = link->state();
+      if (sig) {
+        std::string where =
+            st.phase == NodeLink::Phase::kConnecting
+                ? "while connecting to node 0's rendezvous store at " + master + " (" + place + "; trying for " +
+                      seconds(link->secondsInPhase()) + " s)"
+                : "while waiting for the rendezvous at " + master + " (" + place + "; " + std::to_string(st.arrived) +
+                      " of " + std::to_string(opt.nnodes) + " nodes arrived)";
+        interrupted(sig, where, "no ranks were started");
+      }
+      if (st.phase == NodeLink::Phase::kFailed) {
+        std::fprintf(stderr, "ouro-run: %s (%s)\n", st.error.c_str(), place.c_str());
+        leave(1);
+      }
+      if (st.phase == NodeLink::Phase::kReady) break;
+    }
   }
 
   const int world = opt.nnodes * opt.nproc_per_node;
@@ -115,57 +168,69 @@ int main(int argc, char** argv) {
     specs.push_back(std::move(s));
   }
 
-  Supervisor supervisor(opt.tag_output, opt.kill_timeout_s);
+  Supervisor supervisor(opt.tag_output, opt.kill_timeout_s, signals.fd(), place);
   try {
     supervisor.start(specs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ouro-run: cannot start the ranks: %s\n", e.what());
     return 1;
   }
-  const std::string failure_key = "ouro-run/failure";
-  std::string node_name = "node " + std::to_string(opt.node_rank);
+  const std::string node_name = "node " + std::to_string(opt.node_rank);
+  // Both only look at or queue for NodeLink's thread: the supervising loop never blocks on node 0.
   auto poll_remote = [&]() -> std::optional<std::string> {
-    if (!store) return std::nullopt;
-    int present = 0;
-    if (ouroStoreCheck(store, failure_key.c_str(), &present) != ouroSuccess)
-      return "lost the rendezvous store at " + url + " (did node 0's ouro-run exit?)";
-    if (!present) return std::nullopt;
-    char buf[1024] = {};
-    size_t len = 0;
-    ouroStoreGet(store, failure_key.c_str(), buf, sizeof(buf) - 1, &len, 1.0);
-    return std::string("another node failed: ") + buf;
+    if (!link) return std::nullopt;
+    std::string remote = link->state().remote_failure;
+    if (remote.empty()) return std::nullopt;
+    return remote;
   };
   auto on_local_failure = [&](const std::string& what) {
-    if (!store) return;
-    std::string msg = node_name + ": " + what;
-    ouroStoreSet(store, failure_key.c_str(), msg.c_str(), msg.size());
+    if (link) link->post(NodeLink::kFailureKey, node_name + ": " + what);
   };
   JobOutcome outcome = supervisor.wait(poll_remote, on_local_failure);
 
-  if (store) {
+  if (link) {
+    if (outcome.interrupted_by)  // the other nodes stop too, as after a failed rank
+      link->post(NodeLink::kFailureKey, node_name + ": ouro-run was interrupted by " +
+                                            StopSignals::name(outcome.interrupted_by));
+    else
+      link->post(NodeLink::doneKey(opt.node_rank), "1");
     // Node 0 keeps serving until every node is done, so late ranks elsewhere can still use it.
-    std::string done = "ouro-run/done/" + std::to_string(opt.node_rank);
-    ouroStoreSet(store, done.c_str(), "1", 1);
     if (opt.node_rank == 0 && outcome.failure.empty()) {
-      for (int n = 1; n < opt.nnodes; n++) {
-        std::string key = "ouro-run/done/" + std::to_string(n);
-        while (true) {
-          size_t len = 0;
-          char buf[8];
-          if (ouroStoreGet(store, key.c_str(), buf, sizeof(buf), &len, 0.25) == ouroSuccess) break;
-          if (auto remote = poll_remote()) {
-            std::fprintf(stderr, "ouro-run: %s\n", remote->c_str());
-            outcome.failure = *remote;
-            outcome.exit_code = 1;
-            break;
-          }
+      link->watchDone();
+      while (true) {
+        int sig = signals.wait(link->notifyFd(), -1);
+        NodeLink::State st = link->state();
+        if (sig)
+          interrupted(sig,
+                      "while waiting for the other nodes to finish (" + place + "; " + std::to_string(st.done) + " of " +
+                          std::to_string(opt.nnodes - 1) + " other nodes done)",
+                      "the local ranks had finished");
+        if (st.done >= opt.nnodes - 1) break;
+        if (!st.remote_failure.empty()) {
+          std::fprintf(stderr, "ouro-run: %s\n", st.remote_failure.c_str());
+          outcome.failure = st.remote_failure;
+          outcome.exit_code = 1;
+          break;
         }
-        if (!outcome.failure.empty()) break;
       }
     }
-    ouroStoreClose(store);
+    // Let the thread send what is queued (the done marker or the failure), a few seconds at most.
+    link->finish(0.0);
+    for (int i = 0; i < 50 && !link->isClosed(); i++) {
+      int sig = signals.wait(link->notifyFd(), 100);
+      if (sig)
+        interrupted(sig, "while telling node 0's rendezvous store at " + master + " that this node is done (" + place + ")",
+                    "the local ranks had exited");
+    }
+    if (!link->isClosed()) {
+      std::fprintf(stderr, "ouro-run: node 0's rendezvous store at %s did not answer within 5 s while this node "
+                   "reported it is done (%s); exiting anyway\n", master.c_str(), place.c_str());
+      leave(outcome.exit_code ? outcome.exit_code : 1);
+    }
+    link->finish(0.0);  // joins the finished thread
   }
   if (server) ouroStoreServerStop(server);
-  if (!outcome.failure.empty()) std::fprintf(stderr, "ouro-run: job failed: %s\n", outcome.failure.c_str());
+  if (!outcome.failure.empty() && !outcome.interrupted_by)
+    std::fprintf(stderr, "ouro-run: job failed: %s\n", outcome.failure.c_str());
   return outcome.exit_code;
 }

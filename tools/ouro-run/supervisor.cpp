@@ -1,5 +1,7 @@
 #include "supervisor.hpp"
 
+#include "signals.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -36,6 +38,8 @@ void writeAll(int fd, const std::string& s) {
   }
 }
 
+std::string sigName(int sig) { return StopSignals::name(sig); }
+
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status))
@@ -43,7 +47,7 @@ std::string describeStatus(int status) {
   return "stopped with wait status " + std::to_string(status);
 }
 
-const int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+const int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};  // as StopSignals blocks
 
 }  // namespace
 
@@ -55,8 +59,8 @@ struct Supervisor::Child {
   std::string partial[2];      // unterminated line per stream
 };
 
-Supervisor::Supervisor(bool tag_output, double kill_timeout_s)
-    : tag_output_(tag_output), kill_timeout_s_(kill_timeout_s) {}
+Supervisor::Supervisor(bool tag_output, double kill_timeout_s, int signal_fd, std::string place)
+    : tag_output_(tag_output), kill_timeout_s_(kill_timeout_s), signal_fd_(signal_fd), place_(std::move(place)) {}
 
 Supervisor::~Supervisor() {
   for (Child* c : children_) {
@@ -65,25 +69,12 @@ Supervisor::~Supervisor() {
       if (fd >= 0) ::close(fd);
     delete c;
   }
-  if (signal_fd_ >= 0) ::close(signal_fd_);
-}
-
-void Supervisor::blockHandledSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : kHandledSignals) sigaddset(&set, s);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
 }
 
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : kHandledSignals) sigaddset(&set, s);
   sigset_t old;
-  sigprocmask(SIG_BLOCK, &set, &old);
+  sigprocmask(SIG_SETMASK, nullptr, &old);
   for (int s : kHandledSignals) sigdelset(&old, s);  // ranks start with these unblocked
-  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
   const pid_t launcher = getpid();
 
   for (const RankSpec& spec : ranks) {
@@ -169,6 +160,33 @@ void Supervisor::beginStopping(int sig) {
     kill_at_ns_ = monotonicNs() + (long long)(kill_timeout_s_ * 1e9);
   }
   signalAll(sig);
+}
+
+void Supervisor::onStopSignal(int sig, JobOutcome* outcome) {
+  const std::string name = sigName(sig);
+  int alive = 0;
+  for (Child* c : children_) alive += c->alive;
+  if (stopping_) {
+    // Asked again while the ranks are being stopped: the user does not want to wait.
+    std::fprintf(stderr, "ouro-run: %s again while stopping %d local rank%s; killing them now (SIGKILL)\n",
+                 name.c_str(), alive, alive == 1 ? "" : "s");
+    if (outcome->interrupted_by == 0) {
+      outcome->interrupted_by = sig;
+      outcome->exit_code = 128 + sig;
+    }
+    signalAll(SIGKILL);
+    kill_at_ns_ = monotonicNs() + 1000000000LL;
+    return;
+  }
+  const std::string place = place_.empty() ? "" : " (" + place_ + ")";
+  std::fprintf(stderr, "ouro-run: interrupted (%s) while running %d local rank%s%s; passing %s on to them, SIGKILL after %.1f s\n",
+               name.c_str(), alive, alive == 1 ? "" : "s", place.c_str(), name.c_str(), kill_timeout_s_);
+  if (outcome->failure.empty()) {
+    outcome->failure = "interrupted by " + name;
+    outcome->exit_code = 128 + sig;
+    outcome->interrupted_by = sig;
+  }
+  beginStopping(sig);
 }
 
 void Supervisor::pumpOutput(Child& c, int which) {
@@ -258,12 +276,7 @@ JobOutcome Supervisor::wait(const std::function<std::optional<std::string>()>& p
       while (::read(signal_fd_, &si, sizeof(si)) == ssize_t(sizeof(si))) {
         int sig = int(si.ssi_signo);
         if (sig == SIGCHLD) continue;  // reaped below
-        std::fprintf(stderr, "ouro-run: received %s; passing it on to every rank\n", strsignal(sig));
-        if (outcome.failure.empty()) {
-          outcome.failure = std::string("interrupted by ") + strsignal(sig);
-          outcome.exit_code = 128 + sig;
-        }
-        beginStopping(sig);
+        onStopSignal(sig, &outcome);
       }
     }
     for (size_t i = 1; i < fds.size(); i++)

@@ -24,22 +24,22 @@ struct RankSpec {
 struct JobOutcome {
   int exit_code = 0;      // what ouro-run should exit with
   std::string failure;    // "" on success, else the line naming the rank and its status
+  int interrupted_by = 0; // the stop signal (SIGINT, SIGTERM, ...) that ended the job, if any
 };
 
 class Supervisor {
  public:
-  Supervisor(bool tag_output, double kill_timeout_s);
+  // signal_fd: StopSignals::fd() (not owned). place names this node in messages ("" when the job
+  // has one node, else e.g. "node rank 1 of 3").
+  Supervisor(bool tag_output, double kill_timeout_s, int signal_fd, std::string place);
   ~Supervisor();
-
-  // Blocks the signals the supervisor handles (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT) for the
-  // whole process. Call it first in main, before any thread exists: a thread started earlier
-  // (the store server) would otherwise receive SIGTERM and die of it.
-  static void blockHandledSignals();
 
   void start(const std::vector<RankSpec>& ranks);
 
-  // Runs until every rank has exited. poll_remote is called about every 250 ms; returning a
-  // message stops the ranks as if one of them had failed (a failure on another node).
+  // Runs until every rank has exited. poll_remote is called about every 250 ms and must not block;
+  // returning a message stops the ranks as if one of them had failed (a failure on another node).
+  // The first SIGINT/SIGTERM/SIGHUP/SIGQUIT is passed on to every rank, which then get
+  // kill_timeout_s before SIGKILL; a second one while stopping sends SIGKILL at once.
   // on_local_failure is told the first local failure so it can be reported to other nodes.
   JobOutcome wait(const std::function<std::optional<std::string>()>& poll_remote,
                   const std::function<void(const std::string&)>& on_local_failure);
@@ -48,12 +48,14 @@ class Supervisor {
   struct Child;
   void reap(JobOutcome* outcome, const std::function<void(const std::string&)>& on_local_failure);
   void beginStopping(int sig);
+  void onStopSignal(int sig, JobOutcome* outcome);
   void signalAll(int sig);
   void pumpOutput(Child& c, int which);
 
   bool tag_output_;
   double kill_timeout_s_;
   int signal_fd_ = -1;
+  std::string place_;
   std::vector<Child*> children_;
   bool stopping_ = false;
   long long kill_at_ns_ = 0;
