@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# usage: run_ouro_run.sh PATH/TO/coll_rank PATH/TO/ouro-run
+#
+# The collective suite across 3 namespace hosts under ouro-run: one `ouro-run --nnodes 3
+# --node-rank I-1 --nproc-per-node 2 --master HOST1:PORT` per host, each started inside its host
+# (hosts.sh exec), all with the same OURO_TOKEN. Every collective's results are checked exactly
+# (coll_rank matrix mode), outputs that must agree hash the same on all 6 ranks, and each rank's
+# own view (rank, local rank, host, shared memory with its host mate, TCP with the others) matches
+# the launcher's. Exit: 0 pass, 1 fail, 77 not root / namespaces unavailable.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TEST_NAME="netns ouro-run"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+# The full matrix: every collective, dtype, op, count, placement and root.
+MODE=${NETNS_MODE:-matrix}
+
+main() {
+  require_netns
+  require_coll_rank "${1:-}"
+  local ouro_run=${2:-}
+  [[ -x "$ouro_run" ]] || fail "usage: $0 coll_rank ouro-run (ouro-run not found: '$ouro_run')"
+  ouro_run=$(realpath "$ouro_run")
+  make_workdir ouro-netns-run
+  trap netns_cleanup EXIT
+  trap 'exit 1' INT TERM HUP PIPE
+  rank_env
+  hosts_up run
+  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export OURO_TOKEN
+
+  local -a args pids=()
+  mapfile -t args < <(coll_args "$MODE")
+  local i master
+  master="$(addr 1):$STORE_PORT"
+  local start=$SECONDS
+  for ((i = 1; i <= NHOSTS; i++)); do
+    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
+      --master "$master" "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" >"$WORK/ouro-run-h$i.log" 2>&1 </dev/null &
+    pids+=($!)
+  done
+  for ((i = 1; i <= NHOSTS; i++)); do
+    wait_job "${pids[i - 1]}" "ouro-run-h$i" "$JOB_TIMEOUT_S"
+  done
+  check_results "$MODE"
+  check_placement
+  report_times
+  echo "PASS ($TEST_NAME): 6 ranks on 3 namespace hosts under ouro-run --nnodes 3, every collective exact, in $((SECONDS - start)) s"
+}
+
+main "$@"
