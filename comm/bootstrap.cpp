@@ -26,7 +26,7 @@ std::string PeerInfo::encode() const {
   return w.take();
 }
 
-PeerInfo PeerInfo::decode(const std::string& bytes, int expected_rank) {
+PeerInfo PeerInfo::decode(std::string_view bytes, int expected_rank) {
   WireReader r(bytes, strprintf("bootstrap record of rank %d", expected_rank));
   if (r.u32() != 0x4f55524f)
     raise(Result::kInternalError,
@@ -44,6 +44,24 @@ PeerInfo PeerInfo::decode(const std::string& bytes, int expected_rank) {
   return p;
 }
 
+std::string encodeJobError(Result code, const std::string& message) {
+  return std::to_string(int(code)) + ":" + message;
+}
+
+JobError decodeJobError(std::string_view record) {
+  JobError e;
+  const size_t colon = record.find(':');
+  auto code = colon == std::string_view::npos ? std::nullopt : parseInt(record.substr(0, colon));
+  // Only a failure code (not success, nor a value this build does not know) is taken as given.
+  if (code && *code > int(Result::kSuccess) && *code <= int(Result::kUnavailable)) {
+    e.code = Result(int(*code));
+    e.message = std::string(record.substr(colon + 1));
+  } else {
+    e.message = std::string(record);
+  }
+  return e;
+}
+
 std::string thisHostId() {
   if (envIsSet("OURO_HOSTID")) return envString("OURO_HOSTID");
   char host[256] = {};
@@ -57,7 +75,7 @@ std::string thisHostId() {
 
 void failJob(store::Store& store, const std::string& prefix, Result code, const std::string& message) {
   try {
-    store.compareSet(prefix + "error", std::nullopt, std::to_string(int(code)) + ":" + message);
+    store.compareSet(prefix + "error", std::nullopt, encodeJobError(code, message));
   } catch (const Error&) {
     // The store is gone too; our own error below is what matters.
   }
@@ -79,10 +97,8 @@ void waitForRanks(store::Store& store, const std::string& prefix, const std::vec
       missing = store.waitFor(missing, slice);
       if (missing.empty()) return;
       if (auto err = store.tryGet(prefix + "error")) {
-        size_t colon = err->find(':');
-        auto code = parseInt(std::string_view(*err).substr(0, colon));
-        throw Error(code ? Result(int(*code)) : Result::kRemoteError,
-                    who + ": stopped because another rank failed: " + err->substr(colon + 1));
+        JobError failure = decodeJobError(*err);
+        throw Error(failure.code, who + ": stopped because another rank failed: " + failure.message);
       }
     } catch (Error& e) {
       if (e.code() == Result::kRemoteError && e.message().rfind(who, 0) != 0)
@@ -110,7 +126,7 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
       first = strprintf("pid %d on %s", p.pid, p.hostname.c_str());
       // A claim by a process of this host that no longer runs is a finished job's leftover:
       // the usual cause is a file:// directory used for two jobs.
-      if (p.host_id == self.host_id && p.pid != self.pid && ::kill(p.pid, 0) != 0 && errno == ESRCH)
+      if (p.host_id == self.host_id && p.pid > 0 && p.pid != self.pid && ::kill(p.pid, 0) != 0 && errno == ESRCH)
         failJob(store, prefix, Result::kInvalidUsage,
                 strprintf("rank %d: %s: rank %d is already claimed at %s by pid %d, which is no longer running: the "
                           "rendezvous holds an earlier job's keys; use a fresh directory or port for every job",

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/store/store.hpp"
@@ -24,8 +25,19 @@ struct PeerInfo {
   std::string tcp_address;  // "HOST:PORT" where this rank accepts transport connections ("" if none)
 
   std::string encode() const;
-  static PeerInfo decode(const std::string& bytes, int expected_rank);
+  // Decodes a record read from the store (bytes another process wrote): every length is bounded
+  // and checked; anything malformed, or a record of another rank, is Error(kInternalError).
+  static PeerInfo decode(std::string_view bytes, int expected_rank);
 };
+
+// The job-wide failure record failJob publishes ("<code>:<message>") and every waiting rank
+// reads back. A record without a valid failure code decodes as kRemoteError with the whole text.
+struct JobError {
+  Result code = Result::kRemoteError;
+  std::string message;
+};
+std::string encodeJobError(Result code, const std::string& message);
+JobError decodeJobError(std::string_view record);
 
 struct Membership {
   std::vector<PeerInfo> peers;  // indexed by rank

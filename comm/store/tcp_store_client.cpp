@@ -14,16 +14,15 @@ namespace {
 
 using transport::tcp::Fd;
 
-struct Response {
-  wire::Status status;
-  int64_t num;
-  std::string value;
-};
+using wire::Response;
 
 class TcpStoreClient final : public Store {
  public:
   TcpStoreClient(const std::string& host, int port, const std::string& token, Deadline deadline)
       : host_(host), port_(port), token_(token), address_(strprintf("tcp://%s:%d", host.c_str(), port)) {
+    if (token.size() > wire::kMaxTokenBytes)
+      raise(Result::kInvalidArgument, "OURO_TOKEN is %zu bytes long; the rendezvous store accepts at most %zu",
+            token.size(), wire::kMaxTokenBytes);
     std::lock_guard lock(mu_);
     connectLocked(deadline);
   }
@@ -73,18 +72,11 @@ class TcpStoreClient final : public Store {
     if (joined.empty()) return {};
     int64_t wait_ms = (deadline.remainingNs() + 999999) / 1000000;
     // The server answers at its own deadline; allow it a few seconds to get the answer here.
-    Response r = request(wire::Op::kWait, joined, {}, wait_ms, Deadline(deadline.atNs() + int64_t(5e9)));
+    Response r = request(wire::Op::kWait, joined, {}, wait_ms,
+                         Deadline(deadline.atNs() > INT64_MAX - int64_t(5e9) ? INT64_MAX : deadline.atNs() + int64_t(5e9)));
     if (r.status == wire::Status::kOk) return {};
     if (r.status != wire::Status::kTimeout) expectOk(r, "wait", keys.front());
-    std::vector<std::string> missing;
-    size_t start = 0;
-    while (start < r.value.size()) {
-      size_t end = r.value.find('\n', start);
-      if (end == std::string::npos) end = r.value.size();
-      missing.push_back(r.value.substr(start, end - start));
-      start = end + 1;
-    }
-    return missing;
+    return wire::splitKeys(r.value);
   }
 
   std::string describe() const override { return address_; }
@@ -123,16 +115,15 @@ class TcpStoreClient final : public Store {
 
   Response exchange(wire::Op op, std::string_view key, std::string_view value, int64_t arg, Deadline deadline) {
     std::string what = "the rendezvous store " + address_;
-    wire::RequestHeader h{wire::kMagic, uint32_t(op), uint32_t(key.size()), uint32_t(value.size()), arg, 0};
-    std::string frame(reinterpret_cast<const char*>(&h), sizeof(h));
-    frame.append(key);
-    frame.append(value);
+    std::string frame = wire::encodeRequest(op, key, value, arg);
     try {
       transport::tcp::sendAll(fd_.get(), frame.data(), frame.size(), deadline, what);
       wire::ResponseHeader r;
       transport::tcp::recvAll(fd_.get(), &r, sizeof(r), deadline, what);
-      if (r.magic != wire::kMagic || r.value_len > wire::kMaxValueFieldBytes)
-        raise(Result::kInternalError, "%s sent a malformed response; is something else listening there?", what.c_str());
+      std::string why;
+      if (!wire::checkResponseHeader(r, &why))
+        raise(Result::kInternalError, "%s sent a malformed response (%s); is something else listening there?",
+              what.c_str(), why.c_str());
       Response out{wire::Status(r.status), r.num, std::string(r.value_len, '\0')};
       if (r.value_len) transport::tcp::recvAll(fd_.get(), out.value.data(), r.value_len, deadline, what);
       return out;

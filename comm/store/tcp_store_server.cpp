@@ -26,6 +26,9 @@ namespace {
 
 using transport::tcp::Fd;
 
+// Stop reading a client's requests while this much of its answers wait to be sent.
+constexpr size_t kMaxQueuedOutput = size_t(64) << 20;
+
 struct PendingWait {
   std::vector<std::string> keys;
   Deadline deadline = Deadline::never();
@@ -72,7 +75,10 @@ class Server final : public TcpStoreServer {
       fds.clear();
       fds.push_back({wake_read_.get(), POLLIN, 0});
       fds.push_back({listener_.get(), POLLIN, 0});
-      for (auto& c : clients_) fds.push_back({c->fd.get(), short(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+      // A client that does not read its answers is not read from either (its output stays bounded).
+      for (auto& c : clients_)
+        fds.push_back({c->fd.get(),
+                       short((c->out.size() < kMaxQueuedOutput ? POLLIN : 0) | (c->out.empty() ? 0 : POLLOUT)), 0});
       int rc = OURO_RETRY_EINTR(::poll(fds.data(), fds.size(), nextWaitTimeoutMs()));
       if (rc < 0) {
         OURO_WARN("rendezvous store server: poll failed: %s; the server stops", std::strerror(errno));
@@ -117,10 +123,13 @@ class Server final : public TcpStoreServer {
 
   void readFrom(Client& c) {
     char buf[65536];
-    while (c.fd.valid()) {
+    // Parse after every chunk: a client streaming without pause cannot grow c.in past one
+    // (length-checked) request, and a bad header closes the connection before its body arrives.
+    while (c.fd.valid() && !c.close_after_write && c.out.size() < kMaxQueuedOutput) {
       ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
       if (n > 0) {
         c.in.append(buf, size_t(n));
+        parseRequests(c);
         continue;
       }
       if (n == 0) return drop(c, nullptr);
@@ -128,40 +137,36 @@ class Server final : public TcpStoreServer {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return drop(c, std::strerror(errno));
     }
-    parseRequests(c);
   }
 
   void parseRequests(Client& c) {
-    while (c.fd.valid() && !c.close_after_write && c.in.size() >= sizeof(wire::RequestHeader)) {
-      wire::RequestHeader h;
-      std::memcpy(&h, c.in.data(), sizeof(h));
-      if (h.magic != wire::kMagic || h.key_len > wire::kMaxKeyFieldBytes || h.value_len > wire::kMaxValueFieldBytes) {
-        OURO_WARN("rendezvous store: malformed request from %s (bad magic or lengths); closing it", c.peer.c_str());
-        return drop(c, nullptr);
+    size_t used = 0;
+    while (c.fd.valid() && !c.close_after_write) {
+      wire::Request req;
+      size_t consumed = 0;
+      std::string why;
+      auto d = wire::decodeRequest(std::string_view(c.in).substr(used), c.authenticated, &req, &consumed, &why);
+      if (d == wire::Decode::kNeedMore) break;
+      if (d == wire::Decode::kMalformed) {
+        OURO_WARN("rendezvous store: malformed request from %s (%s); closing that connection", c.peer.c_str(),
+                  why.c_str());
+        return drop(c, "malformed request");
       }
-      size_t total = sizeof(h) + size_t(h.key_len) + size_t(h.value_len);
-      if (c.in.size() < total) return;
-      std::string key = c.in.substr(sizeof(h), h.key_len);
-      std::string value = c.in.substr(sizeof(h) + h.key_len, h.value_len);
-      c.in.erase(0, total);
-      handle(c, h, std::move(key), std::move(value));
+      used += consumed;
+      handle(c, req);
     }
+    c.in.erase(0, used);
   }
 
   void respond(Client& c, wire::Status status, std::string_view value = {}, int64_t num = 0) {
-    wire::ResponseHeader r{wire::kMagic, uint32_t(status), uint32_t(value.size()), 0, num};
-    c.out.append(reinterpret_cast<const char*>(&r), sizeof(r));
-    c.out.append(value);
+    c.out += wire::encodeResponse(status, value, num);
   }
 
-  void handle(Client& c, const wire::RequestHeader& h, std::string key, std::string value) {
-    auto op = wire::Op(h.op);
+  void handle(Client& c, wire::Request& req) {
     if (!c.authenticated) {
-      if (op != wire::Op::kHello || value != token_ || h.arg != wire::kVersion) {
-        OURO_WARN("rendezvous store: refused a connection from %s: %s", c.peer.c_str(),
-                  op != wire::Op::kHello ? "it did not present a job token"
-                  : h.arg != int64_t(wire::kVersion) ? "it speaks another protocol version"
-                                                     : "its job token (OURO_TOKEN) does not match this job's");
+      std::string refused = wire::checkHello(req, token_);
+      if (!refused.empty()) {
+        OURO_WARN("rendezvous store: refused a connection from %s: %s", c.peer.c_str(), refused.c_str());
         respond(c, wire::Status::kRefused);
         c.close_after_write = true;
         return;
@@ -170,63 +175,29 @@ class Server final : public TcpStoreServer {
       respond(c, wire::Status::kOk);
       return;
     }
-    bool single_key_ok = !key.empty() && key.size() <= kMaxKeyBytes;
-    switch (op) {
-      case wire::Op::kSet:
-        if (!single_key_ok || value.size() > kMaxValueBytes) return respond(c, wire::Status::kBadRequest);
-        map_[key] = std::move(value);
-        respond(c, wire::Status::kOk);
-        return wakeWaiters();
-      case wire::Op::kGet: {
-        auto it = map_.find(key);
-        if (it == map_.end()) return respond(c, wire::Status::kNotFound);
-        return respond(c, wire::Status::kOk, it->second);
-      }
-      case wire::Op::kAdd: {
-        std::string& v = map_[key];
-        auto current = v.empty() ? std::optional<int64_t>(0) : parseInt(v);
-        if (!single_key_ok || !current) return respond(c, wire::Status::kBadRequest);
-        int64_t result = *current + h.arg;
-        v = std::to_string(result);
-        respond(c, wire::Status::kOk, {}, result);
-        return wakeWaiters();
-      }
-      case wire::Op::kCompareSet: {
-        if (!single_key_ok || h.arg < -1 || h.arg > int64_t(value.size())) return respond(c, wire::Status::kBadRequest);
-        auto it = map_.find(key);
-        bool matches = h.arg < 0 ? it == map_.end()
-                                 : (it != map_.end() && it->second == std::string_view(value).substr(0, size_t(h.arg)));
-        std::string desired = value.substr(h.arg < 0 ? 0 : size_t(h.arg));
-        if (matches) map_[key] = desired;
-        it = map_.find(key);
-        respond(c, wire::Status::kOk, it == map_.end() ? std::string_view() : std::string_view(it->second));
-        if (matches) wakeWaiters();
-        return;
-      }
+    switch (req.op) {
+      case wire::Op::kHello:
+        return respond(c, wire::Status::kOk);
       case wire::Op::kWait: {
         PendingWait w;
-        size_t start = 0;
-        while (start <= key.size()) {
-          size_t end = key.find('\n', start);
-          if (end == std::string::npos) end = key.size();
-          if (end > start) w.keys.push_back(key.substr(start, end - start));
-          start = end + 1;
-        }
-        w.deadline = Deadline(nowNs() + std::max<int64_t>(h.arg, 0) * 1000000);
+        w.keys = wire::splitKeys(req.key);
+        w.deadline = Deadline(wire::waitDeadlineNs(nowNs(), req.arg));
         c.wait = std::move(w);
         return completeWaitIfReady(c, false);
       }
-      case wire::Op::kHello:
-        return respond(c, wire::Status::kOk);
+      default: {
+        wire::Response r;
+        const bool changed = table_.apply(req, &r);
+        respond(c, r.status, r.value, r.num);
+        if (changed) wakeWaiters();
+        return;
+      }
     }
-    respond(c, wire::Status::kBadRequest);
   }
 
   void completeWaitIfReady(Client& c, bool deadline_passed) {
     if (!c.wait) return;
-    std::string missing;
-    for (const auto& k : c.wait->keys)
-      if (!map_.count(k)) missing += (missing.empty() ? "" : "\n") + k;
+    std::string missing = table_.missing(c.wait->keys);
     if (missing.empty()) {
       c.wait.reset();
       respond(c, wire::Status::kOk);
@@ -270,7 +241,7 @@ class Server final : public TcpStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<int> client_count_{0};
   std::vector<std::unique_ptr<Client>> clients_;
-  std::map<std::string, std::string> map_;
+  wire::Table table_;
 };
 
 }  // namespace

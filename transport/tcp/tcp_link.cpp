@@ -10,7 +10,11 @@
 namespace ouro::transport::tcp {
 
 TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots)
-    : peer_(peer_rank), slot_bytes_(slot_bytes), sockets_(std::move(sockets)) {
+    : peer_(peer_rank),
+      slot_bytes_(slot_bytes),
+      sockets_(std::move(sockets)),
+      recv_buffer_(slot_bytes),
+      recv_(recv_buffer_.data(), slot_bytes) {
   OURO_ASSERT(!sockets_.empty());
   for (auto& s : sockets_) setNonBlocking(s.get(), true);
   slots_.resize(size_t(slots));
@@ -19,7 +23,6 @@ TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int 
     free_slots_.push_back(i);
   }
   send_queues_.resize(sockets_.size());
-  recv_buffer_.resize(slot_bytes);
 }
 
 TcpLink::~TcpLink() = default;
@@ -100,34 +103,16 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
   OURO_ASSERT(!recv_held_);
   if (dead_) connectionLost("receiving", 0);
   int fd = sockets_[messages_received_ % sockets_.size()].get();
-  while (true) {
-    size_t want;
-    std::byte* to;
-    if (recv_got_ < sizeof(MessageHeader)) {
-      want = sizeof(MessageHeader) - recv_got_;
-      to = reinterpret_cast<std::byte*>(&recv_header_) + recv_got_;
-    } else {
-      size_t payload_got = recv_got_ - sizeof(MessageHeader);
-      want = recv_header_.bytes - payload_got;
-      to = recv_target_ + payload_got;
-    }
-    if (want == 0) break;
-    ssize_t r = ::recv(fd, to, want, MSG_DONTWAIT);
+  while (size_t want = recv_.wanted()) {
+    ssize_t r = ::recv(fd, recv_.next(), want, MSG_DONTWAIT);
     if (r > 0) {
-      recv_got_ += size_t(r);
-      if (recv_got_ == sizeof(MessageHeader)) {
-        const MessageHeader& h = recv_header_;
-        // Checked before a single payload byte is trusted or buffered.
-        if (h.magic != kMessageMagic || h.kind < 1 || h.kind > 3 || h.bytes > slot_bytes_) {
-          dead_ = true;
-          raise(Result::kInternalError,
-                "rank %d sent a malformed message header (magic %#x, kind %u, %u bytes, limit %zu); is every rank "
-                "running the same ouro version and OURO_* settings?",
-                peer_, h.magic, h.kind, h.bytes, slot_bytes_);
-        }
-        // Data the caller has room for lands in its memory: one copy fewer than via our buffer.
-        const bool direct = dst && h.kind == uint32_t(MessageKind::kData) && h.bytes <= capacity;
-        recv_target_ = direct ? dst : recv_buffer_.data();
+      std::string why;
+      if (!recv_.received(size_t(r), dst, capacity, &why)) {
+        dead_ = true;
+        raise(Result::kInternalError,
+              "rank %d sent a malformed message header (%s); is every rank running the same ouro version and "
+              "OURO_* settings?",
+              peer_, why.c_str());
       }
       continue;
     }
@@ -136,13 +121,13 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
     if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
     connectionLost("receiving", errno);
   }
-  if (recv_header_.kind == uint32_t(MessageKind::kAbort)) {
+  if (recv_.header().kind == uint32_t(MessageKind::kAbort)) {
     dead_ = true;
-    std::string reason(reinterpret_cast<const char*>(recv_buffer_.data()), recv_header_.bytes);
+    std::string reason(reinterpret_cast<const char*>(recv_.payload()), recv_.header().bytes);
     raise(Result::kRemoteError, "rank %d failed: %s", peer_, reason.c_str());
   }
-  out->header = recv_header_;
-  out->data = recv_target_;
+  out->header = recv_.header();
+  out->data = recv_.payload();
   recv_held_ = true;
   return true;
 }
@@ -150,7 +135,7 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
 void TcpLink::releaseRecv() {
   OURO_ASSERT(recv_held_);
   recv_held_ = false;
-  recv_got_ = 0;
+  recv_.reset();
   messages_received_++;
 }
 

@@ -9,6 +9,7 @@
 
 #include "transport/link.hpp"
 #include "transport/tcp/socket.hpp"
+#include "transport/tcp/tcp_wire.hpp"
 
 namespace ouro::transport::tcp {
 
@@ -50,10 +51,8 @@ class TcpLink final : public Link {
   uint64_t messages_sent_ = 0;                 // posted so far (chooses the socket)
   // Receiving message number messages_received_ on socket messages_received_ % sockets.
   uint64_t messages_received_ = 0;
-  MessageHeader recv_header_{};
-  size_t recv_got_ = 0;  // bytes of header + payload received for the current message
   std::vector<std::byte> recv_buffer_;
-  std::byte* recv_target_ = nullptr;  // where the current message's payload goes
+  FrameDecoder recv_;  // the message being received (payload in recv_buffer_ or the caller's memory)
   bool recv_held_ = false;
   bool dead_ = false;
 };

@@ -12,24 +12,10 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
+#include "transport/tcp/tcp_wire.hpp"
 
 namespace ouro::transport::tcp {
 namespace {
-
-constexpr uint32_t kHandshakeMagic = 0x4f555248;  // "OURH"
-constexpr uint32_t kHandshakeVersion = 1;
-constexpr size_t kMaxTokenBytes = 1024;
-
-struct Handshake {
-  uint32_t magic;
-  uint32_t version;
-  uint64_t comm_key;
-  int32_t rank;
-  int32_t socket_index;
-  uint32_t token_bytes;
-  uint32_t reserved;
-};
-static_assert(sizeof(Handshake) == 32);
 
 // Applies options.congestion to one connected socket; returns the algorithm it ends up with and,
 // in *why, what was done (for the one info line per communicator).
@@ -73,21 +59,13 @@ std::string applyCongestionControl(int fd, const MeshOptions& options, std::stri
 }  // namespace
 
 Listener::Listener(const std::string& advertise_host) {
-  if (envIsSet("OURO_BIND_ADDR")) {
-    fd_ = listenOn(resolve(envString("OURO_BIND_ADDR"), 0).front(), 1024);
-    bool v6 = advertise_host.find(':') != std::string::npos;
-    address_ = strprintf(v6 ? "[%s]:%d" : "%s:%d", advertise_host.c_str(), localPort(fd_.get()));
-    return;
-  }
-  SockAddr any;
-  auto* in = reinterpret_cast<sockaddr_in*>(&any.storage);
-  in->sin_family = AF_INET;
-  in->sin_addr.s_addr = htonl(INADDR_ANY);
-  in->sin_port = 0;
-  any.len = sizeof(sockaddr_in);
-  fd_ = listenOn(any, 1024);
+  // Bound to the one address peers are told to dial, never the wildcard: the port is not
+  // reachable through interfaces the job does not use (OURO_BIND_ADDR overrides the choice).
+  const std::string bind_host = envIsSet("OURO_BIND_ADDR") ? envString("OURO_BIND_ADDR") : advertise_host;
+  fd_ = listenOn(resolve(bind_host, 0).front(), 1024);
   bool v6 = advertise_host.find(':') != std::string::npos;
   address_ = strprintf(v6 ? "[%s]:%d" : "%s:%d", advertise_host.c_str(), localPort(fd_.get()));
+  OURO_TRACE("TCP transport listening on %s, advertised as %s", localAddress(fd_.get()).str().c_str(), address_.c_str());
 }
 
 std::string advertisedHost(const std::string& fallback) {
@@ -120,6 +98,9 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
   std::map<int, std::vector<Fd>> out;
   for (auto& [peer, address] : peers) out[peer].resize(size_t(S));
   const std::string what_prefix = strprintf("rank %d: connecting to ", options.rank);
+  if (options.token.size() > kMaxTokenBytes)
+    raise(Result::kInvalidArgument, "rank %d: OURO_TOKEN is %zu bytes long; at most %zu are accepted", options.rank,
+          options.token.size(), kMaxTokenBytes);
 
   // 1. Dial the lower-ranked peers.
   for (auto& [peer, address] : peers) {
@@ -130,10 +111,8 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
     for (int s = 0; s < S; s++) {
       std::string what = strprintf("%srank %d at %s", what_prefix.c_str(), peer, address.c_str());
       Fd fd = connectWithRetry(host, port, deadline, what);
-      Handshake h{kHandshakeMagic, kHandshakeVersion, options.comm_key, options.rank, s,
-                  uint32_t(options.token.size()), 0};
-      sendAll(fd.get(), &h, sizeof(h), deadline, what);
-      sendAll(fd.get(), options.token.data(), options.token.size(), deadline, what);
+      const std::string hello = encodeHandshake(options.comm_key, options.rank, s, options.token);
+      sendAll(fd.get(), hello.data(), hello.size(), deadline, what);
       char ack = 0;
       try {
         recvAll(fd.get(), &ack, 1, deadline, what);
@@ -166,9 +145,10 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
       // A short, separate deadline: a silent or slow stranger must not stall the real peers.
       Deadline hs = Deadline(std::min(deadline.atNs(), nowNs() + int64_t(5e9)));
       recvAll(fd.get(), &h, sizeof(h), hs, "handshake from " + from);
-      if (h.magic != kHandshakeMagic || h.version != kHandshakeVersion || h.token_bytes > kMaxTokenBytes) {
-        OURO_WARN("rank %d: refused a connection from %s: not an ouro %s handshake", options.rank, from.c_str(),
-                  h.magic == kHandshakeMagic ? "version-1" : "transport");
+      std::string bad = checkHandshakeHeader(h);
+      if (!bad.empty()) {
+        OURO_WARN("rank %d: refused a connection from %s: %s; closed it and kept waiting for the ranks", options.rank,
+                  from.c_str(), bad.c_str());
         continue;
       }
       token.resize(h.token_bytes);

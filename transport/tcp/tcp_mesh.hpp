@@ -18,8 +18,8 @@ namespace ouro::transport::tcp {
 
 class Listener {
  public:
-  // Binds an ephemeral port on all interfaces (on OURO_BIND_ADDR when set); `advertise_host` is
-  // the host peers should dial.
+  // Binds an ephemeral port on `advertise_host`, the host peers should dial (on OURO_BIND_ADDR
+  // when set), never on all interfaces.
   explicit Listener(const std::string& advertise_host);
   const std::string& address() const { return address_; }  // "HOST:PORT" for the bootstrap record
   int fd() const { return fd_.get(); }
