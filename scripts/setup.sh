@@ -11,7 +11,7 @@ packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibve
 if [[ "${1:-}" == "--tests" ]]; then
   # Peers and engines the tests and benchmarks run beside ouro.
   packages+=(openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev slurm-wlm munge
-             python3-torch libtorch-dev gnuplot-nox procps psmisc nftables)
+             python3-torch libtorch-dev gnuplot-nox procps psmisc nftables clang libclang-rt-14-dev)
 fi
 
 missing=()

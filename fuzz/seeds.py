@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Writes the seed corpora under fuzz/corpus/<target>/: a few valid messages per parser, in the
+layout each fuzz_*.cpp expects (its first byte picks the mode). Run again after a format change."""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, 'corpus', target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+
+# Store protocol (comm/store/tcp_store_protocol.hpp).
+MAGIC = 0x5352554f
+def req(op, key=b'', value=b'', arg=0):
+    return struct.pack('<IIIIqq', MAGIC, op, len(key), len(value), arg, 0) + key + value
+def resp(status, value=b'', num=0):
+    return struct.pack('<IIIIq', MAGIC, status, len(value), 0, num) + value
+hello = req(1, value=b'fuzz-token', arg=1)
+write('store_protocol', 'hello', b'\0' + hello)
+write('store_protocol', 'wrong-token', b'\0' + req(1, value=b'other', arg=1))
+write('store_protocol', 'session', b'\0' + hello + req(2, b'k', b'v') + req(3, b'k') + req(4, b'n', arg=5) +
+      req(4, b'n', arg=-7) + req(5, b'k', b'vw', arg=1) + req(5, b'new', b'x', arg=-1) + req(6, b'k\nn\nmissing', arg=10))
+write('store_protocol', 'add-big', b'\0' + hello + req(4, b'n', arg=2**62) + req(4, b'n', arg=2**62))
+write('store_protocol', 'responses', b'\1' + resp(0) + resp(0, b'value', 3) + resp(2, b'a\nb') + resp(3))
+
+# Bootstrap records (comm/bootstrap.cpp PeerInfo::encode) and failure records.
+def s(b):
+    return struct.pack('<I', len(b)) + b
+def peer(rank, host_id, hostname, pid, tcp):
+    return struct.pack('<Iq', 0x4f55524f, rank) + s(host_id) + s(hostname) + struct.pack('<q', pid) + s(tcp)
+write('bootstrap', 'rank0', b'\0' + peer(0, b'node1/boot/netns:4026531992', b'node1', 1234, b'10.0.0.1:40000'))
+write('bootstrap', 'rank3-no-tcp', b'\3' + peer(3, b'h', b'h', 99, b''))
+write('bootstrap', 'job-error', b'\1' + b'5:rank 2: ouroCommInitRank: two processes claimed rank 2')
+
+# core/wire.hpp: a program byte count, the program, then the message.
+write('wire', 'u32-str-i64', bytes([3, 0, 4, 2]) + struct.pack('<I', 7) + s(b'example') + struct.pack('<q', -1))
+write('wire', 'short-str', bytes([2, 3 | (16 << 3), 1]) + s(b'abc') + struct.pack('<Q', 1))
+
+# TCP transport (transport/tcp/tcp_wire.hpp): handshake, and frames cut into recv pieces.
+def handshake(comm_key, rank, sock, token):
+    return struct.pack('<IIQiiII', 0x4f555248, 1, comm_key, rank, sock, len(token), 0) + token
+write('tcp', 'handshake', b'\1' + handshake(0x1234, 1, 0, b'job-token-0123'))
+def frame(kind, payload, call=1, aux=0):
+    return struct.pack('<IIIIQQ', 0x4f55524d, kind, len(payload), 0, call, aux) + payload
+def pieces(stream, size):
+    out = b''
+    for i in range(0, len(stream), size):
+        chunk = stream[i:i + size]
+        out += bytes([size - 1]) + chunk
+    return out
+stream = frame(1, b'x' * 40) + frame(2, b'd' * 16, call=2, aux=7) + frame(1, b'') + frame(3, b'rank 1 failed')
+write('tcp', 'frames', b'\0' + bytes([16, 8]) + pieces(stream, 64))
+write('tcp', 'frames-small-pieces', b'\0' + bytes([16, 2]) + pieces(stream, 5))
