@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -48,6 +49,15 @@ bool waitSignalsBlocked(pid_t pid) {
     sleepMs(10);
   }
   return false;
+}
+
+// Threads of process pid right now (from /proc/PID/status).
+int threadsOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return 0;
 }
 
 bool waitFor(const std::function<bool()>& ready, double seconds) {
@@ -113,7 +123,9 @@ TEST_CASE("ouro-run stops at once while node 0 refuses connections") {
                                     "127.0.0.1:" + std::to_string(port), "sleep", "60"},
                                    {{"OURO_TOKEN", "t"}}));
     REQUIRE(waitSignalsBlocked(launcher.pid()));
-    sleepMs(200);  // well into the connect retries
+    // A second thread is the launcher's link to node 0 (node rank 2 serves nothing): it is connecting.
+    REQUIRE(waitFor([&] { return threadsOf(launcher.pid()) >= 2; }, kHang));
+    sleepMs(200);  // into the connect retries
     expectStops(launcher, sig,
                 "while connecting to node 0's rendezvous store at 127.0.0.1:" + std::to_string(port) +
                     " (node rank 2 of 3");
