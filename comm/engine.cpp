@@ -304,16 +304,26 @@ std::string Engine::lastSeen(int peer) const {
 }
 
 void Engine::throwTimeout(const std::vector<int>& waited_on) {
+  // Each rank waited for is named with its host: when a host dies or loses its network, every
+  // rank waiting on it says which host, and the hint points at the host before the program.
   std::string who;
+  bool other_host = false;
   for (int p : waited_on) {
     if (!who.empty()) who += ", ";
-    who += strprintf("%d (%s)", p, lastSeen(p).c_str());
+    const bool remote = host_of_[size_t(p)] != host_of_[size_t(rank_)];
+    other_host = other_host || remote;
+    const std::string& host = hostnames_[size_t(p)];
+    // Two hosts may share a name (containers, network namespaces): say it is not this one.
+    const bool same_name = remote && host == hostnames_[size_t(rank_)];
+    who += strprintf("rank %d on %s%s (%s)", p, host.empty() ? "an unnamed host" : host.c_str(),
+                     same_name ? " (another host of that name)" : "", lastSeen(p).c_str());
   }
-  raise(Result::kTimeout,
-        "rank %d: %s #%llu timed out after %.0f s waiting for rank%s %s; every rank must make the same calls in "
-        "the same order (OURO_TIMEOUT_S sets the limit)",
-        rank_, call_name_, (unsigned long long)call_, double(timeout_ns_) / 1e9, waited_on.size() > 1 ? "s" : "",
-        who.c_str());
+  if (who.empty()) who = "its peers";
+  raise(Result::kTimeout, "rank %d: %s #%llu timed out after %.0f s waiting for %s; %s (OURO_TIMEOUT_S sets the limit)",
+        rank_, call_name_, (unsigned long long)call_, double(timeout_ns_) / 1e9, who.c_str(),
+        other_host ? "a rank on another host that stops answering usually means that host or the network to it "
+                     "failed (check it); otherwise every rank must make the same calls in the same order"
+                   : "every rank must make the same calls in the same order");
 }
 
 }  // namespace ouro
