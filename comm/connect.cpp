@@ -3,14 +3,12 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 
-#include <functional>
 #include <map>
 
+#include "comm/transports.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
-#include "transport/ib/ib_probe.hpp"
-#include "transport/tcp/tcp_link.hpp"
 
 namespace ouro {
 namespace {
@@ -57,7 +55,6 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
   setup.algo = algo;
-  const PeerInfo& self = m.peers[size_t(rank)];
   std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
   for (const PeerInfo& p : m.peers) {
     host_index.emplace(p.host_id, int(host_index.size()));
@@ -65,108 +62,50 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
     setup.hostnames.push_back(p.hostname);
   }
 
-  std::vector<int> shm_peers, tcp_peers;
+  // Every peer goes to the first transport in the table that accepts it (comm/transports.cpp).
+  ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, setup, {}, {}, {}};
+  for (int p = 0; p < nranks; p++)
+    if (p != rank && !ctx.sameHost(p)) ctx.remote_peers.push_back(p);
+  const auto table = transportTable();
+  for (const TransportEntry& t : table) t.setup(ctx);
+  std::vector<std::vector<int>> peers_of(table.size());
   for (int p = 0; p < nranks; p++) {
     if (p == rank) continue;
-    bool same_host = m.peers[size_t(p)].host_id == self.host_id;
-    if (mode == "shm" && !same_host)
-      raise(Result::kInvalidUsage, "OURO_TRANSPORT=shm, but rank %d runs on another host (%s); unset it to use TCP there",
-            p, m.peers[size_t(p)].hostname.c_str());
-    (same_host && mode != "tcp" ? shm_peers : tcp_peers).push_back(p);
+    size_t t = 0;
+    while (t < table.size() && !table[t].canConnect(ctx, p)) t++;
+    if (t == table.size())
+      raise(Result::kInternalError, "rank %d: no transport accepts rank %d (OURO_TRANSPORT=%s)", rank, p, mode.c_str());
+    peers_of[t].push_back(p);
   }
-  if (!tcp_peers.empty() && (mode == "ib" || mode == "auto")) {
-    std::string why = transport::ib::unavailableReason();
-    if (!why.empty())
-      OURO_INFO("InfiniBand not used (%s); using TCP for the %zu rank(s) on other hosts", why.c_str(),
-                tcp_peers.size());
-  } else if (mode == "ib") {
+  if (mode == "ib" && ctx.remote_peers.empty())
     OURO_INFO("OURO_TRANSPORT=ib: every peer is on this host; using shared memory");
-  }
-
-  // Shared memory: every local rank creates its segment, learns the others' names through the
-  // store, maps them, and unlinks its own name once all have mapped it.
-  if (!shm_peers.empty()) {
-    transport::shm::Layout layout;
-    layout.local_ranks = m.local_count;
-    layout.staging_bytes = size_t(envInt("OURO_SHM_STAGING_BYTES"));
-    layout.slots = int(envInt("OURO_SHM_SLOTS"));
-    layout.slot_bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
-    if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
-      raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
-    auto threshold = [&](const char* name) {
-      const int64_t bytes = envInt(name);
-      if (bytes < 0) raise(Result::kInvalidArgument, "rank %d: %s=%lld: must be >= 0 (0 = never)", rank, name, (long long)bytes);
-      return size_t(bytes);
-    };
-    setup.stream_output_bytes = threshold("OURO_SHM_STREAM_OUTPUT_BYTES");
-    setup.stream_staging_bytes = threshold("OURO_SHM_STREAM_STAGING_BYTES");
-    const std::string stream_staging = envString("OURO_SHM_STREAM_STAGING");
-    if (stream_staging == "auto") setup.stream_staging = StreamStaging::kAuto;
-    else if (stream_staging == "always") setup.stream_staging = StreamStaging::kAlways;
-    else if (stream_staging == "never") setup.stream_staging = StreamStaging::kNever;
-    else
-      raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAM_STAGING=%s: must be auto, always or never", rank,
-            stream_staging.c_str());
-    auto world = std::make_unique<transport::shm::ShmWorld>(layout, m.local_rank);
-    store.set(prefix + "shm/" + std::to_string(rank), world->createOwn());
-    std::vector<std::string> names, mapped;
-    for (int r : m.local_ranks) {
-      names.push_back(prefix + "shm/" + std::to_string(r));
-      mapped.push_back(prefix + "shm-mapped/" + std::to_string(r));
-    }
-    const std::string who = strprintf("rank %d: connecting shared memory", rank);
-    waitForRanks(store, prefix, names, deadline, who, "to create their shared memory", "start every rank");
-    for (size_t i = 0; i < m.local_ranks.size(); i++) {
-      int r = m.local_ranks[i];
-      setup.shm_local_index[size_t(r)] = int(i);
-      if (r != rank) world->mapPeer(int(i), store.get(names[i], deadline));
-    }
-    store.set(prefix + "shm-mapped/" + std::to_string(rank), "1");
-    waitForRanks(store, prefix, mapped, deadline, who, "to map this rank's shared memory", "start every rank");
-    world->unlinkOwn();
-    for (int p : shm_peers) setup.links[size_t(p)] = world->makeLink(setup.shm_local_index[size_t(p)], p);
-    setup.shm = std::move(world);
-  }
-
-  // TCP with the rest.
-  if (!tcp_peers.empty()) {
-    transport::tcp::MeshOptions options;
-    options.rank = rank;
-    options.sockets_per_peer = int(envInt("OURO_TCP_SOCKETS"));
-    options.token = envString("OURO_TOKEN");
-    options.congestion = envString("OURO_TCP_CONGESTION");
-    options.comm_key = std::hash<std::string>()(store.describe() + "|" + prefix);
-    if (options.sockets_per_peer < 1 || options.sockets_per_peer > 16)
-      raise(Result::kInvalidArgument, "OURO_TCP_SOCKETS must be 1..16");
-    std::map<int, std::string> addresses;
-    for (int p : tcp_peers) addresses[p] = m.peers[size_t(p)].tcp_address;
-    auto sockets = transport::tcp::connectMesh(listener, addresses, options, deadline);
-    size_t slot_bytes = size_t(envInt("OURO_TCP_SLOT_BYTES"));
-    int slots = int(envInt("OURO_TCP_SLOTS"));
-    if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
-    for (auto& [p, fds] : sockets)
-      setup.links[size_t(p)] = std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots);
-  }
+  for (size_t t = 0; t < table.size(); t++) table[t].connect(ctx, peers_of[t]);
   listener.close();
 
-  // Which link kinds exist anywhere in the world (every rank computes the same from m.peers).
-  bool world_shm = false, world_tcp = false;
+  // Which link kinds may exist anywhere in the world (every rank computes the same from m.peers):
+  // the slicing unit is the smallest slot among them.
+  bool world_same = false, world_cross = false;
   for (int a = 0; a < nranks; a++)
-    for (int b = a + 1; b < nranks; b++) {
-      bool same = m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id;
-      (same && mode != "tcp" ? world_shm : world_tcp) = true;
-    }
+    for (int b = a + 1; b < nranks; b++)
+      (m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id ? world_same : world_cross) = true;
   setup.slice_bytes = SIZE_MAX;
-  if (world_shm) setup.slice_bytes = std::min(setup.slice_bytes, size_t(envInt("OURO_SHM_SLOT_BYTES")));
-  if (world_tcp) setup.slice_bytes = std::min(setup.slice_bytes, size_t(envInt("OURO_TCP_SLOT_BYTES")));
+  for (const TransportEntry& t : table)
+    if (size_t bytes = t.worldSlotBytes(mode, world_same, world_cross)) setup.slice_bytes = std::min(setup.slice_bytes, bytes);
   if (setup.slice_bytes == SIZE_MAX) setup.slice_bytes = 4096;
 
-  const bool all_local_shm = tcp_peers.empty() && int(shm_peers.size()) == nranks - 1;
+  auto peersOf = [&](const char* name) {
+    for (size_t t = 0; t < table.size(); t++)
+      if (std::string(table[t].name) == name) return peers_of[t];
+    return std::vector<int>();
+  };
+  const std::vector<int> shm_peers = peersOf("shm"), ib_peers = peersOf("ib"), tcp_peers = peersOf("tcp");
+  const bool all_local_shm = int(shm_peers.size()) == nranks - 1;
   setup.direct_family = nranks > 1 && all_local_shm && (algo == "auto" || algo == "direct");
   if (algo == "direct" && !setup.direct_family && nranks > 1)
     OURO_WARN("OURO_ALGO=direct needs every rank on one host with shared memory; using messages over links instead");
-  OURO_INFO("rank %d: shared memory with ranks %s, TCP with ranks %s; %s algorithms (OURO_ALGO=%s)", rank,
-            rankList(shm_peers).c_str(), rankList(tcp_peers).c_str(),
+  const std::string ib_part = ib_peers.empty() ? "" : ", InfiniBand with ranks " + rankList(ib_peers);
+  OURO_INFO("rank %d: shared memory with ranks %s%s, TCP with ranks %s; %s algorithms (OURO_ALGO=%s)", rank,
+            rankList(shm_peers).c_str(), ib_part.c_str(), rankList(tcp_peers).c_str(),
             setup.direct_family ? "one-host direct" : "link-based", algo.c_str());
   return std::make_unique<Engine>(std::move(setup));
 }

@@ -1,5 +1,6 @@
 // Connects a communicator's transports once its membership is known: shared memory with the ranks
-// on this host, TCP with the others (OURO_TRANSPORT overrides), and picks the algorithm family.
+// on this host, InfiniBand or TCP with the others (OURO_TRANSPORT overrides; the transports are
+// one table, comm/transports.hpp), and picks the algorithm family.
 #pragma once
 
 #include <memory>

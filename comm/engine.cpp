@@ -90,6 +90,7 @@ Engine::Engine(Setup setup)
       std::vector<pollfd> fds;
       links_[size_t(p)]->pollFds(&fds);
       if (!fds.empty()) polled_links_.push_back(links_[size_t(p)].get());
+      else if (links_[size_t(p)]->needsPolledProgress()) progressed_links_.push_back(links_[size_t(p)].get());
     }
     int local = shm_local_index_[size_t(p)];
     if (p != rank_ && local >= 0) pidfds_[size_t(p)] = openPidfd(shm_->control(local)->pid);
@@ -195,10 +196,20 @@ void Engine::runLocally(const CollArgs& a) {
 
 void Engine::progressLinks() {
   for (transport::Link* l : polled_links_) l->progress();
+  for (transport::Link* l : progressed_links_) l->progress();
+}
+
+void Engine::checkLinksAlive(const std::vector<int>& peers) {
+  for (int p : peers) {
+    transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
+    if (l && !l->peerAlive())
+      raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d failed: %s", rank_, call_name_,
+            (unsigned long long)call_, l->transportName(), p, l->peerFailure().c_str());
+  }
 }
 
 void Engine::flushLinks() {
-  if (polled_links_.empty()) return;
+  if (polled_links_.empty() && progressed_links_.empty()) return;
   auto pending = [&] {
     std::vector<int> peers;
     for (int p = 0; p < nranks_; p++)
@@ -222,6 +233,7 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
     if (now >= next_check) {
       std::vector<int> waited_on = missing();
       checkPeers(waited_on);
+      checkLinksAlive(waited_on);
       if (deadline_.expired()) throwTimeout(waited_on);
       next_check = now + kPeerCheckPeriodNs;
     }
@@ -245,6 +257,17 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
 
 void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns) {
   int64_t slice = std::max<int64_t>(std::min<int64_t>(max_ns, 10'000'000), 100'000);
+  if (!progressed_links_.empty()) {
+    // A completion queue rings no descriptor: look at the sockets without waiting, then sleep
+    // briefly so the next pass polls the queues again (latency here is already past spinning).
+    if (!polled_links_.empty()) {
+      std::vector<pollfd> fds;
+      for (transport::Link* l : polled_links_) l->pollFds(&fds);
+      ::poll(fds.data(), fds.size(), 0);
+    }
+    ::usleep(50);
+    return;
+  }
   if (!polled_links_.empty()) {
     std::vector<pollfd> fds;
     for (transport::Link* l : polled_links_) l->pollFds(&fds);

@@ -148,6 +148,8 @@ class Engine {
   // Publishes the CPU this rank runs on (shm only); true when one of `peers` last ran there too.
   bool notePeersOnMyCpu(const std::vector<int>& peers);
   void progressLinks();
+  // Throws kRemoteError when a link's own liveness check (Link::peerAlive) fails for one of `peers`.
+  void checkLinksAlive(const std::vector<int>& peers);
   void flushLinks();  // waits until TCP has taken every queued message
   void runCollective(const CollArgs& args);
   void runLocally(const CollArgs& args);
@@ -160,6 +162,7 @@ class Engine {
   std::vector<int> host_of_;
   std::vector<std::string> hostnames_;
   std::vector<transport::Link*> polled_links_;  // links with file descriptors (TCP)
+  std::vector<transport::Link*> progressed_links_;  // links polled by progress() alone (InfiniBand)
   std::vector<int> pidfds_;                     // per rank, local peers only (-1 otherwise)
   bool direct_family_;
   std::string algo_;

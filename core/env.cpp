@@ -39,6 +39,13 @@ constexpr Setting kSettings[] = {
     {"OURO_SHM_STREAM_OUTPUT_BYTES", "16777216", "one-host direct all-reduce: outputs of at least this many bytes per rank are written with non-temporal stores, around the cache (0 = never)"},
     {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when the two ranks' cores measure a cache-line round trip of 200 ns to 2 us (far apart; logged at info level)"},
     {"OURO_SHM_STREAM_STAGING_BYTES", "8388608", "calls of at least this many bytes per rank (count x element size) may stream their staging copies (0 = never)"},
+    {"OURO_IB_HCA", "", "RDMA devices and ports the InfiniBand transport may use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1:1 (prefixes; =exact names; ^excludes); default: the first device with an active port"},
+    {"OURO_IB_GID_INDEX", "0", "GID table index of the InfiniBand port (RoCE: the index of a RoCE v2 GID, see show_gids)"},
+    {"OURO_IB_SLOTS", "4", "messages an InfiniBand link may have in flight per direction (2..256)"},
+    {"OURO_IB_SLOT_BYTES", "524288", "bytes per InfiniBand message slot (the pipelining unit over InfiniBand)"},
+    {"OURO_IB_TIMEOUT", "14", "InfiniBand local ACK timeout exponent: 4.096 us x 2^N before a retry (1..31)"},
+    {"OURO_IB_SL", "0", "InfiniBand service level of the queue pairs (0..15)"},
+    {"OURO_IB_TC", "0", "InfiniBand/RoCE traffic class of the queue pairs (0..255)"},
     // Algorithms.
     {"OURO_ALGO", "auto", "auto|direct|ring|latency: direct = one host through shared memory; ring = messages over links (pairwise reduce-scatter, ring all-gather, every size); latency = one-shot exchange over links when the data fits"},
     {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},

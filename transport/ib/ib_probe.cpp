@@ -16,12 +16,10 @@ std::string unavailableReason() {
   int count = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&count);
-  if (!list) return strprintf("ibv_get_device_list failed: %s", std::strerror(errno));
-  std::string reason;
-  if (count == 0) reason = "no RDMA devices";
+  if (!list) return strprintf("no RDMA device (ibv_get_device_list failed: %s)", std::strerror(errno));
   ibv_free_device_list(list);
-  if (reason.empty()) reason = "the verbs data path is not implemented yet";
-  return reason;
+  if (count == 0) return "no RDMA devices (ibv_get_device_list found none)";
+  return "";
 #else
   return "ouro was built without libibverbs (install libibverbs-dev and reconfigure)";
 #endif

@@ -1,0 +1,230 @@
+#include "comm/transports.hpp"
+
+#include <functional>
+
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "transport/ib/ib_probe.hpp"
+#include "transport/ib/ib_transport.hpp"
+#include "transport/tcp/tcp_link.hpp"
+
+namespace ouro {
+
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) { return ranks.empty() ? "none" : joinInts(ranks, ","); }
+
+// ---- shared memory: ranks on this host ----
+
+void shmSetup(ConnectContext&) {}
+
+bool shmCanConnect(const ConnectContext& ctx, int peer) { return ctx.sameHost(peer) && ctx.mode != "tcp"; }
+
+// Every local rank creates its segment, learns the others' names through the store, maps them,
+// and unlinks its own name once all have mapped it.
+void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
+  if (peers.empty()) return;
+  const Membership& m = ctx.m;
+  const int rank = ctx.rank;
+  Engine::Setup& setup = ctx.setup;
+  transport::shm::Layout layout;
+  layout.local_ranks = m.local_count;
+  layout.staging_bytes = size_t(envInt("OURO_SHM_STAGING_BYTES"));
+  layout.slots = int(envInt("OURO_SHM_SLOTS"));
+  layout.slot_bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
+  if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
+    raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
+  auto threshold = [&](const char* name) {
+    const int64_t bytes = envInt(name);
+    if (bytes < 0) raise(Result::kInvalidArgument, "rank %d: %s=%lld: must be >= 0 (0 = never)", rank, name, (long long)bytes);
+    return size_t(bytes);
+  };
+  setup.stream_output_bytes = threshold("OURO_SHM_STREAM_OUTPUT_BYTES");
+  setup.stream_staging_bytes = threshold("OURO_SHM_STREAM_STAGING_BYTES");
+  const std::string stream_staging = envString("OURO_SHM_STREAM_STAGING");
+  if (stream_staging == "auto") setup.stream_staging = StreamStaging::kAuto;
+  else if (stream_staging == "always") setup.stream_staging = StreamStaging::kAlways;
+  else if (stream_staging == "never") setup.stream_staging = StreamStaging::kNever;
+  else
+    raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAM_STAGING=%s: must be auto, always or never", rank,
+          stream_staging.c_str());
+  auto world = std::make_unique<transport::shm::ShmWorld>(layout, m.local_rank);
+  ctx.store.set(ctx.prefix + "shm/" + std::to_string(rank), world->createOwn());
+  std::vector<std::string> names, mapped;
+  for (int r : m.local_ranks) {
+    names.push_back(ctx.prefix + "shm/" + std::to_string(r));
+    mapped.push_back(ctx.prefix + "shm-mapped/" + std::to_string(r));
+  }
+  const std::string who = strprintf("rank %d: connecting shared memory", rank);
+  waitForRanks(ctx.store, ctx.prefix, names, ctx.deadline, who, "to create their shared memory", "start every rank");
+  for (size_t i = 0; i < m.local_ranks.size(); i++) {
+    int r = m.local_ranks[i];
+    setup.shm_local_index[size_t(r)] = int(i);
+    if (r != rank) world->mapPeer(int(i), ctx.store.get(names[i], ctx.deadline));
+  }
+  ctx.store.set(ctx.prefix + "shm-mapped/" + std::to_string(rank), "1");
+  waitForRanks(ctx.store, ctx.prefix, mapped, ctx.deadline, who, "to map this rank's shared memory", "start every rank");
+  world->unlinkOwn();
+  for (int p : peers) setup.links[size_t(p)] = world->makeLink(setup.shm_local_index[size_t(p)], p);
+  setup.shm = std::move(world);
+}
+
+size_t shmWorldSlotBytes(const std::string& mode, bool same_host_pair, bool) {
+  return same_host_pair && mode != "tcp" ? size_t(envInt("OURO_SHM_SLOT_BYTES")) : 0;
+}
+
+// ---- InfiniBand: ranks on other hosts, when both ends have a usable RDMA port ----
+
+transport::ib::IbSettings ibSettings() {
+  transport::ib::IbSettings s;
+  s.hca = envString("OURO_IB_HCA");
+  s.gid_index = int(envInt("OURO_IB_GID_INDEX"));
+  const int64_t slots = envInt("OURO_IB_SLOTS"), slot_bytes = envInt("OURO_IB_SLOT_BYTES");
+  if (slots < 2 || slots > 256 || slot_bytes < 4096 || slot_bytes > (int64_t(1) << 30))
+    raise(Result::kInvalidArgument, "OURO_IB_SLOTS must be 2..256 and OURO_IB_SLOT_BYTES 4096..1073741824");
+  s.slots = uint32_t(slots);
+  s.slot_bytes = size_t(slot_bytes);
+  s.timeout = int(envInt("OURO_IB_TIMEOUT"));
+  s.service_level = int(envInt("OURO_IB_SL"));
+  s.traffic_class = int(envInt("OURO_IB_TC"));
+  return s;
+}
+
+// Every rank with peers on other hosts says whether it offers InfiniBand, so both ends of a pair
+// decide alike (one without a device makes the pair use TCP, or fails OURO_TRANSPORT=ib).
+void ibSetup(ConnectContext& ctx) {
+  ctx.ib_unavailable.assign(size_t(ctx.nranks), "not asked");
+  if (ctx.remote_peers.empty() || (ctx.mode != "ib" && ctx.mode != "auto")) return;
+  std::string mine = transport::ib::unavailableReason();
+  if (mine.empty()) {
+    try {
+      ctx.ib_fabric = transport::ib::IbFabric::open(ibSettings());
+    } catch (const Error& e) {
+      if (e.code() != Result::kUnavailable) throw;
+      mine = e.message();
+    }
+  }
+  const std::string who = strprintf("rank %d: connecting InfiniBand", ctx.rank);
+  ctx.store.set(ctx.prefix + "ib/offer/" + std::to_string(ctx.rank), mine.empty() ? "1" : "0 " + mine);
+  if (ctx.mode == "ib" && !mine.empty())
+    raise(Result::kUnavailable,
+          "rank %d: OURO_TRANSPORT=ib, but %s %s %s and this host has %s; install and load the RDMA driver (or "
+          "soft-RoCE: rdma link add rxe0 type rxe netdev IFACE), check OURO_IB_HCA, or unset OURO_TRANSPORT to use "
+          "TCP between hosts",
+          ctx.rank, ctx.remote_peers.size() > 1 ? "ranks" : "rank", rankList(ctx.remote_peers).c_str(),
+          ctx.remote_peers.size() > 1 ? "run on other hosts" : "runs on another host", mine.c_str());
+  std::vector<std::string> keys;
+  for (int p : ctx.remote_peers) keys.push_back(ctx.prefix + "ib/offer/" + std::to_string(p));
+  waitForRanks(ctx.store, ctx.prefix, keys, ctx.deadline, who, "to say whether they offer InfiniBand",
+               "start every rank");
+  std::vector<int> without;
+  ctx.ib_unavailable[size_t(ctx.rank)] = mine;
+  for (size_t i = 0; i < keys.size(); i++) {
+    const int p = ctx.remote_peers[i];
+    const std::string offer = ctx.store.get(keys[i], ctx.deadline);
+    ctx.ib_unavailable[size_t(p)] = offer == "1" ? "" : offer.size() > 2 ? offer.substr(2) : "unknown reason";
+    if (!ctx.ib_unavailable[size_t(p)].empty()) without.push_back(p);
+  }
+  if (ctx.mode == "ib" && !without.empty())
+    raise(Result::kUnavailable,
+          "rank %d: OURO_TRANSPORT=ib, but rank %d on host %s has no usable InfiniBand: %s; fix that host's RDMA "
+          "device or unset OURO_TRANSPORT to use TCP between hosts",
+          ctx.rank, without[0], ctx.m.peers[size_t(without[0])].hostname.c_str(),
+          ctx.ib_unavailable[size_t(without[0])].c_str());
+  if (!mine.empty())
+    OURO_INFO("InfiniBand not used (%s); using TCP for the %zu rank(s) on other hosts", mine.c_str(),
+              ctx.remote_peers.size());
+  else if (!without.empty())
+    OURO_INFO("InfiniBand not used with rank(s) %s, which have none (%s); using TCP with them",
+              rankList(without).c_str(), ctx.ib_unavailable[size_t(without[0])].c_str());
+}
+
+bool ibCanConnect(const ConnectContext& ctx, int peer) {
+  return !ctx.sameHost(peer) && ctx.ib_fabric && ctx.ib_unavailable[size_t(peer)].empty();
+}
+
+// Queue pairs: create, publish endpoints (key ib/ep/TO/FROM), connect, then wait until every
+// peer has connected too, so no write reaches a queue pair not yet ready to receive.
+void ibConnect(ConnectContext& ctx, const std::vector<int>& peers) {
+  if (peers.empty()) {
+    ctx.ib_fabric.reset();
+    return;
+  }
+  const std::string who = strprintf("rank %d: connecting InfiniBand (%s)", ctx.rank, ctx.ib_fabric->describe().c_str());
+  const std::string me = std::to_string(ctx.rank);
+  std::vector<std::string> endpoints, ready;
+  for (int p : peers) {
+    std::string endpoint;
+    ctx.setup.links[size_t(p)] = ctx.ib_fabric->createLink(ctx.rank, p, &endpoint);
+    ctx.store.set(ctx.prefix + "ib/ep/" + std::to_string(p) + "/" + me, endpoint);
+    endpoints.push_back(ctx.prefix + "ib/ep/" + me + "/" + std::to_string(p));
+    ready.push_back(ctx.prefix + "ib/ready/" + std::to_string(p));
+  }
+  waitForRanks(ctx.store, ctx.prefix, endpoints, ctx.deadline, who, "to publish their queue pairs", "start every rank");
+  for (size_t i = 0; i < peers.size(); i++) {
+    try {
+      ctx.ib_fabric->connectLink(*ctx.setup.links[size_t(peers[i])], ctx.store.get(endpoints[i], ctx.deadline));
+    } catch (Error& e) {
+      e.addContext(who);
+      throw;
+    }
+  }
+  ctx.store.set(ctx.prefix + "ib/ready/" + me, "1");
+  waitForRanks(ctx.store, ctx.prefix, ready, ctx.deadline, who, "to connect their queue pairs", "start every rank");
+  OURO_INFO("rank %d: InfiniBand via %s with rank(s) %s", ctx.rank, ctx.ib_fabric->describe().c_str(),
+            rankList(peers).c_str());
+  ctx.ib_fabric.reset();  // the links keep the device open
+}
+
+size_t ibWorldSlotBytes(const std::string& mode, bool, bool cross_host_pair) {
+  return cross_host_pair && (mode == "ib" || mode == "auto") ? size_t(envInt("OURO_IB_SLOT_BYTES")) : 0;
+}
+
+// ---- TCP: everything else ----
+
+void tcpSetup(ConnectContext&) {}
+
+bool tcpCanConnect(const ConnectContext& ctx, int peer) {
+  if (ctx.mode == "shm" && !ctx.sameHost(peer))
+    raise(Result::kInvalidUsage, "OURO_TRANSPORT=shm, but rank %d runs on another host (%s); unset it to use TCP there",
+          peer, ctx.m.peers[size_t(peer)].hostname.c_str());
+  return true;
+}
+
+void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
+  if (peers.empty()) return;
+  transport::tcp::MeshOptions options;
+  options.rank = ctx.rank;
+  options.sockets_per_peer = int(envInt("OURO_TCP_SOCKETS"));
+  options.token = envString("OURO_TOKEN");
+  options.congestion = envString("OURO_TCP_CONGESTION");
+  options.comm_key = std::hash<std::string>()(ctx.store.describe() + "|" + ctx.prefix);
+  if (options.sockets_per_peer < 1 || options.sockets_per_peer > 16)
+    raise(Result::kInvalidArgument, "OURO_TCP_SOCKETS must be 1..16");
+  std::map<int, std::string> addresses;
+  for (int p : peers) addresses[p] = ctx.m.peers[size_t(p)].tcp_address;
+  auto sockets = transport::tcp::connectMesh(ctx.listener, addresses, options, ctx.deadline);
+  size_t slot_bytes = size_t(envInt("OURO_TCP_SLOT_BYTES"));
+  int slots = int(envInt("OURO_TCP_SLOTS"));
+  if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
+  for (auto& [p, fds] : sockets)
+    ctx.setup.links[size_t(p)] = std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots);
+}
+
+size_t tcpWorldSlotBytes(const std::string& mode, bool same_host_pair, bool cross_host_pair) {
+  return cross_host_pair || (same_host_pair && mode == "tcp") ? size_t(envInt("OURO_TCP_SLOT_BYTES")) : 0;
+}
+
+// Order matters: a peer goes to the first entry that accepts it.
+constexpr TransportEntry kTransports[] = {
+    {"shm", "shared memory", shmSetup, shmCanConnect, shmConnect, shmWorldSlotBytes},
+    {"ib", "InfiniBand", ibSetup, ibCanConnect, ibConnect, ibWorldSlotBytes},
+    {"tcp", "TCP", tcpSetup, tcpCanConnect, tcpConnect, tcpWorldSlotBytes},
+};
+
+}  // namespace
+
+std::span<const TransportEntry> transportTable() { return kTransports; }
+
+}  // namespace ouro

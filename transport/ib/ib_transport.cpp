@@ -1,0 +1,64 @@
+#include "transport/ib/ib_transport.hpp"
+
+#include "core/error.hpp"
+#include "transport/ib/ib_hca.hpp"
+#include "transport/ib/ib_probe.hpp"
+
+#if OURO_HAVE_IBVERBS
+#include "transport/ib/ib_device.hpp"
+#include "transport/ib/ib_link.hpp"
+#endif
+
+namespace ouro::transport::ib {
+
+#if OURO_HAVE_IBVERBS
+namespace {
+
+class VerbsFabric final : public IbFabric {
+ public:
+  VerbsFabric(std::shared_ptr<IbDevice> device, const IbSettings& s) : device_(std::move(device)) {
+    if (s.slots < 2 || s.slots > kMaxSlots || s.slot_bytes < 4096 || s.slot_bytes > kMaxSlotPayload)
+      raise(Result::kInvalidArgument, "OURO_IB_SLOTS must be 2..%u and OURO_IB_SLOT_BYTES 4096..%zu", kMaxSlots,
+            kMaxSlotPayload);
+    if (s.timeout < 1 || s.timeout > 31 || s.service_level < 0 || s.service_level > 15 || s.traffic_class < 0 ||
+        s.traffic_class > 255)
+      raise(Result::kInvalidArgument, "OURO_IB_TIMEOUT must be 1..31, OURO_IB_SL 0..15 and OURO_IB_TC 0..255");
+    options_.slots = s.slots;
+    options_.slot_bytes = s.slot_bytes;
+    options_.timeout = uint8_t(s.timeout);
+    options_.service_level = uint8_t(s.service_level);
+    options_.traffic_class = uint8_t(s.traffic_class);
+  }
+  std::string describe() const override { return device_->describe(); }
+  std::unique_ptr<Link> createLink(int self, int peer, std::string* endpoint) override {
+    auto link = std::make_unique<IbLink>(device_, self, peer, options_);
+    *endpoint = link->localEndpoint();
+    return link;
+  }
+  void connectLink(Link& link, const std::string& remote_endpoint) override {
+    static_cast<IbLink&>(link).connect(remote_endpoint);
+  }
+
+ private:
+  std::shared_ptr<IbDevice> device_;
+  IbLinkOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<IbFabric> IbFabric::open(const IbSettings& settings) {
+  if (settings.gid_index < 0 || settings.gid_index > 255)
+    raise(Result::kInvalidArgument, "OURO_IB_GID_INDEX=%d: must be 0..255", settings.gid_index);
+  return std::make_unique<VerbsFabric>(IbDevice::open(parseHcaList(settings.hca), settings.gid_index), settings);
+}
+
+#else
+
+std::unique_ptr<IbFabric> IbFabric::open(const IbSettings& settings) {
+  parseHcaList(settings.hca);  // bad settings are reported even here
+  raise(Result::kUnavailable, "InfiniBand: %s", unavailableReason().c_str());
+}
+
+#endif
+
+}  // namespace ouro::transport::ib

@@ -1,0 +1,38 @@
+// The InfiniBand transport as comm/ sees it, free of verbs types (so comm/ compiles the same with
+// or without libibverbs): open the device once per communicator, create one link per peer,
+// exchange endpoints (comm/ carries them through the bootstrap store), connect.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/link.hpp"
+
+namespace ouro::transport::ib {
+
+struct IbSettings {
+  std::string hca;  // OURO_IB_HCA
+  int gid_index = 0;
+  uint32_t slots = 4;
+  size_t slot_bytes = 524288;
+  int timeout = 14;
+  int service_level = 0;
+  int traffic_class = 0;
+};
+
+class IbFabric {
+ public:
+  // Opens the device OURO_IB_HCA allows; throws Error(kUnavailable) saying what is missing (no
+  // device, no active port, built without libibverbs) and what to do.
+  static std::unique_ptr<IbFabric> open(const IbSettings& settings);
+  virtual ~IbFabric() = default;
+  virtual std::string describe() const = 0;  // "mlx5_0:1 (InfiniBand, LID 5)"
+  // A link to `peer` with its queue pair ready to connect; *endpoint is what the peer needs.
+  virtual std::unique_ptr<Link> createLink(int self, int peer, std::string* endpoint) = 0;
+  // Connects a link from createLink to the peer's endpoint.
+  virtual void connectLink(Link& link, const std::string& remote_endpoint) = 0;
+};
+
+}  // namespace ouro::transport::ib
