@@ -28,7 +28,7 @@ constexpr Setting kSettings[] = {
     // Transports.
     {"OURO_TRANSPORT", "auto", "auto|shm|tcp|ib: auto uses shared memory on one host and TCP between hosts"},
     {"OURO_IFNAME", "", "network interface whose address TCP connections use"},
-    {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME; default: all interfaces)"},
+    {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME; default: the address this rank advertises, never all interfaces)"},
     {"OURO_TCP_SOCKETS", "1", "TCP sockets per peer, messages striped across them"},
     {"OURO_TCP_SLOT_BYTES", "524288", "bytes per TCP message (the pipelining unit over TCP)"},
     {"OURO_TCP_CONGESTION", "auto", "auto|system|NAME: auto replaces a pacing default (bbr) by cubic, else reno; system keeps the kernel's"},
