@@ -28,6 +28,9 @@ using transport::tcp::Fd;
 
 // Stop reading a client's requests while this much of its answers wait to be sent.
 constexpr size_t kMaxQueuedOutput = size_t(64) << 20;
+// A connection that has not presented the job token by then is closed: strangers that connect
+// and say nothing do not hold a descriptor of the server forever.
+constexpr double kHelloTimeoutS = 10.0;
 
 struct PendingWait {
   std::vector<std::string> keys;
@@ -40,6 +43,7 @@ struct Client {
   std::string in;
   std::string out;
   bool authenticated = false;
+  Deadline hello_deadline = Deadline::never();  // until authenticated
   bool close_after_write = false;
   std::optional<PendingWait> wait;
 };
@@ -99,11 +103,16 @@ class Server final : public TcpStoreServer {
 
   int nextWaitTimeoutMs() const {
     int ms = -1;
-    for (const auto& c : clients_)
+    for (const auto& c : clients_) {
       if (c->wait) {
         int r = c->wait->deadline.remainingMs(60000);
         ms = ms < 0 ? r : std::min(ms, r);
       }
+      if (!c->authenticated && !c->close_after_write) {
+        int r = c->hello_deadline.remainingMs(60000);
+        ms = ms < 0 ? r : std::min(ms, r);
+      }
+    }
     return ms;
   }
 
@@ -113,6 +122,7 @@ class Server final : public TcpStoreServer {
     auto c = std::make_unique<Client>();
     c->fd.reset(fd);
     c->peer = transport::tcp::peerAddress(fd).str();
+    c->hello_deadline = Deadline::afterSeconds(kHelloTimeoutS);
     clients_.push_back(std::move(c));
   }
 
@@ -213,6 +223,12 @@ class Server final : public TcpStoreServer {
 
   void expireWaits() {
     for (auto& c : clients_) {
+      if (c->fd.valid() && !c->authenticated && !c->close_after_write && c->hello_deadline.expired()) {
+        OURO_WARN("rendezvous store: closing a connection from %s: no job token within %.0f s", c->peer.c_str(),
+                  kHelloTimeoutS);
+        drop(*c, "no hello");
+        continue;
+      }
       if (c->wait && c->wait->deadline.expired()) completeWaitIfReady(*c, true);
       if (c->fd.valid() && !c->out.empty()) flush(*c);
     }

@@ -146,6 +146,12 @@ TEST_CASE("the store closes strangers before reading what they claim, and keeps 
     sendBytes(s, std::string(200, 'G'));
     CHECK(readUntilClosed(s).empty());
   }
+  {
+    // Silence: closed once the hello is overdue (10 s), while the job's client is still served.
+    Fd s = dial(server->port());
+    CHECK(good->get("before", soon()) == "1");
+    CHECK(readUntilClosed(s, 20).empty());
+  }
   CHECK(good->get("before", soon()) == "1");
   good->set("after", "2");
   CHECK(good->get("after", soon()) == "2");
