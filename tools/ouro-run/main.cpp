@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     supervisor.start(specs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ouro-run: cannot start the ranks: %s\n", e.what());
-    return 1;
+    leave(1);  // ranks already started die with us (PR_SET_PDEATHSIG); the link thread may be mid-call
   }
   const std::string node_name = "node " + std::to_string(opt.node_rank);
   // Both only look at or queue for NodeLink's thread: the supervising loop never blocks on node 0.

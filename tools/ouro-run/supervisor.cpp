@@ -170,10 +170,7 @@ void Supervisor::onStopSignal(int sig, JobOutcome* outcome) {
     // Asked again while the ranks are being stopped: the user does not want to wait.
     std::fprintf(stderr, "ouro-run: %s again while stopping %d local rank%s; killing them now (SIGKILL)\n",
                  name.c_str(), alive, alive == 1 ? "" : "s");
-    if (outcome->interrupted_by == 0) {
-      outcome->interrupted_by = sig;
-      outcome->exit_code = 128 + sig;
-    }
+    // The exit status stays what started the stopping (the first signal, or the failed rank).
     signalAll(SIGKILL);
     kill_at_ns_ = monotonicNs() + 1000000000LL;
     return;
