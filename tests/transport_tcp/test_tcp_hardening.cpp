@@ -167,6 +167,7 @@ TEST_CASE("the TCP mesh refuses strangers, logs them, and still connects the ran
   o0.comm_key = o1.comm_key = 42;
   // Strangers queue on rank 0's listener before rank 1 dials; each must be closed.
   std::vector<Fd> strangers;
+  Fd silent = dial(port0);  // first in line, says nothing: handshakes are read side by side
   strangers.push_back(dial(port0));
   sendBytes(strangers.back(), encodeHandshake(42, 1, 0, "wrong-token"));
   strangers.push_back(dial(port0));
@@ -185,6 +186,7 @@ TEST_CASE("the TCP mesh refuses strangers, logs them, and still connects the ran
   auto fds0 = mesh0.get();
   REQUIRE(fds0.at(1).size() == 1);
   REQUIRE(mesh1.at(0).size() == 1);
+  CHECK(readUntilClosed(silent).empty());
 
   // The sockets the mesh kept carry messages.
   TcpLink a(1, std::move(fds0.at(1)), 64, 2), b(0, std::move(mesh1.at(0)), 64, 2);

@@ -56,6 +56,96 @@ std::string applyCongestionControl(int fd, const MeshOptions& options, std::stri
   return want;
 }
 
+
+// A connection whose handshake is still arriving. Handshakes are read side by side, so a stranger
+// that connects and says nothing (or dribbles) delays nobody; each gets kHandshakeTimeoutS.
+struct PendingHandshake {
+  Fd fd;
+  std::string from;
+  std::string bytes;
+  Deadline deadline = Deadline::never();
+};
+constexpr double kHandshakeTimeoutS = 5.0;
+
+// Judges a complete handshake; "" when it is one of the expected peers.
+std::string refusal(const Handshake& h, const std::string& token, const MeshOptions& options,
+                    const std::set<std::pair<int, int>>& expected) {
+  if (token != options.token) return "its job token (OURO_TOKEN) does not match";
+  if (h.comm_key != options.comm_key || !expected.count({h.rank, h.socket_index}))
+    return strprintf("it claims rank %d socket %d, which this communicator does not expect", h.rank, h.socket_index);
+  return "";
+}
+
+void acceptPeers(Listener& listener, const MeshOptions& options, std::set<std::pair<int, int>>& expected,
+                 Deadline deadline, std::map<int, std::vector<Fd>>* out) {
+  std::vector<PendingHandshake> pending;
+  auto refuse = [&](PendingHandshake& p, const std::string& why) {
+    OURO_WARN("rank %d: refused a connection from %s: %s; closed it and kept waiting for the ranks", options.rank,
+              p.from.c_str(), why.c_str());
+    p.fd.reset();
+  };
+  while (!expected.empty()) {
+    std::vector<int> waiting;
+    for (auto& [peer, s] : expected)
+      if (waiting.empty() || waiting.back() != peer) waiting.push_back(peer);
+    if (deadline.expired())
+      raise(Result::kTimeout, "timed out waiting for connections: rank %d: waiting for rank%s %s to connect",
+            options.rank, waiting.size() > 1 ? "s" : "", joinInts(waiting).c_str());
+    std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
+    int timeout_ms = deadline.remainingMs(1000);
+    for (auto& p : pending) {
+      fds.push_back({p.fd.get(), POLLIN, 0});
+      timeout_ms = std::min(timeout_ms, p.deadline.remainingMs());
+    }
+    int rc = OURO_RETRY_EINTR(::poll(fds.data(), fds.size(), timeout_ms));
+    if (rc < 0) raiseSystem(errno, "poll", __FILE__, __LINE__, strprintf("rank %d: accepting connections", options.rank));
+    for (size_t i = 0; i < pending.size(); i++) {
+      PendingHandshake& p = pending[i];
+      if (fds[i + 1].revents && handshakeBytesWanted(p.bytes) > 0) {
+        char buf[sizeof(Handshake) + kMaxTokenBytes];
+        // Exactly the handshake: whatever the peer sends after it belongs to the link.
+        ssize_t n = ::recv(p.fd.get(), buf, std::min(sizeof(buf), handshakeBytesWanted(p.bytes)), MSG_DONTWAIT);
+        if (n > 0) p.bytes.append(buf, size_t(n));
+        else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          refuse(p, n == 0 ? "it hung up during the handshake" : strprintf("recv: %s", std::strerror(errno)));
+          continue;
+        }
+      }
+      Handshake h{};
+      std::string token, why;
+      size_t used = 0;
+      Decode d = decodeHandshake(p.bytes, &h, &token, &used, &why);
+      if (d == Decode::kMalformed) {
+        refuse(p, why);
+      } else if (d == Decode::kNeedMore) {
+        if (p.deadline.expired()) refuse(p, strprintf("no complete handshake within %.0f s", kHandshakeTimeoutS));
+      } else if (std::string bad = refusal(h, token, options, expected); !bad.empty()) {
+        refuse(p, bad);
+      } else {
+        setNonBlocking(p.fd.get(), false);
+        char ack = 'A';
+        sendAll(p.fd.get(), &ack, 1, deadline, "acknowledging rank " + std::to_string(h.rank));
+        expected.erase({h.rank, h.socket_index});
+        (*out)[h.rank][size_t(h.socket_index)] = std::move(p.fd);
+      }
+    }
+    std::erase_if(pending, [](const PendingHandshake& p) { return !p.fd.valid(); });
+    if (fds[0].revents & POLLIN) {
+      int fd = OURO_RETRY_EINTR(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (fd >= 0) {
+        PendingHandshake p;
+        p.fd.reset(fd);
+        p.from = peerAddress(fd).str();
+        p.deadline = Deadline(std::min(deadline.atNs(), nowNs() + int64_t(kHandshakeTimeoutS * 1e9)));
+        setNoDelay(fd);
+        pending.push_back(std::move(p));
+      } else if (errno != EAGAIN && errno != ECONNABORTED) {
+        raiseSystem(errno, "accept4", __FILE__, __LINE__, strprintf("rank %d: accepting connections", options.rank));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Listener::Listener(const std::string& advertise_host) {
@@ -131,48 +221,7 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
   for (auto& [peer, address] : peers)
     if (peer > options.rank)
       for (int s = 0; s < S; s++) expected.insert({peer, s});
-  while (!expected.empty()) {
-    std::vector<int> waiting;
-    for (auto& [peer, s] : expected)
-      if (waiting.empty() || waiting.back() != peer) waiting.push_back(peer);
-    std::string what = strprintf("rank %d: waiting for rank%s %s to connect", options.rank,
-                                 waiting.size() > 1 ? "s" : "", joinInts(waiting).c_str());
-    Fd fd = acceptUntil(listener.fd(), deadline, what);
-    std::string from = peerAddress(fd.get()).str();
-    Handshake h{};
-    std::string token;
-    try {
-      // A short, separate deadline: a silent or slow stranger must not stall the real peers.
-      Deadline hs = Deadline(std::min(deadline.atNs(), nowNs() + int64_t(5e9)));
-      recvAll(fd.get(), &h, sizeof(h), hs, "handshake from " + from);
-      std::string bad = checkHandshakeHeader(h);
-      if (!bad.empty()) {
-        OURO_WARN("rank %d: refused a connection from %s: %s; closed it and kept waiting for the ranks", options.rank,
-                  from.c_str(), bad.c_str());
-        continue;
-      }
-      token.resize(h.token_bytes);
-      recvAll(fd.get(), token.data(), token.size(), hs, "handshake from " + from);
-    } catch (const Error& e) {
-      OURO_WARN("rank %d: dropped a connection from %s during the handshake: %s", options.rank, from.c_str(),
-                e.message().c_str());
-      continue;
-    }
-    if (token != options.token) {
-      OURO_WARN("rank %d: refused a connection from %s: its job token (OURO_TOKEN) does not match", options.rank,
-                from.c_str());
-      continue;
-    }
-    if (h.comm_key != options.comm_key || !expected.count({h.rank, h.socket_index})) {
-      OURO_WARN("rank %d: refused a connection from %s claiming rank %d socket %d: not expected by this communicator",
-                options.rank, from.c_str(), h.rank, h.socket_index);
-      continue;
-    }
-    char ack = 'A';
-    sendAll(fd.get(), &ack, 1, deadline, "acknowledging rank " + std::to_string(h.rank));
-    expected.erase({h.rank, h.socket_index});
-    out[h.rank][size_t(h.socket_index)] = std::move(fd);
-  }
+  acceptPeers(listener, options, expected, deadline, &out);
 
   std::string algorithm, why;
   for (auto& [peer, fds] : out)

@@ -34,6 +34,15 @@ Decode decodeHandshake(std::string_view in, Handshake* h, std::string* token, si
   return Decode::kOk;
 }
 
+size_t handshakeBytesWanted(std::string_view in) {
+  if (in.size() < sizeof(Handshake)) return sizeof(Handshake) - in.size();
+  Handshake h;
+  std::memcpy(&h, in.data(), sizeof(h));
+  if (!checkHandshakeHeader(h).empty()) return 0;
+  const size_t total = sizeof(Handshake) + h.token_bytes;
+  return in.size() < total ? total - in.size() : 0;
+}
+
 std::string checkMessageHeader(const MessageHeader& h, size_t max_payload) {
   if (h.magic != kMessageMagic || h.kind < 1 || h.kind > 3 || h.bytes > max_payload)
     return strprintf("magic %#x, kind %u, %u bytes, limit %zu", h.magic, h.kind, h.bytes, max_payload);

@@ -40,6 +40,10 @@ enum class Decode { kOk, kNeedMore, kMalformed };
 // Decodes a whole handshake (header + token) from `in`; *consumed is its size.
 Decode decodeHandshake(std::string_view in, Handshake* h, std::string* token, size_t* consumed, std::string* why);
 
+// How many more bytes the handshake whose start is `in` needs (0: complete, or malformed, which
+// decodeHandshake then reports). Lets the reader take exactly the handshake and nothing after it.
+size_t handshakeBytesWanted(std::string_view in);
+
 // Checks the payload-independent fields of a frame header: "" when valid, else why not.
 std::string checkMessageHeader(const MessageHeader& h, size_t max_payload);
 
