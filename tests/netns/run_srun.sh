@@ -161,7 +161,7 @@ main() {
   on_host 1 srun --job-name=ouro-netns -N "$NHOSTS" -n "$NRANKS_NS" --ntasks-per-node="$PER_HOST" --overcommit \
     --kill-on-bad-exit=1 --export=ALL "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" >"$WORK/srun.log" 2>&1 </dev/null &
   JOB_PID=$!
-  wait_job "$JOB_PID" srun "$JOB_TIMEOUT_S"
+  wait_job "$JOB_PID" srun $((start + JOB_TIMEOUT_S))
   JOB_PID=""
   check_results "$MODE"
   check_placement

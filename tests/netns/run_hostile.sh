@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# usage: run_hostile.sh PATH/TO/coll_rank PATH/TO/ouro-run
+#
+# The collective suite across 3 namespace hosts on a hostile network: tbf at 1 Gbit/s on both ends
+# of every host link, and nftables dropping $LOSS_PCT% of the packets entering each host (both
+# directions of every link). Under ouro-run --nnodes 3 (as run_ouro_run.sh), coll_rank runs every
+# collective on the world and on split communicators, then the determinism cases (rounding sums of
+# up to 65537 elements, which must give the same bits on every rank); every result must be exact
+# and nothing may hang (ouro's own timeout is 30 s a call, the job's 60 s). The test also checks
+# that packets really were dropped. Bounded sizes keep it short: a lost packet costs TCP a
+# retransmission timeout (>= 200 ms) whenever no later packet reveals the loss.
+# Exit: 0 pass, 1 fail, 77 not root / namespaces, tc or nft unavailable.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TEST_NAME="netns hostile network"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
+readonly RATE=${NETNS_RATE:-1gbit}
+readonly LOSS_PCT=${NETNS_LOSS_PCT:-2}
+
+# One ouro-run per host, all with the same token; waits for all three (bounded).
+run_job_on_hosts() {
+  local name=$1 ouro_run=$2 i
+  shift 2
+  local -a pids=()
+  local deadline=$((SECONDS + JOB_TIMEOUT_S))
+  for ((i = 1; i <= NHOSTS; i++)); do
+    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
+      --master "$(addr 1):$STORE_PORT" "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name-h$i.log" 2>&1 </dev/null &
+    pids+=($!)
+  done
+  for ((i = 1; i <= NHOSTS; i++)); do
+    wait_job "${pids[i - 1]}" "$name-h$i" "$deadline"
+  done
+}
+
+# The determinism cases have no SHARED line; their HASH lines of all-reduce outputs must agree.
+check_hashes_agree() {
+  local r first="" mine
+  for ((r = 0; r < NRANKS_NS; r++)); do
+    mine=$(grep '^HASH allreduce' "$WORK/out/rank-$r.out" || true)
+    [[ -n "$mine" ]] || ranks_fail "rank $r printed no all-reduce HASH lines"
+    [[ -z "$first" ]] && first=$mine
+    [[ "$mine" == "$first" ]] || ranks_fail "rank $r's all-reduce outputs differ from rank 0's (HASH lines)"
+  done
+}
+
+main() {
+  require_netns tc nft
+  require_coll_rank "${1:-}"
+  local ouro_run=${2:-}
+  [[ -x "$ouro_run" ]] || fail "usage: $0 coll_rank ouro-run (ouro-run not found: '$ouro_run')"
+  ouro_run=$(realpath "$ouro_run")
+  make_workdir ouro-netns-hostile
+  trap netns_cleanup EXIT
+  trap 'exit 1' INT TERM HUP PIPE
+  rank_env
+  hosts_up bad
+  "$HOSTS" shape "$PREFIX" "$RATE" || fail "hosts.sh shape $PREFIX $RATE failed"
+  "$HOSTS" loss "$PREFIX" "$LOSS_PCT" || fail "hosts.sh loss $PREFIX $LOSS_PCT failed"
+  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export OURO_TOKEN
+
+  local start=$SECONDS
+  run_job_on_hosts split "$ouro_run" --mode split --dir "$WORK/out"
+  check_results split
+  check_placement
+  local t_split=$((SECONDS - start))
+  mkdir -p "$WORK/out-split" && mv "$WORK"/out/rank-* "$WORK/out-split/"
+
+  start=$SECONDS
+  run_job_on_hosts determinism "$ouro_run" --mode determinism --dir "$WORK/out"
+  check_results determinism
+  check_hashes_agree
+  local t_det=$((SECONDS - start))
+
+  local drops total=0 h n
+  drops=$("$HOSTS" drops "$PREFIX")
+  while read -r h n; do total=$((total + n)); done <<<"$drops"
+  echo "packets dropped by the loss rule: $(echo "$drops" | paste -sd' ' -) (total $total)"
+  ((total > 0)) || fail "the loss rule dropped no packet: the network was not hostile, so this proves nothing"
+  echo "PASS ($TEST_NAME): tbf $RATE + $LOSS_PCT% loss on every link: every collective exact on 6 ranks/3 hosts (split ${t_split} s, determinism ${t_det} s), $total packets dropped, no hang"
+}
+
+main "$@"
