@@ -222,7 +222,12 @@ bool IbLink::progress() {
       fail(strprintf("a %s completed with %s (vendor error %#x)", wrWhat(c), ibv_wc_status_str(c.status), c.vendor_err));
     moved = true;
     if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-      receiver_.onImmediate(ntohl(c.imm_data));
+      try {
+        receiver_.onImmediate(ntohl(c.imm_data));
+      } catch (const Error& e) {
+        failure_ = e.message();  // the peer broke the protocol: nothing after it can be trusted
+        throw;
+      }
       ibv_recv_wr wr{}, *bad = nullptr;
       if (int rc = ibv_post_recv(qp_, &wr, &bad)) fail(strprintf("ibv_post_recv failed: %s", std::strerror(rc)));
       continue;
