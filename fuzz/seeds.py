@@ -56,3 +56,16 @@ def pieces(stream, size):
 stream = frame(1, b'x' * 40) + frame(2, b'd' * 16, call=2, aux=7) + frame(1, b'') + frame(3, b'rank 1 failed')
 write('tcp', 'frames', b'\0' + bytes([16, 8]) + pieces(stream, 64))
 write('tcp', 'frames-small-pieces', b'\0' + bytes([16, 2]) + pieces(stream, 5))
+
+# InfiniBand (transport/ib/ib_protocol.hpp): immediate = kind<<29 | direct<<28 | slot<<20 | seq.
+def imm(kind, slot, seq, direct=0):
+    return (kind << 29) | (direct << 28) | (slot << 20) | (seq & 0xfffff)
+ib_header = struct.pack('<IIIIQQ', 0x4f55524d, 1, 5, 0, 1, 0)
+write('ib', 'decoders', b'\0' + bytes([3]) + struct.pack('<I', imm(1, 2, 7)) + struct.pack('<QQQ', 5, 3, 9) +
+      struct.pack('<Q', 7) + struct.pack('<H', 64) + bytes([0]) + ib_header)
+write('ib', 'endpoint', b'\1' + b'ib1 qpn=17 psn=4660 lid=0 gid=fe800000000000000000000000000001 mtu=3 slots=4 '
+      b'payload=65536 slots=7f0000001000:1234 credit=7f0000002000:5678 announce=7f0000003000:9abc')
+write('ib', 'receiver', b'\2' + bytes([3]) + struct.pack('<Q', 0) +
+      bytes([0]) + struct.pack('<I', imm(1, 0, 0)) + bytes([1]) + ib_header +
+      bytes([0]) + struct.pack('<I', imm(2, 1, 1)) + bytes([1]) + struct.pack('<IIIIQQ', 0x4f55524d, 2, 0, 0, 2, 0) +
+      bytes([2]) + struct.pack('<Q', 1) + bytes([3]) + struct.pack('<QIH', 0x1000, 7, 64))
