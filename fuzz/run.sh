@@ -4,14 +4,14 @@
 # BUILD_DIR is configured on first use (CC=clang CXX=clang++, -Dfuzz=enabled) and only the
 # target's few sources are compiled. The run first replays every saved crash input under
 # fuzz/regressions/TARGET/, then fuzzes from fuzz/corpus/TARGET/ for SECONDS (default
-# $OURO_FUZZ_SECONDS, else 15). A crash leaves its input in BUILD_DIR/artifacts/TARGET/: fix the
+# $FUZZ_SECONDS, else 12). A crash leaves its input in BUILD_DIR/artifacts/TARGET/: fix the
 # parser, then keep the input under fuzz/regressions/TARGET/ so this test replays it.
 # Exits 77 (meson: skipped) when clang or its libFuzzer runtime is not installed.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: fuzz/run.sh BUILD_DIR TARGET [SECONDS]}
 target=${2:?usage: fuzz/run.sh BUILD_DIR TARGET [SECONDS]}
-seconds=${3:-${OURO_FUZZ_SECONDS:-15}}
+seconds=${3:-${FUZZ_SECONDS:-12}}
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz/run.sh: clang++ is not installed (apt-get install clang libclang-rt-14-dev); skipping"
