@@ -220,3 +220,24 @@ TEST_CASE("ouro-run stops at once while node 0 waits for the other nodes to fini
     CHECK(r1.exit_code != 0);
   }
 }
+
+TEST_CASE("ouro-run stops at once while node 0's address has no route (the issue's case)") {
+  // A fresh network namespace (unshare --net) has no interfaces up and no routes: 10.0.0.1 cannot
+  // be reached from it, and nothing sent there can leave the namespace. Needs root.
+  auto probe = test::runAll({{{"unshare", "--net", "true"}, {}}}, 10)[0];
+  if (probe.exit_code != 0) {
+    WARN("skipped: cannot create a network namespace here (needs root): " << probe.err);
+    return;
+  }
+  for (int sig : {SIGTERM, SIGINT}) {
+    test::ProcessSpec spec = ouroRun({"--nnodes", "3", "--node-rank", "2", "--master", "10.0.0.1:29500", "sleep", "60"},
+                                     {{"OURO_TOKEN", "t"}});
+    spec.argv.insert(spec.argv.begin(), {"unshare", "--net", "--"});  // unshare execs ouro-run: same pid
+    test::Process launcher(spec);
+    REQUIRE(waitSignalsBlocked(launcher.pid()));
+    REQUIRE(waitFor([&] { return threadsOf(launcher.pid()) >= 2; }, kHang));
+    sleepMs(200);
+    expectStops(launcher, sig,
+                "while connecting to node 0's rendezvous store at 10.0.0.1:29500 (node rank 2 of 3; trying for ");
+  }
+}
