@@ -54,12 +54,15 @@ addr() { "$HOSTS" addr "$PREFIX" "$1"; }
 host_name() { "$HOSTS" name "$PREFIX" "$1"; }
 
 # The environment every rank gets: small ouro waits (a broken run reports ouro's error well before
-# the test's own bound), info lines for the placement checks, no leftovers from the caller.
+# the test's own bound), info lines for the placement checks, a job token as a real multi-host job
+# has (every connection between hosts presents it), no leftovers from the caller.
 rank_env() {
   scrub_launcher_env
   export OURO_TIMEOUT_S=${NETNS_OURO_TIMEOUT_S:-30}
   export OURO_DEBUG=info
   export NETNS_OUT=$WORK/out
+  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export OURO_TOKEN
 }
 
 # Standard EXIT trap body: the job first, then everything in the namespaces, then the files.

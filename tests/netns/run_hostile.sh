@@ -60,8 +60,6 @@ main() {
   hosts_up bad
   "$HOSTS" shape "$PREFIX" "$RATE" || fail "hosts.sh shape $PREFIX $RATE failed"
   "$HOSTS" loss "$PREFIX" "$LOSS_PCT" || fail "hosts.sh loss $PREFIX $LOSS_PCT failed"
-  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  export OURO_TOKEN
 
   local start=$SECONDS
   run_job_on_hosts split "$ouro_run" --mode split --dir "$WORK/out"

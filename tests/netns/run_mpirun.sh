@@ -52,10 +52,10 @@ main() {
     # on other hosts (Open MPI passes only what -x names).
     openmpi)
       engine_args=(--allow-run-as-root --hostfile "$hostfile" --mca plm_rsh_agent "$HERE/rsh_agent.sh"
-        --mca oob_tcp_if_include eth0 -x MASTER_ADDR -x MASTER_PORT -x OURO_TIMEOUT_S -x OURO_DEBUG -x NETNS_OUT) ;;
+        --mca oob_tcp_if_include eth0 -x MASTER_ADDR -x MASTER_PORT -x OURO_TIMEOUT_S -x OURO_DEBUG -x OURO_TOKEN -x NETNS_OUT) ;;
     mpich)
       engine_args=(-f "$hostfile" -launcher ssh -launcher-exec "$HERE/rsh_agent.sh" -iface eth0
-        -genvlist MASTER_ADDR,MASTER_PORT,OURO_TIMEOUT_S,OURO_DEBUG,NETNS_OUT) ;;
+        -genvlist MASTER_ADDR,MASTER_PORT,OURO_TIMEOUT_S,OURO_DEBUG,OURO_TOKEN,NETNS_OUT) ;;
   esac
 
   local -a args

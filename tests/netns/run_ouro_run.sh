@@ -3,10 +3,10 @@
 #
 # The collective suite across 3 namespace hosts under ouro-run: one `ouro-run --nnodes 3
 # --node-rank I-1 --nproc-per-node 2 --master HOST1:PORT` per host, each started inside its host
-# (hosts.sh exec), all with the same OURO_TOKEN. Every collective's results are checked exactly
-# (coll_rank matrix mode), outputs that must agree hash the same on all 6 ranks, and each rank's
-# own view (rank, local rank, host, shared memory with its host mate, TCP with the others) matches
-# the launcher's. Exit: 0 pass, 1 fail, 77 not root / namespaces unavailable.
+# (hosts.sh exec), all with the same OURO_TOKEN (rank_env). Every collective's results are
+# checked exactly (coll_rank matrix mode), outputs that must agree hash the same on all 6 ranks,
+# and each rank's own view (rank, local rank, host, shared memory with its host mate, TCP with the
+# others) matches the launcher's. Exit: 0 pass, 1 fail, 77 not root / namespaces unavailable.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,8 +30,6 @@ main() {
   trap 'exit 1' INT TERM HUP PIPE
   rank_env
   hosts_up run
-  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  export OURO_TOKEN
 
   local -a args pids=()
   mapfile -t args < <(coll_args "$MODE")
