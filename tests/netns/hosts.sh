@@ -145,6 +145,17 @@ cmd_down() {
   rm -rf -- "${STATE_ROOT:?}/$prefix"
 }
 
+UP_PREFIX=""
+undo_up() {
+  local rc=$?
+  trap - EXIT
+  if ((rc != 0)); then
+    echo "hosts.sh: up $UP_PREFIX failed; removing it" >&2
+    cmd_down "$UP_PREFIX"
+  fi
+  exit "$rc"
+}
+
 cmd_up() {
   local prefix=$1 n=$2 i x br out
   [[ "$n" =~ ^[1-9][0-9]?$ && "$n" -le 60 ]] || die "N must be 1..60 (got '$n')"
@@ -155,7 +166,8 @@ cmd_up() {
     cmd_down "$prefix"
   fi
   # Half-built hosts are worse than none: undo everything if any step fails or we are stopped.
-  trap 'rc=$?; trap - EXIT; if ((rc != 0)); then echo "hosts.sh: up $prefix failed; removing it" >&2; cmd_down "$prefix"; fi; exit $rc' EXIT
+  UP_PREFIX=$prefix
+  trap undo_up EXIT
   trap 'exit 1' INT TERM HUP
   mkdir -p "$STATE_ROOT/$prefix"
   x=$(subnet_octet "$prefix")
@@ -201,6 +213,7 @@ cmd_exec() {
   fi
   need unshare hostname
   # nsenter and unshare (no --fork) replace themselves, so the recorded PID ends up being CMD.
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   exec nsenter --net="$(ns "$prefix-h$i")" -- unshare --uts -- /bin/sh -c 'hostname "$0" && exec "$@"' "$prefix-h$i" "$@"
 }
 

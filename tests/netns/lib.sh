@@ -14,15 +14,18 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/../launchers/lib.sh"
 
 readonly HOSTS=$HERE/hosts.sh
+# shellcheck disable=SC2034  # used by the test scripts
 readonly RANK_WRAPPER=$HERE/rank.sh
 readonly NHOSTS=3 PER_HOST=2
 readonly NRANKS_NS=$((NHOSTS * PER_HOST))
 # Ports inside the namespaces: each test's hosts have their own port space, so fixed ports are safe.
+# shellcheck disable=SC2034
 readonly STORE_PORT=29500
 PREFIX=""  # set by hosts_up; hosts.sh down PREFIX in the EXIT trap
 COLL_RANK=""
 
 # Skip unless this can really run: root, the namespace tools, and whatever else the test names.
+# shellcheck disable=SC2120  # the extra tools are optional
 require_netns() {
   [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
   require_command ip nsenter unshare hostname "$@"
@@ -143,8 +146,9 @@ check_results() {
       ranks_fail "rank $r reported failures: $(grep -m3 -e '^FAIL' -e '^ERROR' "$out" | tr '\n' ' ')"
     fi
     summary=$(grep '^SUMMARY ' "$out" || true)
-    [[ "$summary" =~ ^SUMMARY\ checks=([0-9]+)\ failures=0$ ]] && ((BASH_REMATCH[1] > 0)) ||
+    if ! [[ "$summary" =~ ^SUMMARY\ checks=([0-9]+)\ failures=0$ ]] || ((BASH_REMATCH[1] == 0)); then
       ranks_fail "rank $r: summary '${summary:-<none>}', expected checks>0 failures=0"
+    fi
     shared=$(grep '^SHARED ' "$out" || true)
     [[ -n "$shared" || "$1" != matrix ]] || ranks_fail "rank $r: no SHARED line"
     [[ -z "$first_shared" ]] && first_shared=$shared

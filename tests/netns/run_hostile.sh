@@ -74,9 +74,9 @@ main() {
   check_hashes_agree
   local t_det=$((SECONDS - start))
 
-  local drops total=0 h n
+  local drops total=0 n
   drops=$("$HOSTS" drops "$PREFIX")
-  while read -r h n; do total=$((total + n)); done <<<"$drops"
+  while read -r _ n; do total=$((total + n)); done <<<"$drops"
   echo "packets dropped by the loss rule: $(echo "$drops" | paste -sd' ' -) (total $total)"
   ((total > 0)) || fail "the loss rule dropped no packet: the network was not hostile, so this proves nothing"
   echo "PASS ($TEST_NAME): tbf $RATE + $LOSS_PCT% loss on every link: every collective exact on 6 ranks/3 hosts (split ${t_split} s, determinism ${t_det} s), $total packets dropped, no hang"

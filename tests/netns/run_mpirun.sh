@@ -54,6 +54,7 @@ main() {
       engine_args=(--allow-run-as-root --hostfile "$hostfile" --mca plm_rsh_agent "$HERE/rsh_agent.sh"
         --mca oob_tcp_if_include eth0 -x MASTER_ADDR -x MASTER_PORT -x OURO_TIMEOUT_S -x OURO_DEBUG -x OURO_TOKEN -x NETNS_OUT) ;;
     mpich)
+      # shellcheck disable=SC2054  # -genvlist takes a comma-separated list
       engine_args=(-f "$hostfile" -launcher ssh -launcher-exec "$HERE/rsh_agent.sh" -iface eth0
         -genvlist MASTER_ADDR,MASTER_PORT,OURO_TIMEOUT_S,OURO_DEBUG,OURO_TOKEN,NETNS_OUT) ;;
   esac
