@@ -48,7 +48,7 @@ class OverLinks {
     // Decided from what every rank agrees on (count, dtype, world, settings), never from this
     // rank's role: a broadcast's root and its receivers must pick the same algorithm.
     const size_t call_bytes = a_.kind == CollKind::kBarrier ? 0 : a_.count * es_;
-    if (algo != "ring" && n_ <= kOneShotMaxRanks && call_bytes + sizeof(CallDescriptor) <= e_.sliceBytes() &&
+    if (algo != "ring" && algo != "hierarchical" && n_ <= kOneShotMaxRanks && call_bytes + sizeof(CallDescriptor) <= e_.sliceBytes() &&
         call_bytes <= kOneShotMaxBytes) {
       e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
       return oneShot();
@@ -62,10 +62,17 @@ class OverLinks {
                                          "pairwise transfers",
                                          "descriptor exchange",
                                          ""};
-    e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)]);
+    HierarchyChoice hierarchy;
+    if (a_.kind == CollKind::kAllReduce) hierarchy = e_.chooseHierarchical(call_bytes);
+    if (hierarchy.hierarchical)
+      e_.noteAlgorithm(a_.kind, "hierarchical (inside each host, a chain between hosts)", hierarchy.reason);
+    else
+      e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)], hierarchy.reason);
     if (e_.checkEnabled() || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
     switch (a_.kind) {
-      case CollKind::kAllReduce: return runDriver(kernels::DriverCollective::kAllReduce);
+      case CollKind::kAllReduce:
+        if (hierarchy.hierarchical) return runHierarchicalAllReduce(e_, a_, e_.hostGrid(), e_.hierarchyLagSlices());
+        return runDriver(kernels::DriverCollective::kAllReduce);
       case CollKind::kReduceScatter: return runDriver(kernels::DriverCollective::kReduceScatter);
       case CollKind::kAllGather: return runDriver(kernels::DriverCollective::kAllGather);
       case CollKind::kBroadcast: return runDriver(kernels::DriverCollective::kBroadcast);

@@ -17,6 +17,9 @@ void runDirect(Engine& engine, const CollArgs& args);
 // order, ring all-gather, chain broadcast, reduce-scatter + gather for reduce) run by LinkPrims,
 // and pairwise transfers for all-to-all.
 void runOverLinks(Engine& engine, const CollArgs& args);
+// All-reduce in two levels, for ranks on several hosts placed host by host (comm/hierarchy.hpp).
+struct HostGrid;
+void runHierarchicalAllReduce(Engine& engine, const CollArgs& args, const HostGrid& grid, int lag);
 // Moves every transfer to completion together, in order per peer and direction.
 void runTransfers(Engine& engine, std::vector<Transfer>& transfers);
 

@@ -46,8 +46,9 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   if (mode != "auto" && mode != "shm" && mode != "tcp" && mode != "ib")
     raise(Result::kInvalidArgument, "OURO_TRANSPORT=%s is not one of auto, shm, tcp, ib", mode.c_str());
   std::string algo = envString("OURO_ALGO");
-  if (algo != "auto" && algo != "ring" && algo != "direct" && algo != "latency")
-    raise(Result::kInvalidArgument, "OURO_ALGO=%s is not one of auto, ring, direct, latency", algo.c_str());
+  if (algo != "auto" && algo != "ring" && algo != "direct" && algo != "latency" && algo != "hierarchical")
+    raise(Result::kInvalidArgument, "OURO_ALGO=%s is not one of auto, ring, direct, latency, hierarchical",
+          algo.c_str());
 
   Engine::Setup setup;
   setup.rank = rank;
@@ -55,6 +56,7 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
   setup.algo = algo;
+  setup.inter_host_slots = int(envInt("OURO_TCP_SLOTS"));
   std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
   for (const PeerInfo& p : m.peers) {
     host_index.emplace(p.host_id, int(host_index.size()));

@@ -55,6 +55,8 @@ Engine::Engine(Setup setup)
       links_(std::move(setup.links)),
       host_of_(std::move(setup.host_of)),
       hostnames_(std::move(setup.hostnames)),
+      hier_min_bytes_(size_t(envInt("OURO_HIER_MIN_BYTES"))),
+      inter_host_slots_(setup.inter_host_slots),
       direct_family_(setup.direct_family),
       algo_(setup.algo),
       slice_bytes_(setup.slice_bytes),
@@ -71,6 +73,7 @@ Engine::Engine(Setup setup)
   links_.resize(size_t(nranks_));
   host_of_.resize(size_t(nranks_), 0);
   hostnames_.resize(size_t(nranks_));
+  host_layout_ = describeHosts(host_of_);
   pidfds_.assign(size_t(nranks_), -1);
   int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
   if (shm_) {
@@ -107,13 +110,16 @@ std::byte* Engine::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-void Engine::noteAlgorithm(CollKind kind, const char* algorithm) {
+void Engine::noteAlgorithm(CollKind kind, const char* algorithm) { noteAlgorithm(kind, algorithm, ""); }
+
+void Engine::noteAlgorithm(CollKind kind, const std::string& algorithm, const std::string& why) {
   if (!logEnabled(LogLevel::kInfo)) return;
+  // Once per algorithm: the first call's reason stands for the rest (sizes differ, the rule not).
   for (auto& [k, a] : noted_)
     if (k == kind && a == algorithm) return;
   noted_.emplace_back(kind, algorithm);
-  OURO_INFO("rank %d: %s #%llu uses the %s algorithm (OURO_ALGO=%s)", rank_, collName(kind),
-            (unsigned long long)call_, algorithm, algo_.c_str());
+  OURO_INFO("rank %d: %s #%llu uses the %s algorithm (OURO_ALGO=%s)%s%s", rank_, collName(kind),
+            (unsigned long long)call_, algorithm.c_str(), algo_.c_str(), why.empty() ? "" : ": ", why.c_str());
 }
 
 void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }

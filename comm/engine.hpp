@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/collective.hpp"
+#include "comm/hierarchy.hpp"
 #include "comm/topology.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -63,6 +64,8 @@ class Engine {
     // host's name, for the hierarchical planner (comm/hierarchy.hpp) and for messages.
     std::vector<int> host_of;
     std::vector<std::string> hostnames;
+    // Slots per direction of the links between hosts (bounds the hierarchical schedule's lag).
+    int inter_host_slots = 2;
     bool direct_family = false;
     std::string algo;  // OURO_ALGO
     // Pipelining unit of ring and chain algorithms: the smallest slot of any link kind used
@@ -121,6 +124,14 @@ class Engine {
   int hostOf(int rank) const { return host_of_[size_t(rank)]; }
   const std::vector<int>& hostOfRanks() const { return host_of_; }
   const std::string& hostname(int rank) const { return hostnames_[size_t(rank)]; }
+  // The hierarchical planner's answer for an all-reduce of `bytes` per rank (comm/hierarchy.hpp).
+  HierarchyChoice chooseHierarchical(size_t bytes) const {
+    return chooseHierarchy(host_layout_, algo_, bytes, hier_min_bytes_);
+  }
+  const HostGrid& hostGrid() const { return host_layout_.grid; }
+  int hierarchyLagSlices() const { return hierarchyLag(host_layout_.grid.hosts, inter_host_slots_); }
+  // Logs (info, once per collective and algorithm) what the planner chose and why.
+  void noteAlgorithm(CollKind kind, const std::string& algorithm, const std::string& why);
   size_t sliceBytes() const { return slice_bytes_; }
   // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
   kernels::Store outputStore(size_t bytes) const { return storeFor(bytes, stream_output_bytes_); }
@@ -161,6 +172,9 @@ class Engine {
   std::vector<std::unique_ptr<transport::Link>> links_;
   std::vector<int> host_of_;
   std::vector<std::string> hostnames_;
+  HostLayout host_layout_;
+  size_t hier_min_bytes_;
+  int inter_host_slots_;
   std::vector<transport::Link*> polled_links_;  // links with file descriptors (TCP)
   std::vector<transport::Link*> progressed_links_;  // links polled by progress() alone (InfiniBand)
   std::vector<int> pidfds_;                     // per rank, local peers only (-1 otherwise)
@@ -185,7 +199,7 @@ class Engine {
   std::vector<uint64_t> peer_last_call_;  // links family: kind << 56 | call
   std::vector<std::byte> scratch_;
   std::vector<const void*> sources_;
-  std::vector<std::pair<CollKind, const char*>> noted_;
+  std::vector<std::pair<CollKind, std::string>> noted_;
 
   mutable std::mutex failure_mu_;
   std::string failure_;  // non-empty once failed

@@ -93,6 +93,50 @@ void LinkPrims::receiveAll(const std::byte* own, size_t bytes) {
       [&] { return pending_; });
 }
 
+void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes) {
+  ordered_.assign(sources.size(), nullptr);
+  pending_.clear();
+  for (size_t k = 0; k < sources.size(); k++) {
+    if (sources[k] == me_)
+      ordered_[k] = own;
+    else
+      pending_.push_back(int(k));
+  }
+  std::vector<int> waiting_on;
+  e_.waitUntil(
+      [&] {
+        for (size_t i = 0; i < pending_.size();) {
+          const int p = sources[size_t(pending_[i])];
+          ReceivedMessage m;
+          if (!e_.link(p).tryRecv(&m)) {
+            i++;
+            continue;
+          }
+          checkData(p, m, bytes);
+          ordered_[size_t(pending_[i])] = m.data;
+          pending_.erase(pending_.begin() + long(i));
+        }
+        return pending_.empty();
+      },
+      [&] {
+        waiting_on.clear();
+        for (int k : pending_) waiting_on.push_back(sources[size_t(k)]);
+        return waiting_on;
+      });
+}
+
+void LinkPrims::foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to,
+                            size_t count, bool last) {
+  const size_t bytes = count * es_;
+  std::byte* into = dst ? dst : sendSlot(send_to);  // slot first, as recvReduceSend says why
+  receiveFrom(sources, own, bytes);
+  kernels::reduceMany(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op);
+  if (last && a_.op == RedOp::kAvg) kernels::finishAvg(into, count, a_.dtype, n_);
+  for (int p : sources)
+    if (p != me_) e_.link(p).releaseRecv();
+  if (!dst) post(send_to, bytes);
+}
+
 void LinkPrims::releaseAll() {
   for (int p = 0; p < n_; p++)
     if (p != me_) e_.link(p).releaseRecv();

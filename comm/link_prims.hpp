@@ -36,6 +36,13 @@ class LinkPrims {
   void recvReduceSend(const std::byte* own, int peer, size_t count);
   void copy(const std::byte* src, std::byte* dst, size_t count);
 
+  // For the hierarchical algorithms (comm/algo_hierarchical.cpp): the left fold, in the order
+  // given, of one slice from each of `sources` (a peer: its next data message; this rank: `own`),
+  // into dst, or, when dst is null, into a slot sent on to `send_to`. `last`: the fold that ends
+  // the call (Avg divides by the world size).
+  void foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
+                   bool last);
+
  private:
   std::byte* sendSlot(int peer);
   void post(int peer, size_t bytes);
@@ -48,6 +55,8 @@ class LinkPrims {
   // points at rank p's (own for this rank). Released by releaseAll.
   void receiveAll(const std::byte* own, size_t bytes);
   void releaseAll();
+  // receiveAll's counterpart for a list of sources: ordered_[k] then points at source k's slice.
+  void receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes);
   // The fold of the received slices in rank order, Avg finished, into dst.
   void fold(std::byte* dst, size_t count);
 
@@ -57,6 +66,7 @@ class LinkPrims {
   const uint64_t call_;
   const size_t es_;
   std::vector<int> pending_;
+  std::vector<const void*> ordered_;
 };
 
 }  // namespace ouro
