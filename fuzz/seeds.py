@@ -69,3 +69,28 @@ write('ib', 'receiver', b'\2' + bytes([3]) + struct.pack('<Q', 0) +
       bytes([0]) + struct.pack('<I', imm(1, 0, 0)) + bytes([1]) + ib_header +
       bytes([0]) + struct.pack('<I', imm(2, 1, 1)) + bytes([1]) + struct.pack('<IIIIQQ', 0x4f55524d, 2, 0, 0, 2, 0) +
       bytes([2]) + struct.pack('<Q', 1) + bytes([3]) + struct.pack('<QIH', 0x1000, 7, 64))
+
+
+# Saved inputs under fuzz/regressions/<target>/, replayed by every fuzz test before fuzzing: the
+# inputs of bugs fixed in the parsers (and of one harness bug), kept so they stay fixed.
+def regression(target, name, data):
+    d = os.path.join(HERE, 'regressions', target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+
+# kAdd whose sum overflows int64 (was signed-overflow UB in the server; now kBadRequest).
+regression('store_protocol', 'add-overflow', b'\0' + hello + req(4, b'n', arg=2**62) + req(4, b'n', arg=2**62) +
+           req(4, b'm', arg=-2**63) + req(4, b'm', arg=-1))
+# kWait "forever" (was an overflow computing the deadline in ns; now saturates).
+regression('store_protocol', 'wait-forever', b'\0' + hello + req(6, b'a\nb', arg=2**63 - 1))
+# Before the hello, a claim of a large key or value (now refused on the header alone).
+regression('store_protocol', 'unauthenticated-large-claim', b'\0' + req(1, value=b'', arg=1)[:12] +
+           struct.pack('<I', 1 << 30) + struct.pack('<qq', 1, 0))
+# Failure records whose code is out of range or "success" (were taken as a Result as they came).
+regression('bootstrap', 'job-error-code-out-of-range', b'\0' + b'99999999999:boom')
+regression('bootstrap', 'job-error-success', b'\0' + b'0:not a failure')
+# A frame claiming 4 GiB, and a handshake claiming a 2 GiB token.
+regression('tcp', 'huge-frame-claim', b'\0' + bytes([16, 8]) + pieces(struct.pack('<IIIIQQ', 0x4f55524d, 1, 0xffffffff, 0, 1, 0), 32))
+regression('tcp', 'huge-token-claim', b'\1' + struct.pack('<IIQiiII', 0x4f555248, 1, 1, 1, 0, 0x7fffffff, 0))
