@@ -56,7 +56,9 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
   setup.algo = algo;
-  setup.inter_host_slots = int(envInt("OURO_TCP_SLOTS"));
+  // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay
+  // below the slots of either.
+  setup.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));
   std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
   for (const PeerInfo& p : m.peers) {
     host_index.emplace(p.host_id, int(host_index.size()));
