@@ -5,7 +5,8 @@
 # of every host link, and nftables dropping $LOSS_PCT% of the packets entering each host (both
 # directions of every link). Under ouro-run --nnodes 3 (as run_ouro_run.sh), coll_rank runs every
 # collective on the world and on split communicators, then the determinism cases (rounding sums of
-# up to 65537 elements, which must give the same bits on every rank); every result must be exact
+# up to 65537 elements, and one of 1 Mi elements that runs the hierarchical all-reduce, which must
+# give the same bits on every rank); every result must be exact
 # and nothing may hang (ouro's own timeout is 30 s a call, the job's 60 s). The test also checks
 # that packets really were dropped. Bounded sizes keep it short: a lost packet costs TCP a
 # retransmission timeout (>= 200 ms) whenever no later packet reveals the loss.
@@ -69,9 +70,15 @@ main() {
   mkdir -p "$WORK/out-split" && mv "$WORK"/out/rank-* "$WORK/out-split/"
 
   start=$SECONDS
-  run_job_on_hosts determinism "$ouro_run" --mode determinism --dir "$WORK/out"
+  # --big adds a 1 Mi-element all-reduce: large enough for the two-level (hierarchical) algorithm.
+  run_job_on_hosts determinism "$ouro_run" --mode determinism --big --dir "$WORK/out"
   check_results determinism
   check_hashes_agree
+  local r
+  for ((r = 0; r < NRANKS_NS; r++)); do
+    grep -q "allreduce #[0-9]* uses the hierarchical" "$WORK/out/rank-$r.err" ||
+      ranks_fail "rank $r: the 1 Mi-element all-reduce did not use the hierarchical algorithm (OURO_DEBUG=info lines in rank-$r.err)"
+  done
   local t_det=$((SECONDS - start))
 
   local drops total=0 n

@@ -6,8 +6,10 @@
 # NodeHostname = the host's name, NodeAddr = its address); srun itself runs in host 1. Ports,
 # state, spool, logs and the munge socket are private to the test (WORK). Rendezvous through
 # MASTER_ADDR (host 1) / MASTER_PORT; ouro takes rank, size and local rank from SLURM_*.
-# The checks are those of run_ouro_run.sh. Exit: 0 pass, 1 fail, 77 not root / no namespaces /
-# Slurm or munge not installed.
+# Two jobs, each checked as in run_ouro_run.sh: every collective on the world and on split
+# communicators; then the all-reduce matrix with OURO_HIER_MIN_BYTES=1, so every all-reduce runs
+# the hierarchical algorithm (inside each host, then between hosts), which the test also checks.
+# Exit: 0 pass, 1 fail, 77 not root / no namespaces / Slurm or munge not installed.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -158,15 +160,36 @@ main() {
   local -a args
   mapfile -t args < <(coll_args "$MODE")
   start=$SECONDS
-  on_host 1 srun --job-name=ouro-netns -N "$NHOSTS" -n "$NRANKS_NS" --ntasks-per-node="$PER_HOST" --overcommit \
-    --kill-on-bad-exit=1 --export=ALL "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" >"$WORK/srun.log" 2>&1 </dev/null &
-  JOB_PID=$!
-  wait_job "$JOB_PID" srun $((start + JOB_TIMEOUT_S))
-  JOB_PID=""
+  run_srun srun "${args[@]}"
   check_results "$MODE"
   check_placement
-  report_times
-  echo "PASS ($TEST_NAME): 6 tasks on 3 namespace hosts under srun -N3 (slurmctld/slurmd/munged in the hosts), every collective exact, in $((SECONDS - start)) s"
+  local t_first=$((SECONDS - start))
+
+  # The all-reduce matrix once more (and its > 1 Mi-element cases), every call in two levels:
+  # inside each host, then between hosts. By default only calls of at least OURO_HIER_MIN_BYTES
+  # (1 MiB) go that way, which the matrix's counts never reach.
+  mkdir -p "$WORK/out-$MODE" && mv "$WORK"/out/rank-* "$WORK/out-$MODE/"
+  start=$SECONDS
+  OURO_HIER_MIN_BYTES=1 run_srun srun-hier --mode matrix --colls allreduce --big --dir "$WORK/out"
+  check_results matrix
+  check_placement
+  local r
+  for ((r = 0; r < NRANKS_NS; r++)); do
+    grep -q "allreduce #[0-9]* uses the hierarchical" "$WORK/out/rank-$r.err" ||
+      ranks_fail "rank $r: no all-reduce used the hierarchical algorithm although OURO_HIER_MIN_BYTES=1 (OURO_DEBUG=info lines in rank-$r.err)"
+  done
+  echo "PASS ($TEST_NAME): 6 tasks on 3 namespace hosts under srun -N3 (slurmctld/slurmd/munged in the hosts): every collective exact ($MODE, ${t_first} s), and the all-reduce matrix exact in two levels (hierarchical, $((SECONDS - start)) s)"
+}
+
+# run_srun NAME COLL_RANK_ARGS...: one srun job of 6 tasks, 2 per host, bounded by JOB_TIMEOUT_S.
+run_srun() {
+  local name=$1 start=$SECONDS
+  shift
+  on_host 1 srun --job-name="ouro-$name" -N "$NHOSTS" -n "$NRANKS_NS" --ntasks-per-node="$PER_HOST" --overcommit \
+    --kill-on-bad-exit=1 --export=ALL "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name.log" 2>&1 </dev/null &
+  JOB_PID=$!
+  wait_job "$JOB_PID" "$name" $((start + JOB_TIMEOUT_S))
+  JOB_PID=""
 }
 
 main "$@"
