@@ -36,7 +36,10 @@ std::string usage() {
          "  --version                    print the version\n"
          "\n"
          "When a rank exits non-zero or dies by a signal, the others are stopped and ouro-run exits\n"
-         "non-zero, naming the rank. SIGINT and SIGTERM are passed on to every rank.\n";
+         "non-zero, naming the rank. SIGINT and SIGTERM stop ouro-run at once at every stage\n"
+         "(connecting, waiting for the other nodes, running, teardown): running ranks get the signal,\n"
+         "SIGKILL after --kill-timeout; ouro-run exits 128+signal and says where it was. A second\n"
+         "signal kills at once (docs/LAUNCHER.md).\n";
 }
 
 Options parseOptions(const std::vector<std::string>& args) {
