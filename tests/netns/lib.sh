@@ -23,6 +23,11 @@ readonly NRANKS_NS=$((NHOSTS * PER_HOST))
 readonly STORE_PORT=29500
 PREFIX=""  # set by hosts_up; hosts.sh down PREFIX in the EXIT trap
 COLL_RANK=""
+# How much slower than a plain build the ranks run: sanitized builds take 3x (ASan) to 6x (TSan)
+# (run-tests.sh --sanitize stretches meson's timeouts as much), so every bound on ranks grows with
+# it. Set by require_coll_rank from what coll_rank is linked with.
+TIME_SCALE=1
+JOB_LIMIT_S=$JOB_TIMEOUT_S
 
 # Skip unless this can really run: root, the namespace tools, and whatever else the test names.
 # shellcheck disable=SC2120  # the extra tools are optional
@@ -36,6 +41,15 @@ require_coll_rank() {
   COLL_RANK=${1:-}
   [[ -n "$COLL_RANK" && -x "$COLL_RANK" ]] || fail "usage: pass the path of the coll_rank executable (got '${COLL_RANK}')"
   COLL_RANK=$(realpath "$COLL_RANK")
+  local libs
+  libs=$(ldd "$COLL_RANK" 2>/dev/null || true)
+  if [[ "$libs" == *libtsan* ]]; then
+    TIME_SCALE=6
+  elif [[ "$libs" == *libasan* ]]; then
+    TIME_SCALE=3
+  fi
+  # shellcheck disable=SC2034  # used by the test scripts
+  JOB_LIMIT_S=$((JOB_TIMEOUT_S * TIME_SCALE))
 }
 
 # hosts_up SHORT: 3 hosts under a prefix unique to this test run (the PID keeps parallel runs apart).
@@ -61,7 +75,7 @@ host_name() { "$HOSTS" name "$PREFIX" "$1"; }
 # has (every connection between hosts presents it), no leftovers from the caller.
 rank_env() {
   scrub_launcher_env
-  export OURO_TIMEOUT_S=${NETNS_OURO_TIMEOUT_S:-30}
+  export OURO_TIMEOUT_S=${NETNS_OURO_TIMEOUT_S:-$((30 * TIME_SCALE))}
   export OURO_DEBUG=info
   export NETNS_OUT=$WORK/out
   OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')

@@ -26,7 +26,7 @@ run_job_on_hosts() {
   local name=$1 ouro_run=$2 i
   shift 2
   local -a pids=()
-  local deadline=$((SECONDS + JOB_TIMEOUT_S))
+  local deadline=$((SECONDS + JOB_LIMIT_S))
   for ((i = 1; i <= NHOSTS; i++)); do
     "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
       --master "$(addr 1):$STORE_PORT" "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name-h$i.log" 2>&1 </dev/null &

@@ -22,11 +22,12 @@ readonly CUT_TIMEOUT_S=${NETNS_CUT_TIMEOUT_S:-10}
 readonly CUT_HOST=2
 # A rank may first wait out its own timeout for a healthy peer that is itself stuck; the failure
 # then reaches it within about one more timeout. Past this bound, a rank counts as hung.
-readonly FAIL_BOUND_S=$((2 * CUT_TIMEOUT_S + 10))
+FAIL_BOUND_S=$((2 * CUT_TIMEOUT_S + 10))  # + 10 s more per TIME_SCALE step (require_coll_rank)
 
 main() {
   require_netns
   require_coll_rank "${1:-}"
+  FAIL_BOUND_S=$((FAIL_BOUND_S + 10 * (TIME_SCALE - 1)))
   make_workdir ouro-netns-cut
   trap netns_cleanup EXIT
   trap 'exit 1' INT TERM HUP PIPE
@@ -49,12 +50,12 @@ main() {
   # Every rank in the loop: all ready lines are out; half a second later collectives are running
   # (a TIME line would come too late: the first collective's cases may all be done by then).
   local i ready
-  for ((i = 0; i < 300; i++)); do
+  for ((i = 0; i < 300 * TIME_SCALE; i++)); do
     ready=$(cat "$WORK"/out/rank-*.err 2>/dev/null | grep -c " of $NRANKS_NS ready " || true)
     ((ready == NRANKS_NS)) && break
     sleep 0.1
   done
-  ((ready == NRANKS_NS)) || ranks_fail "only $ready of $NRANKS_NS ranks initialised within 30 s"
+  ((ready == NRANKS_NS)) || ranks_fail "only $ready of $NRANKS_NS ranks initialised within $((30 * TIME_SCALE)) s"
   sleep 0.5
   for r in "${!pids[@]}"; do
     pid_alive "${pids[r]}" || ranks_fail "rank $r ended before the link was cut (the loop is too short?)"

@@ -65,7 +65,7 @@ main() {
   "$HOSTS" exec "$PREFIX" 1 "$mpirun" "${engine_args[@]}" -n "$NRANKS_NS" "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" \
     >"$WORK/mpirun.log" 2>&1 </dev/null &
   JOB_PID=$!
-  wait_job "$JOB_PID" mpirun $((start + JOB_TIMEOUT_S))
+  wait_job "$JOB_PID" mpirun $((start + JOB_LIMIT_S))
   JOB_PID=""
   check_results "$MODE"
   check_placement

@@ -42,7 +42,7 @@ main() {
     pids+=($!)
   done
   for ((i = 1; i <= NHOSTS; i++)); do
-    wait_job "${pids[i - 1]}" "ouro-run-h$i" $((start + MATRIX_LIMIT_S))
+    wait_job "${pids[i - 1]}" "ouro-run-h$i" $((start + MATRIX_LIMIT_S * TIME_SCALE))
   done
   check_results "$MODE"
   check_placement

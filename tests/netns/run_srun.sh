@@ -181,14 +181,14 @@ main() {
   echo "PASS ($TEST_NAME): 6 tasks on 3 namespace hosts under srun -N3 (slurmctld/slurmd/munged in the hosts): every collective exact ($MODE, ${t_first} s), and the all-reduce matrix exact in two levels (hierarchical, $((SECONDS - start)) s)"
 }
 
-# run_srun NAME COLL_RANK_ARGS...: one srun job of 6 tasks, 2 per host, bounded by JOB_TIMEOUT_S.
+# run_srun NAME COLL_RANK_ARGS...: one srun job of 6 tasks, 2 per host, bounded by JOB_LIMIT_S.
 run_srun() {
   local name=$1 start=$SECONDS
   shift
   on_host 1 srun --job-name="ouro-$name" -N "$NHOSTS" -n "$NRANKS_NS" --ntasks-per-node="$PER_HOST" --overcommit \
     --kill-on-bad-exit=1 --export=ALL "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name.log" 2>&1 </dev/null &
   JOB_PID=$!
-  wait_job "$JOB_PID" "$name" $((start + JOB_TIMEOUT_S))
+  wait_job "$JOB_PID" "$name" $((start + JOB_LIMIT_S))
   JOB_PID=""
 }
 
