@@ -5,8 +5,9 @@
 # mpirun runs in host 1 with a host file naming the 3 hosts (2 slots each), and its ssh agent is
 # rsh_agent.sh, which enters the named host. Open MPI: --mca plm_rsh_agent; MPICH (Hydra):
 # -launcher ssh -launcher-exec, and -iface eth0 (Hydra would otherwise tell its proxies to call
-# back to mpirun's host NAME, which no resolver here knows). Rendezvous through MASTER_ADDR
-# (host 1) / MASTER_PORT; ouro takes rank, size and local rank from the engine's variables.
+# back to mpirun's host NAME, which no resolver here knows). Rendezvous: Open MPI through
+# MASTER_ADDR (host 1) / MASTER_PORT, MPICH through OURO_INIT=file:// (a directory every host
+# sees). ouro takes rank, size and local rank from the engine's variables.
 # The checks are those of run_ouro_run.sh. Exit: 0 pass, 1 fail, 77 not root / no namespaces /
 # the engine is not installed.
 set -euo pipefail
@@ -36,8 +37,20 @@ main() {
   rank_env
   hosts_up "mpi$ENGINE"
   export NETNS_PREFIX=$PREFIX  # for rsh_agent.sh, through mpirun
-  export MASTER_ADDR MASTER_PORT=$STORE_PORT
-  MASTER_ADDR=$(addr 1)
+  # Open MPI meets at rank 0's TCP store (each rank then advertises the address its connection to
+  # the store left from); MPICH at a file store, as on a cluster's shared file system (each rank
+  # then advertises its host's first non-loopback address). Both must be the hosts' own.
+  local rendezvous
+  case "$ENGINE" in
+    openmpi)
+      export MASTER_ADDR MASTER_PORT=$STORE_PORT
+      MASTER_ADDR=$(addr 1)
+      rendezvous="MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT" ;;
+    mpich)
+      mkdir "$WORK/store"
+      export OURO_INIT=file://$WORK/store
+      rendezvous="OURO_INIT=$OURO_INIT" ;;
+  esac
 
   local i
   hostfile=$WORK/hostfile
@@ -56,7 +69,7 @@ main() {
     mpich)
       # shellcheck disable=SC2054  # -genvlist takes a comma-separated list
       engine_args=(-f "$hostfile" -launcher ssh -launcher-exec "$HERE/rsh_agent.sh" -iface eth0
-        -genvlist MASTER_ADDR,MASTER_PORT,OURO_TIMEOUT_S,OURO_DEBUG,OURO_TOKEN,NETNS_OUT) ;;
+        -genvlist OURO_INIT,OURO_TIMEOUT_S,OURO_DEBUG,OURO_TOKEN,NETNS_OUT) ;;
   esac
 
   local -a args
@@ -70,7 +83,7 @@ main() {
   check_results "$MODE"
   check_placement
   report_times
-  echo "PASS ($TEST_NAME): 6 ranks on 3 namespace hosts under $mpirun (ssh agent entering the hosts), every collective exact, in $((SECONDS - start)) s"
+  echo "PASS ($TEST_NAME): 6 ranks on 3 namespace hosts under $mpirun (ssh agent entering the hosts), $rendezvous, every collective exact, in $((SECONDS - start)) s"
 }
 
 main "$@"
