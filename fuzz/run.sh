@@ -27,12 +27,12 @@ fi
 
 mkdir -p "$build"
 # One configure/build at a time (meson may run the fuzz tests back to back or in parallel).
-exec 9>"$build.lock"
+exec 9>"$build/.fuzz-run.lock"
 flock 9
 if [[ ! -f $build/build.ninja ]]; then
   CC=clang CXX=clang++ meson setup "$build" "$src" -Dfuzz=enabled -Dwerror=false -Dbuildtype=debug \
     -Dcuda=disabled -Dpeers=disabled -Dpython=disabled -Dhwloc=disabled -Dibverbs=disabled \
-    -Dnative_arch=false >"$build.setup.log" 2>&1 || { cat "$build.setup.log"; exit 1; }
+    -Dnative_arch=false >"$build/.fuzz-setup.log" 2>&1 || { cat "$build/.fuzz-setup.log"; exit 1; }
 fi
 ninja -C "$build" "fuzz/fuzz_$target"
 flock -u 9
