@@ -96,17 +96,21 @@ transport::ib::IbSettings ibSettings() {
 void ibSetup(ConnectContext& ctx) {
   ctx.ib_unavailable.assign(size_t(ctx.nranks), "not asked");
   if (ctx.remote_peers.empty() || (ctx.mode != "ib" && ctx.mode != "auto")) return;
+  const std::string offer_key = ctx.prefix + "ib/offer/" + std::to_string(ctx.rank);
   std::string mine = transport::ib::unavailableReason();
   if (mine.empty()) {
     try {
       ctx.ib_fabric = transport::ib::IbFabric::open(ibSettings());
     } catch (const Error& e) {
-      if (e.code() != Result::kUnavailable) throw;
+      // A bad setting or a failing device (not a missing one) fails the job: say so to every
+      // rank, whose waits would otherwise last until the timeout.
+      if (e.code() != Result::kUnavailable)
+        failJob(ctx.store, ctx.prefix, e.code(), strprintf("rank %d: InfiniBand: %s", ctx.rank, e.message().c_str()));
       mine = e.message();
     }
   }
   const std::string who = strprintf("rank %d: connecting InfiniBand", ctx.rank);
-  ctx.store.set(ctx.prefix + "ib/offer/" + std::to_string(ctx.rank), mine.empty() ? "1" : "0 " + mine);
+  ctx.store.set(offer_key, mine.empty() ? "1" : "0 " + mine);
   if (ctx.mode == "ib" && !mine.empty())
     raise(Result::kUnavailable,
           "rank %d: OURO_TRANSPORT=ib, but %s %s %s and this host has %s; install and load the RDMA driver (or "
@@ -146,11 +150,22 @@ bool ibCanConnect(const ConnectContext& ctx, int peer) {
 
 // Queue pairs: create, publish endpoints (key ib/ep/TO/FROM), connect, then wait until every
 // peer has connected too, so no write reaches a queue pair not yet ready to receive.
+void ibConnectPeers(ConnectContext& ctx, const std::vector<int>& peers);
+
 void ibConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   if (peers.empty()) {
     ctx.ib_fabric.reset();
     return;
   }
+  try {
+    ibConnectPeers(ctx, peers);
+  } catch (const Error& e) {
+    // Peers wait for this rank's queue pairs: end their waits with the reason (job-wide).
+    failJob(ctx.store, ctx.prefix, e.code(), e.message());
+  }
+}
+
+void ibConnectPeers(ConnectContext& ctx, const std::vector<int>& peers) {
   const std::string who = strprintf("rank %d: connecting InfiniBand (%s)", ctx.rank, ctx.ib_fabric->describe().c_str());
   const std::string me = std::to_string(ctx.rank);
   std::vector<std::string> endpoints, ready;
@@ -209,7 +224,8 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   int slots = int(envInt("OURO_TCP_SLOTS"));
   if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
   for (auto& [p, fds] : sockets)
-    ctx.setup.links[size_t(p)] = std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots);
+    ctx.setup.links[size_t(p)] =
+        std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots, ctx.m.peers[size_t(p)].hostname);
 }
 
 size_t tcpWorldSlotBytes(const std::string& mode, bool same_host_pair, bool cross_host_pair) {

@@ -18,7 +18,7 @@ namespace ouro::transport::ib {
 namespace {
 
 // wr_id: what completed (kind), how many send-queue entries it retires, and the slot.
-enum WrKind : uint64_t { kWrMessage = 1, kWrCredit = 2, kWrAnnounce = 3 };
+enum WrKind : uint64_t { kWrMessage = 1, kWrCredit = 2, kWrAnnounce = 3, kWrProbe = 4 };
 uint64_t wrId(WrKind kind, uint32_t entries, uint32_t slot) { return uint64_t(kind) << 56 | uint64_t(entries) << 48 | slot; }
 WrKind wrKind(uint64_t id) { return WrKind(id >> 56); }
 uint32_t wrEntries(uint64_t id) { return uint32_t(id >> 48) & 0xff; }
@@ -30,6 +30,7 @@ const char* wrWhat(const ibv_wc& wc) {
     case kWrMessage: return "RDMA write of a message";
     case kWrCredit: return "RDMA write of credits";
     case kWrAnnounce: return "RDMA write of a receive destination";
+    case kWrProbe: return "liveness probe (zero-byte RDMA write)";
   }
   return "work request";
 }
@@ -234,6 +235,7 @@ bool IbLink::progress() {
     }
     send_wr_used_ -= std::min(send_wr_used_, wrEntries(c.wr_id));
     if (wrKind(c.wr_id) == kWrMessage) sender_.onLocalCompletion(wrSlot(c.wr_id));
+    if (wrKind(c.wr_id) == kWrProbe) probe_outstanding_ = false;
   }
   // The credit word the peer writes (RDMA, no completion here): read it as the NIC left it.
   const uint64_t credit = __atomic_load_n(reinterpret_cast<uint64_t*>(control_.data + kCreditIn), __ATOMIC_ACQUIRE);
@@ -407,7 +409,33 @@ void IbLink::registerBuffer(const void* data, size_t bytes) {
   }
 }
 
-bool IbLink::peerAlive() const { return failure_.empty() && device_->qpFailed(qp_->qp_num).empty(); }
+bool IbLink::peerAlive() const {
+  if (!failure_.empty() || !device_->qpFailed(qp_->qp_num).empty()) return false;
+  // A peer killed outright sends nothing and its QP is gone: only a write of ours finds out (its
+  // retries run out, a failed completion that progress() reports). Probe now and then while idle.
+  const_cast<IbLink*>(this)->probe();
+  return true;
+}
+
+void IbLink::probe() {
+  const int64_t now = nowNs();
+  if (!connected_ || probe_outstanding_ || now - last_probe_ns_ < 1'000'000'000 || send_wr_used_ + 1 > max_send_wr_)
+    return;
+  last_probe_ns_ = now;
+  ibv_send_wr wr{};
+  wr.wr_id = wrId(kWrProbe, 1, 0);
+  wr.opcode = IBV_WR_RDMA_WRITE;  // no data: nothing in the peer's memory changes
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = remote_.credit_addr;
+  wr.wr.rdma.rkey = remote_.credit_rkey;
+  send_wr_used_ += 1;
+  probe_outstanding_ = true;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(qp_, &wr, &bad) != 0) {
+    send_wr_used_ -= 1;
+    probe_outstanding_ = false;
+  }
+}
 
 std::string IbLink::peerFailure() const {
   if (!failure_.empty()) return failure_;

@@ -64,6 +64,7 @@ class IbLink final : public Link {
   void checkFailed() const;
   void postWrite(ibv_send_wr* first, const char* what);
   void postCredit();
+  void probe();  // a zero-byte write, at most once a second, to find a peer that vanished
   size_t stride() const { return sizeof(MessageHeader) + options_.slot_bytes; }
 
   std::shared_ptr<IbDevice> device_;
@@ -88,6 +89,8 @@ class IbLink final : public Link {
   bool credit_pending_ = false;  // a credit word waits for send-queue room
   uint64_t credit_to_send_ = 0;
   std::string failure_;          // set once the link failed
+  int64_t last_probe_ns_ = 0;
+  bool probe_outstanding_ = false;
 };
 
 }  // namespace ouro::transport::ib
