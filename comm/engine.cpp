@@ -209,8 +209,8 @@ void Engine::checkLinksAlive(const std::vector<int>& peers) {
   for (int p : peers) {
     transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
     if (l && !l->peerAlive())
-      raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d failed: %s", rank_, call_name_,
-            (unsigned long long)call_, l->transportName(), p, l->peerFailure().c_str());
+      raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d on %s failed: %s", rank_, call_name_,
+            (unsigned long long)call_, l->transportName(), p, hostnames_[size_t(p)].c_str(), l->peerFailure().c_str());
   }
 }
 

@@ -9,8 +9,9 @@
 
 namespace ouro::transport::tcp {
 
-TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots)
+TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host)
     : peer_(peer_rank),
+      peer_name_(peer_host.empty() ? strprintf("rank %d", peer_rank) : strprintf("rank %d on %s", peer_rank, peer_host.c_str())),
       slot_bytes_(slot_bytes),
       sockets_(std::move(sockets)),
       recv_buffer_(slot_bytes),
@@ -30,10 +31,10 @@ TcpLink::~TcpLink() = default;
 void TcpLink::connectionLost(const char* what, int err) {
   dead_ = true;
   if (err == 0)
-    raise(Result::kRemoteError, "rank %d closed its connection (%s); the process exited, crashed or destroyed its communicator",
-          peer_, what);
-  raise(Result::kRemoteError, "connection to rank %d failed while %s: %s; the peer exited or the network dropped it",
-        peer_, what, std::strerror(err));
+    raise(Result::kRemoteError, "%s closed its connection (%s); the process exited, crashed or destroyed its communicator",
+          peer_name_.c_str(), what);
+  raise(Result::kRemoteError, "connection to %s failed while %s: %s; the peer exited or the network to its host failed",
+        peer_name_.c_str(), what, std::strerror(err));
 }
 
 std::byte* TcpLink::trySendSlot() {
@@ -110,9 +111,9 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
       if (!recv_.received(size_t(r), dst, capacity, &why)) {
         dead_ = true;
         raise(Result::kInternalError,
-              "rank %d sent a malformed message header (%s); is every rank running the same ouro version and "
+              "%s sent a malformed message header (%s); is every rank running the same ouro version and "
               "OURO_* settings?",
-              peer_, why.c_str());
+              peer_name_.c_str(), why.c_str());
       }
       continue;
     }
@@ -124,7 +125,7 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
   if (recv_.header().kind == uint32_t(MessageKind::kAbort)) {
     dead_ = true;
     std::string reason(reinterpret_cast<const char*>(recv_.payload()), recv_.header().bytes);
-    raise(Result::kRemoteError, "rank %d failed: %s", peer_, reason.c_str());
+    raise(Result::kRemoteError, "%s failed: %s", peer_name_.c_str(), reason.c_str());
   }
   out->header = recv_.header();
   out->data = recv_.payload();

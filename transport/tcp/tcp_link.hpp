@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "transport/link.hpp"
@@ -15,7 +16,8 @@ namespace ouro::transport::tcp {
 
 class TcpLink final : public Link {
  public:
-  TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots);
+  // peer_host: the peer's host name, for messages ("" when unknown).
+  TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host = "");
   ~TcpLink() override;
 
   const char* transportName() const override { return "tcp"; }
@@ -42,6 +44,7 @@ class TcpLink final : public Link {
   [[noreturn]] void connectionLost(const char* what, int err);
 
   int peer_;
+  std::string peer_name_;  // "rank 5 on node-3", for messages
   size_t slot_bytes_;
   std::vector<Fd> sockets_;
   std::vector<SendSlot> slots_;
