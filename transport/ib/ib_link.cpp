@@ -236,6 +236,7 @@ bool IbLink::progress() {
     send_wr_used_ -= std::min(send_wr_used_, wrEntries(c.wr_id));
     if (wrKind(c.wr_id) == kWrMessage) sender_.onLocalCompletion(wrSlot(c.wr_id));
     if (wrKind(c.wr_id) == kWrProbe) probe_outstanding_ = false;
+    if (wrKind(c.wr_id) == kWrAnnounce) announce_outstanding_ = false;
   }
   // The credit word the peer writes (RDMA, no completion here): read it as the NIC left it.
   const uint64_t credit = __atomic_load_n(reinterpret_cast<uint64_t*>(control_.data + kCreditIn), __ATOMIC_ACQUIRE);
@@ -302,7 +303,8 @@ void IbLink::postSend(const MessageHeader& header) {
 
 void IbLink::announceRecv(std::byte* dst, size_t capacity) {
   if (!connected_ || !failure_.empty() || !dst || capacity == 0 || receiver_.announcedNext()) return;
-  if (send_wr_used_ + 1 > max_send_wr_) return;
+  // One announcement write at a time: its source must not change while the NIC reads it.
+  if (announce_outstanding_ || send_wr_used_ + 1 > max_send_wr_) return;
   // Only memory whose registration stays true: on-demand paging, or buffers the caller named.
   MrCache& cache = device_->mrCache();
   ibv_mr* mr = cache.onDemandPaging() ? cache.get(dst, capacity) : cache.find(dst, capacity);
@@ -321,6 +323,7 @@ void IbLink::announceRecv(std::byte* dst, size_t capacity) {
   wr.wr.rdma.remote_addr = remote_.announce_addr;
   wr.wr.rdma.rkey = remote_.announce_rkey;
   send_wr_used_ += 1;
+  announce_outstanding_ = true;
   postWrite(&wr, "receive destination");
 }
 

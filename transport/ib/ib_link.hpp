@@ -91,6 +91,7 @@ class IbLink final : public Link {
   std::string failure_;          // set once the link failed
   int64_t last_probe_ns_ = 0;
   bool probe_outstanding_ = false;
+  bool announce_outstanding_ = false;
 };
 
 }  // namespace ouro::transport::ib
