@@ -1,19 +1,100 @@
 #!/usr/bin/env bash
 # Sets up (with the test-only packages), builds and runs the whole test suite, then prints one
 # summary line "N passed, N failed, N skipped". Exit status 0 only when nothing failed.
+#   scripts/run-tests.sh [meson test args]           the suite in ./build (what .ci/run runs)
+#   scripts/run-tests.sh --sanitize[=MODE] [args]    the suite under sanitizers, MODE address
+#       (ASan + UBSan, in ./build-asan), thread (TSan, in ./build-tsan) or both (the default);
+#       see docs/TESTING.md for what it covers and what it leaves out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --tests || exit 1
-log=$(mktemp)
-# Two processes at a time: CI has 2 cores and the multi-rank tests start real processes.
-meson test -C build --num-processes 2 --print-errorlogs "$@" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-count() { awk -v k="$1" '$0 ~ "^"k":" {print $NF; found=1} END {if (!found) print 0}' "$log" | tail -1; }
-ok=$(count "Ok"); expected_fail=$(count "Expected Fail"); fail=$(count "Fail")
-unexpected_pass=$(count "Unexpected Pass"); skipped=$(count "Skipped"); timeout=$(count "Timeout")
-rm -f "$log"
-passed=$((ok + expected_fail))
-failed=$((fail + unexpected_pass + timeout))
-if ((passed + failed + skipped == 0)); then failed=1; fi  # meson never got to run anything
-echo "$passed passed, $failed failed, $skipped skipped"
-((failed == 0 && status == 0))
+
+modes=()
+args=()
+for a in "$@"; do
+  case $a in
+    --sanitize) modes+=(address thread) ;;
+    --sanitize=address | --sanitize=asan) modes+=(address) ;;
+    --sanitize=thread | --sanitize=tsan) modes+=(thread) ;;
+    --sanitize=*)
+      echo "run-tests.sh: unknown sanitizer '${a#--sanitize=}'; use --sanitize=address, --sanitize=thread or --sanitize" >&2
+      exit 2 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+# Reads meson test's closing counts from $1 into the globals passed and failed and skipped.
+count_results() {
+  local log=$1
+  count() { awk -v k="$1" '$0 ~ "^"k":" {print $NF; found=1} END {if (!found) print 0}' "$log" | tail -1; }
+  local ok expected_fail fail unexpected_pass timeout
+  ok=$(count "Ok"); expected_fail=$(count "Expected Fail"); fail=$(count "Fail")
+  unexpected_pass=$(count "Unexpected Pass"); skipped=$(count "Skipped"); timeout=$(count "Timeout")
+  passed=$((ok + expected_fail))
+  failed=$((fail + unexpected_pass + timeout))
+  if ((passed + failed + skipped == 0)); then failed=1; fi  # meson never got to run anything
+}
+
+if ((${#modes[@]} == 0)); then
+  scripts/setup.sh --tests || exit 1
+  log=$(mktemp)
+  # Two processes at a time: CI has 2 cores and the multi-rank tests start real processes.
+  meson test -C build --num-processes 2 --print-errorlogs "${args[@]}" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  count_results "$log"
+  rm -f "$log"
+  echo "$passed passed, $failed failed, $skipped skipped"
+  ((failed == 0 && status == 0))
+  exit
+fi
+
+# ---- Sanitizer runs -------------------------------------------------------------------------
+# Packages only: the sanitized trees are configured and built below, ./build is left alone.
+scripts/setup.sh --tests --no-build || exit 1
+supp=$PWD/scripts/sanitizers
+# Suites left out under sanitizers, each with its reason (docs/TESTING.md says the same).
+excluded_suites=(python torch_suite cuda)
+declare -A exclusion_reason=(
+  [python]="the Python package is not built: /usr/bin/python3 and torch are not instrumented, and a sanitized extension needs the runtime preloaded into them"
+  [torch_suite]="runs PyTorch's suite through the Python package, which is not built here (same reason)"
+  [cuda]="configured with -Dcuda=disabled: the CUDA runtime and kernels are not run under host sanitizers"
+)
+# ASan aborts at the first error (a core-less SIGABRT the test sees), LeakSanitizer runs at exit,
+# UBSan stops at its first report instead of printing and going on; TSan likewise. The wrapper
+# sends every process's report to a file, so children's reports fail the test too.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+
+total_passed=0 total_failed=0 total_skipped=0 status_all=0
+for mode in "${modes[@]}"; do
+  case $mode in
+    address) dir=build-asan; sanitize=address,undefined; multiplier=3 ;;
+    thread) dir=build-tsan; sanitize=thread; multiplier=6 ;;
+  esac
+  echo "run-tests.sh: -Db_sanitize=$sanitize in $dir"
+  for s in "${excluded_suites[@]}"; do echo "run-tests.sh: suite '$s' left out: ${exclusion_reason[$s]}"; done
+  if [[ ! -f $dir/build.ninja ]]; then
+    # b_lundef=false: the sanitizer runtimes resolve libouro.so's __asan_/__tsan_ symbols at load
+    # time. peers=disabled: the peer benchmarks (Open MPI, MPICH, Gloo beside ouro) time other
+    # libraries, which are not instrumented; the suite's tests of ouro do not need them.
+    meson setup "$dir" -Db_sanitize=$sanitize -Db_lundef=false -Dcuda=disabled -Dpython=disabled \
+      -Dpeers=disabled || exit 1
+  fi
+  ninja -C "$dir" || exit 1
+  no_suites=()
+  for s in "${excluded_suites[@]}"; do no_suites+=(--no-suite "$s"); done
+  log=$(mktemp)
+  # Sanitized programs run 2-3x (ASan) to 5-15x (TSan) slower: the per-test timeouts grow with it.
+  meson test -C "$dir" --num-processes 2 --print-errorlogs --timeout-multiplier "$multiplier" \
+    --wrapper "$supp/wrap.sh" "${no_suites[@]}" "${args[@]}" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  count_results "$log"
+  rm -f "$log"
+  echo "run-tests.sh: $mode: $passed passed, $failed failed, $skipped skipped"
+  total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  ((status != 0)) && status_all=$status
+done
+echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+((total_failed == 0 && status_all == 0))
