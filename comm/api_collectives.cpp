@@ -2,7 +2,9 @@
 // (ouroInvalidArgument with a message; the communicator stays usable), then runs on the caller's
 // thread or queues on a stream, in the communicator's issue order.
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "comm/api_guard.hpp"
 #include "comm/buffer_kinds.hpp"
@@ -13,11 +15,23 @@
 #include "comm/cuda_executor.hpp"
 #endif
 
+// A stream handle stays readable after ouroStreamDestroy (impl null), so a call on a destroyed
+// stream is a clear ouroInvalidUsage error instead of a use-after-free. The memory is not freed
+// but kept on a free list (g_free_streams) that the next ouroStreamCreate takes from: memory stays
+// bounded by the most streams alive at once, instead of growing by a handle per stream ever made
+// (LeakSanitizer reported those as lost per create/destroy pair). A destroyed handle is
+// recognised as destroyed until a later ouroStreamCreate hands the same memory out again.
+// Streams ended by ouroCommDestroy/ouroCommAbort stay on g_orphaned_streams instead: the caller
+// may still pass such a handle to ouroStreamDestroy (an error that releases it), so reusing it
+// could destroy an unrelated stream; those cost a handle each, like the communicator handles.
 struct ouroStream {
   static constexpr uint64_t kMagic = 0x6f75726f7374726dULL;  // "ourostrm"
   uint64_t magic = kMagic;
   ouroComm_t comm = nullptr;
-  std::atomic<ouro::Executor*> impl{nullptr};  // null once destroyed; the handle is never freed
+  std::atomic<ouro::Executor*> impl{nullptr};  // null once destroyed
+  // Its communicator was destroyed while the stream lived: the user still holds the handle, and
+  // only ouroStreamDestroy releases it (so it is never reused under a caller that still has it).
+  bool orphaned = false;  // under g_streams_mu
 };
 
 namespace ouro::api {
@@ -25,6 +39,24 @@ namespace {
 
 std::mutex g_streams_mu;
 std::map<ouroComm_t, std::vector<ouroStream_t>> g_streams;  // live streams per communicator
+// Never destroyed (static destructors run before LeakSanitizer's check at exit, and a stream
+// handle must stay valid for as long as the process runs).
+std::vector<ouroStream_t>& g_free_streams = *new std::vector<ouroStream_t>;      // destroyed, reused first
+std::vector<ouroStream_t>& g_orphaned_streams = *new std::vector<ouroStream_t>;  // ended with their communicator
+
+// A handle for a new stream of comm (under g_streams_mu): a released one, else a new one.
+ouroStream_t takeStreamHandle(ouroComm_t comm) {
+  ouroStream_t s;
+  if (g_free_streams.empty()) {
+    s = new ouroStream();
+  } else {
+    s = g_free_streams.back();
+    g_free_streams.pop_back();
+  }
+  s->comm = comm;
+  s->orphaned = false;
+  return s;
+}
 
 struct PendingOp {
   ouroComm_t comm;
@@ -269,10 +301,11 @@ ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream) {
   return guard("ouroStreamCreate", comm, [&] {
     Communicator& c = requireCommunicator(comm, "ouroStreamCreate");
     requireArg(stream != nullptr, "rank %d: ouroStreamCreate: stream is NULL", c.rank());
-    auto* s = new ouroStream();
-    s->comm = comm;
-    s->impl.store(new HostStream(c), std::memory_order_release);
+    auto executor = std::make_unique<HostStream>(c);
     std::lock_guard lock(g_streams_mu);
+    g_streams[comm].reserve(g_streams[comm].size() + 1);  // nothing below throws once the handle is taken
+    ouroStream_t s = takeStreamHandle(comm);
+    s->impl.store(executor.release(), std::memory_order_release);
     g_streams[comm].push_back(s);
     *stream = s;
   });
@@ -285,10 +318,11 @@ ouroResult_t ouroStreamFromCuda(ouroComm_t comm, void* cuda_stream, ouroStream_t
     *stream = nullptr;
 #if OURO_HAVE_CUDA
     requireCudaDevice(c.rank(), "ouroStreamFromCuda");
-    auto* s = new ouroStream();
-    s->comm = comm;
-    s->impl.store(new CudaExecutor(c, cuda_stream), std::memory_order_release);
+    auto executor = std::make_unique<CudaExecutor>(c, cuda_stream);
     std::lock_guard lock(g_streams_mu);
+    g_streams[comm].reserve(g_streams[comm].size() + 1);  // nothing below throws once the handle is taken
+    ouroStream_t s = takeStreamHandle(comm);
+    s->impl.store(executor.release(), std::memory_order_release);
     g_streams[comm].push_back(s);
     *stream = s;
 #else
@@ -325,14 +359,30 @@ ouroResult_t ouroStreamSynchronize(ouroStream_t stream) {
 
 ouroResult_t ouroStreamDestroy(ouroStream_t stream) {
   return guard("ouroStreamDestroy", nullptr, [&] {
+    if (stream && stream->magic == ouroStream::kMagic) {
+      // The communicator went first (destroyStreamsOf): release the handle, then report it.
+      std::lock_guard lock(g_streams_mu);
+      if (stream->orphaned) {
+        stream->orphaned = false;
+        std::erase(g_orphaned_streams, stream);
+        g_free_streams.push_back(stream);
+        raise(Result::kInvalidUsage, "ouroStreamDestroy: the stream's communicator was destroyed before it "
+              "(its queued work ended then); the handle is released now");
+      }
+    }
     Executor* h = liveStream(stream, "ouroStreamDestroy");
     if (stream->impl.exchange(nullptr) != h) return;
     {
       std::lock_guard lock(g_streams_mu);
-      auto& v = g_streams[stream->comm];
-      std::erase(v, stream);
+      auto it = g_streams.find(stream->comm);
+      if (it != g_streams.end()) {
+        std::erase(it->second, stream);
+        if (it->second.empty()) g_streams.erase(it);
+      }
     }
     delete h;  // runs what is still queued first
+    std::lock_guard lock(g_streams_mu);
+    g_free_streams.push_back(stream);  // only now: the handle must not be reused while h drains
   });
 }
 
@@ -351,7 +401,18 @@ void destroyStreamsOf(ouroComm_t comm) {
     streams = std::move(it->second);
     g_streams.erase(it);
   }
-  for (ouroStream_t s : streams) delete s->impl.exchange(nullptr);
+  std::vector<ouroStream_t> orphans;
+  for (ouroStream_t s : streams) {
+    Executor* h = s->impl.exchange(nullptr);
+    if (!h) continue;  // an ouroStreamDestroy on another thread has it
+    delete h;
+    orphans.push_back(s);
+  }
+  std::lock_guard lock(g_streams_mu);
+  for (ouroStream_t s : orphans) {
+    s->orphaned = true;  // the user may still hold it; ouroStreamDestroy releases it
+    g_orphaned_streams.push_back(s);
+  }
 }
 
 }  // namespace ouro::api
