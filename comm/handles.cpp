@@ -1,13 +1,29 @@
 #include "comm/handles.hpp"
 
+#include <mutex>
+#include <vector>
+
 #include "core/error.hpp"
 
 namespace ouro::api {
 
+namespace {
+// Every handle ever made (handles.hpp: they are never freed). Kept here so that a handle the
+// caller let go of after ouroCommDestroy is still referenced: retained on purpose, not lost
+// (LeakSanitizer reports memory nothing points to).
+// Never destroyed: static destructors run before LeakSanitizer's check at exit.
+std::mutex g_handles_mu;
+std::vector<ouroComm_t>& g_handles = *new std::vector<ouroComm_t>;
+}  // namespace
+
 ouroComm_t wrapCommunicator(std::unique_ptr<Communicator> comm) {
-  auto* handle = new ouroComm();
+  auto handle = std::make_unique<ouroComm>();
+  {
+    std::lock_guard lock(g_handles_mu);
+    g_handles.push_back(handle.get());
+  }
   handle->impl.store(comm.release(), std::memory_order_release);
-  return handle;
+  return handle.release();
 }
 
 Communicator* liveCommunicatorOrNull(ouroComm_t comm) {
