@@ -120,20 +120,23 @@ size_t checkedBytes(const Communicator& c, const char* call, size_t count, DataT
   return count * es * blocks;
 }
 
-DataType checkedType(const Communicator& c, const char* call, ouroDataType_t t) {
-  requireArg(isValidDataType(int(t)), "rank %d: %s: datatype %d is not an ouroDataType_t (0..%d)", c.rank(), call,
-             int(t), kNumDataTypes - 1);
-  return DataType(int(t));
+// dtype and op travel as int from the C entry points on: a C caller may pass any int as a C enum,
+// and in C++ an enum object holding a value outside its enumerators' range is undefined (UBSan
+// -fsanitize=enum reported the bad-arguments test's -1 here before it could be refused).
+DataType checkedType(const Communicator& c, const char* call, int t) {
+  requireArg(isValidDataType(t), "rank %d: %s: datatype %d is not an ouroDataType_t (0..%d)", c.rank(), call, t,
+             kNumDataTypes - 1);
+  return DataType(t);
 }
 
-RedOp checkedOp(const Communicator& c, const char* call, ouroRedOp_t op) {
-  requireArg(isValidRedOp(int(op)), "rank %d: %s: op %d is not an ouroRedOp_t (0..%d)", c.rank(), call, int(op),
+RedOp checkedOp(const Communicator& c, const char* call, int op) {
+  requireArg(isValidRedOp(op), "rank %d: %s: op %d is not an ouroRedOp_t (0..%d)", c.rank(), call, op,
              kNumRedOps - 1);
-  return RedOp(int(op));
+  return RedOp(op);
 }
 
-ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, ouroDataType_t dtype,
-                        ouroRedOp_t op, size_t send_blocks, size_t recv_blocks) {
+ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, int dtype, int op,
+                        size_t send_blocks, size_t recv_blocks) {
   return guard(call, comm, [&] {
     Communicator& c = requireCommunicator(comm, call);
     a.dtype = a.kind == CollKind::kBarrier ? DataType::kUint8 : checkedType(c, call, dtype);
@@ -159,7 +162,7 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
   });
 }
 
-ouroResult_t pointToPoint(const char* call, bool send, void* buffer, size_t count, ouroDataType_t dtype, int peer,
+ouroResult_t pointToPoint(const char* call, bool send, void* buffer, size_t count, int dtype, int peer,
                           ouroComm_t comm, ouroStream_t stream) {
   return guard(call, comm, [&] {
     Communicator& c = requireCommunicator(comm, call);
