@@ -334,7 +334,8 @@ class Direct {
     };
     if (bytes <= kInlineBytes) {
       announce(in_, bytes, generation_);
-      for (int p = 0; p < n_; p++)
+      // bytes 0 (count 0, a valid no-op) may come with NULL buffers, which memcpy must not get.
+      for (int p = 0; p < n_ && bytes; p++)
         if (p != me_) std::memcpy(out_ + size_t(p) * bytes, line(p).payload, bytes);
       return copyOwn();
     }
@@ -399,7 +400,7 @@ class Direct {
     };
     if (size_t(n_) * block <= kInlineBytes) {
       announce(in_, size_t(n_) * block, generation_);
-      for (int p = 0; p < n_; p++)
+      for (int p = 0; p < n_ && block; p++)  // block 0: buffers may be NULL (see allGather)
         if (p != me_) std::memcpy(out_ + size_t(p) * block, line(p).payload + size_t(me_) * block, block);
       return copyOwn();
     }
