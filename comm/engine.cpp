@@ -256,12 +256,12 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
       sched_yield();
       if (shm_) notePeersOnMyCpu({});
     } else {
-      blockBriefly(ready, next_check - now);
+      blockBriefly(ready, next_check - now, missing());
     }
   }
 }
 
-void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns) {
+void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, const std::vector<int>& waited_on) {
   int64_t slice = std::max<int64_t>(std::min<int64_t>(max_ns, 10'000'000), 100'000);
   if (!progressed_links_.empty()) {
     // A completion queue rings no descriptor: look at the sockets without waiting, then sleep
@@ -274,12 +274,26 @@ void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns) {
     ::usleep(50);
     return;
   }
-  if (!polled_links_.empty()) {
+  // Shared memory and TCP together (ranks on several hosts): a shared-memory peer rings a futex,
+  // a socket wakes poll(2), and no one call waits for both. So: waiting only on local peers with
+  // nothing queued for the sockets, sleep on the doorbell (woken at once); else poll the sockets,
+  // in slices of 100 us when a local peer may be the one to answer (a 1 ms slice there cost the
+  // hierarchical all-reduce most of its speed: every slice waits on a local peer at least once).
+  bool local_only = shm_ && !waited_on.empty();
+  bool local_too = false;
+  for (int p : waited_on) {
+    const bool local = shm_local_index_[size_t(p)] >= 0;
+    local_only = local_only && local;
+    local_too = local_too || local;
+  }
+  if (local_only)
+    for (transport::Link* l : polled_links_) local_only = local_only && !l->sendsPending();
+  if (!polled_links_.empty() && !local_only) {
     std::vector<pollfd> fds;
     for (transport::Link* l : polled_links_) l->pollFds(&fds);
-    // With shared-memory peers too, their progress rings no file descriptor: poll in short slices.
-    int ms = shm_ ? 1 : int(slice / 1'000'000);
-    ::poll(fds.data(), fds.size(), std::max(ms, 1));
+    const int64_t wait_ns = shm_ && (local_too || waited_on.empty()) ? 100'000 : slice;
+    const timespec ts{time_t(wait_ns / 1'000'000'000), long(wait_ns % 1'000'000'000)};
+    ::ppoll(fds.data(), fds.size(), &ts, nullptr);
     return;
   }
   if (shm_) {

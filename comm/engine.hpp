@@ -155,7 +155,8 @@ class Engine {
   void checkPeers(const std::vector<int>& waited_on);
   [[noreturn]] void throwTimeout(const std::vector<int>& waited_on);
   std::string lastSeen(int peer) const;
-  void blockBriefly(const std::function<bool()>& ready, int64_t max_ns);
+  // Sleeps until something may have changed for `waited_on` (at most max_ns).
+  void blockBriefly(const std::function<bool()>& ready, int64_t max_ns, const std::vector<int>& waited_on);
   // Publishes the CPU this rank runs on (shm only); true when one of `peers` last ran there too.
   bool notePeersOnMyCpu(const std::vector<int>& peers);
   void progressLinks();
