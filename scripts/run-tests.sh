@@ -85,8 +85,9 @@ for mode in "${modes[@]}"; do
   no_suites=()
   for s in "${excluded_suites[@]}"; do no_suites+=(--no-suite "$s"); done
   log=$(mktemp)
-  # Sanitized programs run 2-3x (ASan) to 5-15x (TSan) slower: the per-test timeouts grow with it.
-  meson test -C "$dir" --num-processes 2 --print-errorlogs --timeout-multiplier "$multiplier" \
+  # Sanitized programs run 2-3x (ASan) to 5-15x (TSan) slower: the per-test timeouts grow with it,
+  # and so do the deadlines the tests give the processes they start (tests/support/process.cpp).
+  TEST_TIMEOUT_MULTIPLIER=$multiplier meson test -C "$dir" --num-processes 2 --print-errorlogs --timeout-multiplier "$multiplier" \
     --wrapper "$supp/wrap.sh" "${no_suites[@]}" "${args[@]}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   count_results "$log"

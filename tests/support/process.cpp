@@ -37,6 +37,18 @@ bool isLauncherVariable(const std::string& name) {
   return false;
 }
 
+// TEST_TIMEOUT_MULTIPLIER (scripts/run-tests.sh --sanitize sets it with meson's
+// --timeout-multiplier): sanitized programs run several times slower, and a rank killed at a
+// deadline meant for uninstrumented code would fail a test that is only slow.
+double timeoutScale() {
+  static const double scale = [] {
+    const char* v = std::getenv("TEST_TIMEOUT_MULTIPLIER");
+    double x = v ? std::atof(v) : 1.0;
+    return x >= 1.0 ? x : 1.0;
+  }();
+  return scale;
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -110,7 +122,7 @@ bool Process::running() {
 
 ProcessResult Process::wait(double timeout_s) {
   ProcessResult r;
-  double deadline = start_s_ + timeout_s;
+  double deadline = start_s_ + timeout_s * timeoutScale();
   while (running()) {
     if (nowS() > deadline) {
       r.timed_out = true;
@@ -134,7 +146,8 @@ std::vector<ProcessResult> runAll(const std::vector<ProcessSpec>& specs, double 
   for (const auto& s : specs) procs.push_back(std::make_unique<Process>(s));
   std::vector<ProcessResult> results;
   double start = nowS();
-  for (auto& p : procs) results.push_back(p->wait(std::max(0.1, timeout_s - (nowS() - start))));
+  // wait() scales its argument by timeoutScale(): take the time already spent off in those units.
+  for (auto& p : procs) results.push_back(p->wait(std::max(0.1, timeout_s - (nowS() - start) / timeoutScale())));
   return results;
 }
 
