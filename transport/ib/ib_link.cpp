@@ -313,18 +313,9 @@ void IbLink::announceRecv(std::byte* dst, size_t capacity) {
   if (!receiver_.announce(reinterpret_cast<uint64_t>(dst), mr->rkey, capacity, &a)) return;
   std::memcpy(control_.data + kAnnounceOut, &a, sizeof(a));
   announced_dst_ = dst;
-  ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + kAnnounceOut), sizeof(a), control_.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = wrId(kWrAnnounce, 1, 0);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote_.announce_addr;
-  wr.wr.rdma.rkey = remote_.announce_rkey;
-  send_wr_used_ += 1;
   announce_outstanding_ = true;
-  postWrite(&wr, "receive destination");
+  writeControl(kAnnounceOut, sizeof(a), remote_.announce_addr, remote_.announce_rkey, kWrAnnounce,
+               "receive destination");
 }
 
 bool IbLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) {
@@ -367,17 +358,23 @@ void IbLink::postCredit() {
   if (!failure_.empty() || send_wr_used_ + 1 > max_send_wr_) return;  // retried by progress()
   credit_pending_ = false;
   std::memcpy(control_.data + kCreditOut, &credit_to_send_, sizeof(credit_to_send_));
-  ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + kCreditOut), sizeof(uint64_t), control_.mr->lkey};
+  writeControl(kCreditOut, sizeof(uint64_t), remote_.credit_addr, remote_.credit_rkey, kWrCredit, "credit return");
+}
+
+// One signalled RDMA write of `bytes` at `offset` of this link's control area to the peer's.
+void IbLink::writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, uint64_t kind,
+                          const char* what) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + offset), uint32_t(bytes), control_.mr->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = wrId(kWrCredit, 1, 0);
+  wr.wr_id = wrId(WrKind(kind), 1, 0);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = remote_.credit_addr;
-  wr.wr.rdma.rkey = remote_.credit_rkey;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
   send_wr_used_ += 1;
-  postWrite(&wr, "credit return");
+  postWrite(&wr, what);
 }
 
 bool IbLink::sendsPending() const {
