@@ -16,6 +16,7 @@ using transport::ReceivedMessage;
 LinkPrims::LinkPrims(Engine& engine, const CollArgs& args)
     : e_(engine), a_(args), n_(engine.size()), me_(engine.rank()), call_(engine.call()), es_(args.elementBytes()) {
   pending_.reserve(size_t(n_));
+  for (int r = 0; r < n_; r++) all_ranks_.push_back(r);
 }
 
 std::byte* LinkPrims::sendSlot(int peer) {
@@ -70,29 +71,6 @@ void LinkPrims::checkData(int peer, const ReceivedMessage& m, size_t bytes) {
   }
 }
 
-void LinkPrims::receiveAll(const std::byte* own, size_t bytes) {
-  std::vector<const void*>& srcs = e_.sources();
-  srcs[size_t(me_)] = own;
-  pending_.clear();
-  for (int step = 1; step < n_; step++) pending_.push_back((me_ - step + n_) % n_);
-  e_.waitUntil(
-      [&] {
-        for (size_t i = 0; i < pending_.size();) {
-          const int p = pending_[i];
-          ReceivedMessage m;
-          if (!e_.link(p).tryRecv(&m)) {
-            i++;
-            continue;
-          }
-          checkData(p, m, bytes);
-          srcs[size_t(p)] = m.data;
-          pending_.erase(pending_.begin() + long(i));
-        }
-        return pending_.empty();
-      },
-      [&] { return pending_; });
-}
-
 void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes) {
   ordered_.assign(sources.size(), nullptr);
   pending_.clear();
@@ -128,23 +106,15 @@ void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* ow
 void LinkPrims::foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to,
                             size_t count, bool last) {
   const size_t bytes = count * es_;
-  std::byte* into = dst ? dst : sendSlot(send_to);  // slot first, as recvReduceSend says why
+  // The slot is taken before the messages are waited for: holding a slot stalls nobody, holding
+  // received messages would.
+  std::byte* into = dst ? dst : sendSlot(send_to);
   receiveFrom(sources, own, bytes);
   kernels::reduceMany(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op);
   if (last && a_.op == RedOp::kAvg) kernels::finishAvg(into, count, a_.dtype, n_);
   for (int p : sources)
     if (p != me_) e_.link(p).releaseRecv();
   if (!dst) post(send_to, bytes);
-}
-
-void LinkPrims::releaseAll() {
-  for (int p = 0; p < n_; p++)
-    if (p != me_) e_.link(p).releaseRecv();
-}
-
-void LinkPrims::fold(std::byte* dst, size_t count) {
-  kernels::reduceMany(dst, e_.sources().data(), n_, count, a_.dtype, a_.op);
-  if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
 }
 
 void LinkPrims::send(int peer, const std::byte* src, size_t count) { sendBytes(peer, src, count * es_); }
@@ -170,21 +140,16 @@ void LinkPrims::recvCopySend(int from, int to, std::byte* dst, size_t count) {
   sendBytes(to, dst, count * es_);
 }
 
+// Every rank's slice, folded in rank order (the world's fold, so Avg is finished here).
 void LinkPrims::recvReduceCopy(const std::byte* own, std::byte* dst, size_t count) {
-  receiveAll(own, count * es_);
-  fold(dst, count);
-  releaseAll();
+  foldInOrder(all_ranks_, own, dst, -1, count, true);
 }
 
 // Folded straight into the send slot (a slot, never the caller's memory, so TCP sends it with
 // postSend too: there is no buffer of ours that must outlive the call). The slot is taken before
 // the messages are waited for: holding a slot stalls nobody, holding received messages would.
 void LinkPrims::recvReduceSend(const std::byte* own, int peer, size_t count) {
-  std::byte* slot = sendSlot(peer);
-  receiveAll(own, count * es_);
-  fold(slot, count);
-  releaseAll();
-  post(peer, count * es_);
+  foldInOrder(all_ranks_, own, nullptr, peer, count, true);
 }
 
 void LinkPrims::copy(const std::byte* src, std::byte* dst, size_t count) {

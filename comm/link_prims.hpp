@@ -51,20 +51,16 @@ class LinkPrims {
   // where it is); released by the caller.
   const std::byte* receive(int peer, size_t bytes, std::byte* into);
   void checkData(int peer, const transport::ReceivedMessage& m, size_t bytes);
-  // One message of `bytes` from every other rank, in whatever order they arrive; sources()[p] then
-  // points at rank p's (own for this rank). Released by releaseAll.
-  void receiveAll(const std::byte* own, size_t bytes);
-  void releaseAll();
-  // receiveAll's counterpart for a list of sources: ordered_[k] then points at source k's slice.
+  // One message of `bytes` from every source other than this rank (`own`), in whatever order they
+  // arrive; ordered_[k] then points at source k's slice. Released by the caller.
   void receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes);
-  // The fold of the received slices in rank order, Avg finished, into dst.
-  void fold(std::byte* dst, size_t count);
 
   Engine& e_;
   const CollArgs& a_;
   const int n_, me_;
   const uint64_t call_;
   const size_t es_;
+  std::vector<int> all_ranks_;  // 0..n-1: the world's fold order
   std::vector<int> pending_;
   std::vector<const void*> ordered_;
 };
