@@ -121,9 +121,6 @@ class Engine {
   // Logs (info, once per collective and algorithm) which algorithm the planner chose.
   void noteAlgorithm(CollKind kind, const char* algorithm);
   const std::string& algo() const { return algo_; }
-  int hostOf(int rank) const { return host_of_[size_t(rank)]; }
-  const std::vector<int>& hostOfRanks() const { return host_of_; }
-  const std::string& hostname(int rank) const { return hostnames_[size_t(rank)]; }
   // The hierarchical planner's answer for an all-reduce of `bytes` per rank (comm/hierarchy.hpp).
   HierarchyChoice chooseHierarchical(size_t bytes) const {
     return chooseHierarchy(host_layout_, algo_, bytes, hier_min_bytes_);
