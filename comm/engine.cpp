@@ -155,6 +155,7 @@ void Engine::fail(const std::string& reason) {
 void Engine::collective(const CollArgs& args) {
   call_ = ++calls_;
   call_name_ = collName(args.kind);
+  whole_world_call_ = true;
   deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
   if (shm_) {
     shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
@@ -179,6 +180,7 @@ void Engine::collective(const CollArgs& args) {
 void Engine::sendRecv(std::vector<Transfer>& transfers) {
   call_name_ = collName(CollKind::kSendRecv);
   call_ = ++p2p_calls_;
+  whole_world_call_ = false;
   deadline_ = Deadline::never();
   if (shm_)
     shm_->control(shm_->localRank())->current_call.value.store(packCall(CollKind::kSendRecv, calls_),
@@ -205,12 +207,22 @@ void Engine::progressLinks() {
   for (transport::Link* l : progressed_links_) l->progress();
 }
 
-void Engine::checkLinksAlive(const std::vector<int>& peers) {
-  for (int p : peers) {
+void Engine::checkLinksAlive(const std::vector<int>& waited_on) {
+  auto fail = [&](int p, transport::Link* l) {
+    raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d on %s failed: %s", rank_, call_name_,
+          (unsigned long long)call_, l->transportName(), p, hostnames_[size_t(p)].c_str(), l->peerFailure().c_str());
+  };
+  for (int p : waited_on) {
     transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
-    if (l && !l->peerAlive())
-      raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d on %s failed: %s", rank_, call_name_,
-            (unsigned long long)call_, l->transportName(), p, hostnames_[size_t(p)].c_str(), l->peerFailure().c_str());
+    if (l && (!l->peerAlive() || !l->hostReachable())) fail(p, l);
+  }
+  // In a collective every rank takes part, so a peer whose host is unreachable dooms the call even
+  // when this rank waits on someone else: fail now, naming that host, rather than time out later
+  // naming a healthy rank stuck behind it. send/recv only depends on the ranks it waits on.
+  if (!whole_world_call_) return;
+  for (int p = 0; p < nranks_; p++) {
+    transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
+    if (l && !l->hostReachable()) fail(p, l);
   }
 }
 

@@ -157,8 +157,9 @@ class Engine {
   // Publishes the CPU this rank runs on (shm only); true when one of `peers` last ran there too.
   bool notePeersOnMyCpu(const std::vector<int>& peers);
   void progressLinks();
-  // Throws kRemoteError when a link's own liveness check (Link::peerAlive) fails for one of `peers`.
-  void checkLinksAlive(const std::vector<int>& peers);
+  // Throws kRemoteError when a link's own liveness checks fail: Link::peerAlive for one of
+  // `waited_on`, Link::hostReachable for those and, in a collective, for every peer.
+  void checkLinksAlive(const std::vector<int>& waited_on);
   void flushLinks();  // waits until TCP has taken every queued message
   void runCollective(const CollArgs& args);
   void runLocally(const CollArgs& args);
@@ -191,6 +192,7 @@ class Engine {
   uint64_t p2p_calls_ = 0;  // send/recv groups so far (messages only)
   uint64_t call_ = 0;   // the current call's number (1-based)
   const char* call_name_ = "";
+  bool whole_world_call_ = false;  // a collective (every rank takes part), not send/recv
   Deadline deadline_ = Deadline::never();
   uint64_t direct_generation_ = 0;
   std::vector<uint64_t> send_calls_, recv_calls_;

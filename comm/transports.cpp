@@ -214,6 +214,9 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   options.sockets_per_peer = int(envInt("OURO_TCP_SOCKETS"));
   options.token = envString("OURO_TOKEN");
   options.congestion = envString("OURO_TCP_CONGESTION");
+  // Half the wait limit: a rank whose peer's host went silent says so, naming that host, before
+  // any rank times out waiting for a healthy peer that is itself stuck behind it.
+  options.keepalive = transport::tcp::keepAliveWithin(double(envInt("OURO_TIMEOUT_S")) / 2);
   options.comm_key = std::hash<std::string>()(ctx.store.describe() + "|" + ctx.prefix);
   if (options.sockets_per_peer < 1 || options.sockets_per_peer > 16)
     raise(Result::kInvalidArgument, "OURO_TCP_SOCKETS must be 1..16");
@@ -225,7 +228,8 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
   for (auto& [p, fds] : sockets)
     ctx.setup.links[size_t(p)] =
-        std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots, ctx.m.peers[size_t(p)].hostname);
+        std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots, ctx.m.peers[size_t(p)].hostname,
+                                                  options.keepalive.giveUpS());
 }
 
 size_t tcpWorldSlotBytes(const std::string& mode, bool same_host_pair, bool cross_host_pair) {

@@ -24,7 +24,7 @@ constexpr Setting kSettings[] = {
     {"OURO_STORE_HOSTED", "0", "1: the tcp:// store is served by the launcher, rank 0 only connects (ouro-run sets it)"},
     {"OURO_TOKEN", "", "job secret presented on every connection; the launcher sets a random one"},
     {"OURO_HOSTID", "", "override of the host identity that decides which ranks share memory"},
-    {"OURO_TIMEOUT_S", "300", "seconds any wait may last before it fails with ouroTimeout"},
+    {"OURO_TIMEOUT_S", "300", "seconds any wait may last before it fails with ouroTimeout; TCP links also give a silent peer host up after about half of it (keepalive probes), failing the collective with a message naming that host"},
     // Transports.
     {"OURO_TRANSPORT", "auto", "auto|shm|tcp|ib: auto uses shared memory on one host and TCP between hosts"},
     {"OURO_IFNAME", "", "network interface whose address TCP connections use"},

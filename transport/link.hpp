@@ -107,6 +107,12 @@ class Link {
   // while it waits (InfiniBand: no queue-pair error event; TCP and shm report failures through
   // tryRecv and their own checks, so true). When false, peerFailure() says why.
   virtual bool peerAlive() const { return true; }
+  // Narrower than peerAlive, and checked for every peer of a collective, waited on or not: false
+  // only when the peer's *host* cannot be reached (the network or the host failed), never because
+  // the peer process ended or closed its connection, which a rank that finished its part of the
+  // call may do while others still wait. TCP: keepalive and acknowledgements; the default: true.
+  virtual bool hostReachable() const { return true; }
+  // Why peerAlive or hostReachable said false.
   virtual std::string peerFailure() const { return {}; }
 };
 

@@ -4,7 +4,7 @@
 // check failed; 2: bad usage; 3: an API call failed where it must not.
 //
 // usage: coll_rank [--init METHOD NRANKS RANK] --mode MODE [--colls a,b,...] [--big] [--dir DIR]
-//                  [--variant V] [--victim R] [--stream]
+//                  [--variant V] [--victim R] [--stream] [--late-s S]
 // Without --init the rank initialises with ouroCommInitFromEnv.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -156,6 +156,8 @@ int main(int argc, char** argv) {
       r.opt.victim = std::atoi(value().c_str());
     } else if (a == "--stream") {
       r.opt.on_stream = true;
+    } else if (a == "--late-s") {
+      r.opt.late_s = std::atof(value().c_str());
     } else {
       usage(("unknown argument " + a).c_str());
     }
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
   else if (m == "mismatch") rc = runMismatch(r);
   else if (m == "stall") rc = runStall(r);
   else if (m == "die") rc = runDie(r);
+  else if (m == "late") rc = runLate(r);
   else usage(("unknown mode " + m).c_str());
 
   if (r.comm) mustSucceed(ouroCommDestroy(r.comm), "ouroCommDestroy", nullptr);

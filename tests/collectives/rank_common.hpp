@@ -20,13 +20,14 @@
 namespace coll {
 
 struct Options {
-  std::string mode;                // matrix, determinism, split, stream, badargs, mismatch, stall, die
+  std::string mode;                // matrix, determinism, split, stream, badargs, mismatch, stall, die, late
   std::vector<std::string> colls;  // matrix: which collectives
   bool big = false;                // matrix: add the > 1 Mi-element counts
   std::string dir;                 // a folder every rank sees, for "I am done" markers
   std::string variant;             // mismatch: count|op|dtype|root|reduceroot|kind; die: kill|abort
-  int victim = -1;                 // stall/die: the misbehaving rank; mismatch: the odd one out
+  int victim = -1;                 // stall/die/late: the misbehaving rank; mismatch: the odd one out
   bool on_stream = false;          // mismatch/die: issue the failing call on a stream
+  double late_s = 0;               // late: how long the victim sleeps before each call
 };
 
 class Rank {
@@ -140,6 +141,7 @@ int runBadArgs(Rank& rank);
 int runMismatch(Rank& rank);
 int runStall(Rank& rank);
 int runDie(Rank& rank);
+int runLate(Rank& rank);
 int runCanonical(Rank& rank);  // rank_canonical.cpp
 
 CommView worldView(const Rank& rank);

@@ -440,4 +440,28 @@ int runDie(Rank& r) {
   return 0;
 }
 
+// Rank `victim` is late, alive and on a reachable host: it sleeps `late_s` (past the TCP links'
+// keepalive give-up time, short of OURO_TIMEOUT_S) before each of two all-reduces. The others
+// wait for it, their sockets first idle (a small call: keepalive answers keep the host heard),
+// then full of data it is not reading yet (a large one): neither may count its host unreachable,
+// and both results are exact. (Zero-window probes back off past the give-up time only after
+// about 12 s on loopback, so the "unsent data only" exemption in TcpLink::hostReachable is not
+// what keeps the large call alive here; a 25 s late rank would test it, too slow for the suite.)
+int runLate(Rank& r) {
+  const int victim = r.opt.victim >= 0 ? r.opt.victim : r.n - 1;
+  for (size_t count : {size_t(1000), size_t(8) << 20}) {
+    if (r.rank == victim) sleepS(r.opt.late_s);
+    std::vector<float> x(count, float(r.rank + 1)), y(count, 0.0f);
+    const double t0 = nowS();
+    const ouroResult_t rc = ouroAllReduce(x.data(), y.data(), count, ouroFloat32, ouroSum, r.comm, nullptr);
+    std::printf("LATE count=%zu rc=%s elapsed=%.3f\n", count, resultName(rc), nowS() - t0);
+    mustSucceed(rc, "allreduce waiting for a late rank", r.comm);
+    const float want = float(r.n * (r.n + 1) / 2);
+    size_t wrong = 0;
+    for (float v : y) wrong += v != want;
+    r.expect(wrong == 0, "allreduce of %zu floats after a late rank: %zu elements are not %g", count, wrong, double(want));
+  }
+  return 0;
+}
+
 }  // namespace coll

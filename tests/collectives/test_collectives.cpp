@@ -433,6 +433,14 @@ TEST_CASE("a rank that stops calling: ouroTimeout naming it and where it was las
   }
 }
 
+TEST_CASE("a late rank on a reachable host is waited for, not counted unreachable", "[timeout]") {
+  // OURO_TIMEOUT_S=8: TCP keepalive gives a silent host up after 2 + 3 x 1 s (keepAliveWithin(4));
+  // the late rank sleeps 6.5 s, past that and short of the timeout, before a small and a large call.
+  Run run = launch(3, kTcp, {"--mode", "late", "--victim", "1", "--late-s", "6.5"}, 90, {{"OURO_TIMEOUT_S", "8"}});
+  allPassed(run);
+  report(run);
+}
+
 TEST_CASE("a rank that dies or aborts: ouroRemoteError within seconds", "[dead]") {
   struct Case {
     const Config* cfg;

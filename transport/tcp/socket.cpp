@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -119,11 +120,34 @@ SockAddr peerAddress(int fd) {
   return a;
 }
 
+int routeError(const SockAddr& addr) {
+  if (addr.len == 0) return 0;
+  Fd fd(::socket(addr.storage.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return 0;  // cannot tell
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) == 0 ? 0 : errno;
+}
+
 int localPort(int fd) { return localAddress(fd).port(); }
 
 void setNoDelay(int fd) {
   int one = 1;
   OURO_SYSCALL(::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
+}
+
+KeepAlive keepAliveWithin(double budget_s) {
+  KeepAlive k;
+  k.probes = 3;
+  k.idle_s = std::max(1, int(budget_s / 2));
+  k.interval_s = std::max(1, int(budget_s / 2 / k.probes));
+  return k;
+}
+
+void setKeepAlive(int fd, const KeepAlive& k) {
+  int one = 1;
+  OURO_SYSCALL(::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)));
+  OURO_SYSCALL(::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &k.idle_s, sizeof(k.idle_s)));
+  OURO_SYSCALL(::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &k.interval_s, sizeof(k.interval_s)));
+  OURO_SYSCALL(::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &k.probes, sizeof(k.probes)));
 }
 
 std::string congestionControl(int fd) {

@@ -55,6 +55,10 @@ Fd listenOn(const SockAddr& addr, int backlog = 128);
 int localPort(int fd);
 SockAddr localAddress(int fd);
 SockAddr peerAddress(int fd);
+// 0 when this host has a route to addr, else the errno a connect would fail with (ENETUNREACH:
+// the interface that led there went down). Sends nothing: a datagram socket's connect only looks
+// the route up.
+int routeError(const SockAddr& addr);
 
 // Connects to host:port, retrying refused/unreachable attempts until the deadline (the server may
 // start later). Throws kTimeout naming `what` and the last error when it never succeeds.
@@ -65,6 +69,20 @@ Fd connectWithRetry(const std::string& host, int port, Deadline deadline, const 
 Fd acceptUntil(int listen_fd, Deadline deadline, const std::string& what);
 
 void setNoDelay(int fd);
+// TCP keepalive timing that gives a silent peer host up within about `budget_s`: idle for half of
+// it, then three probes over the other half (whole seconds, at least one each: the kernel's unit).
+// Probes are answered by the peer's kernel, not its process: a busy or stopped peer process never
+// trips this; a dead host, a cut cable or a lost route does.
+struct KeepAlive {
+  int idle_s = 0;  // 0: keepalive off
+  int interval_s = 0;
+  int probes = 0;
+  // On a live connection something is heard (data, acknowledgements or probe answers) well within
+  // this; the kernel gives an idle connection up after it.
+  int giveUpS() const { return idle_s + interval_s * probes; }
+};
+KeepAlive keepAliveWithin(double budget_s);
+void setKeepAlive(int fd, const KeepAlive& keepalive);
 // The congestion control algorithm in effect on fd ("cubic", "bbr", ...); "" if the kernel says none.
 std::string congestionControl(int fd);
 // Sets fd's congestion control to `name`; returns false with errno set when the kernel refuses

@@ -1,6 +1,14 @@
 #include "transport/tcp/tcp_link.hpp"
 
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include <cstring>
 
@@ -9,9 +17,11 @@
 
 namespace ouro::transport::tcp {
 
-TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host)
+TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host,
+                 double silent_host_s)
     : peer_(peer_rank),
       peer_name_(peer_host.empty() ? strprintf("rank %d", peer_rank) : strprintf("rank %d on %s", peer_rank, peer_host.c_str())),
+      silent_host_ms_(int64_t(silent_host_s * 1000)),
       slot_bytes_(slot_bytes),
       sockets_(std::move(sockets)),
       recv_buffer_(slot_bytes),
@@ -30,6 +40,7 @@ TcpLink::~TcpLink() = default;
 
 void TcpLink::connectionLost(const char* what, int err) {
   dead_ = true;
+  if (err == 0) err = socket_error_;  // peerAlive read the socket's error first
   if (err == 0)
     raise(Result::kRemoteError, "%s closed its connection (%s); the process exited, crashed or destroyed its communicator",
           peer_name_.c_str(), what);
@@ -166,6 +177,57 @@ void TcpLink::pollFds(std::vector<pollfd>* fds) const {
   fds->push_back({sockets_[messages_received_ % sockets_.size()].get(), POLLIN, 0});
   for (size_t s = 0; s < sockets_.size(); s++)
     if (!send_queues_[s].empty()) fds->push_back({sockets_[s].get(), POLLOUT, 0});
+}
+
+bool TcpLink::hostReachable() const {
+  if (!unreachable_.empty()) return false;
+  if (dead_) return true;  // what ended it was raised already
+  pollfd fds[16];
+  const size_t n = std::min(sockets_.size(), std::size(fds));
+  for (size_t i = 0; i < n; i++) fds[i] = {sockets_[i].get(), 0, 0};  // POLLERR needs no request
+  const bool errors = ::poll(fds, n, 0) > 0;
+  for (size_t i = 0; errors && i < n; i++) {
+    if (!(fds[i].revents & POLLERR)) continue;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fds[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH) {
+      unreachable_ = strprintf("%s: its host stopped answering (keepalive probes or retransmissions went "
+                               "unanswered, or the route to it was lost); that host or the network to it failed",
+                               std::strerror(err));
+      return false;
+    }
+    if (err != 0) socket_error_ = err;
+  }
+  if (silent_host_ms_ <= 0) return true;
+  for (size_t i = 0; i < n; i++) {
+    // Something is heard from a live host within silent_host_ms_: acknowledgements of data in
+    // flight within a retransmission timeout, answers to keepalive probes on an idle socket. Not
+    // so when the socket only holds data not sent yet (the peer's receive buffer is full: it is
+    // not reading): keepalive then pauses, and zero-window probes back off to minutes apart.
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    int queued = 0;  // bytes not yet acknowledged, sent or not
+    if (::getsockopt(fds[i].fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || ::ioctl(fds[i].fd, SIOCOUTQ, &queued) != 0)
+      continue;
+    const int64_t silent_ms = std::min(int64_t(info.tcpi_last_ack_recv), int64_t(info.tcpi_last_data_recv));
+    if (silent_ms <= silent_host_ms_) continue;
+    // Unsent data only and silence: a receiver not reading, unless no route is left to send it
+    // on (this host's interface to the peer went down, which also stops keepalive probes).
+    const int route = routeError(peerAddress(fds[i].fd));
+    const bool no_route = route == ENETUNREACH || route == EHOSTUNREACH;
+    if (queued > 0 && info.tcpi_unacked == 0 && !no_route) continue;
+    if (no_route)
+      unreachable_ = strprintf("nothing heard from its host for %.1f s and no route to it is left (%s); this host's "
+                               "network interface to it went down",
+                               double(silent_ms) / 1000.0, std::strerror(route));
+    else
+      unreachable_ = strprintf("nothing heard from its host for %.1f s (%s); that host or the network to it failed",
+                               double(silent_ms) / 1000.0,
+                               info.tcpi_unacked > 0 ? "data unacknowledged" : "keepalive probes unanswered");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ouro::transport::tcp

@@ -16,8 +16,11 @@ namespace ouro::transport::tcp {
 
 class TcpLink final : public Link {
  public:
-  // peer_host: the peer's host name, for messages ("" when unknown).
-  TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host = "");
+  // peer_host: the peer's host name, for messages ("" when unknown). silent_host_s > 0: the
+  // sockets carry keepalive probes that answer within that long (MeshOptions::keepalive's
+  // giveUpS), so nothing heard from the host for longer means it is unreachable (hostReachable).
+  TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host = "",
+          double silent_host_s = 0);
   ~TcpLink() override;
 
   const char* transportName() const override { return "tcp"; }
@@ -33,6 +36,13 @@ class TcpLink final : public Link {
   bool sendsPending() const override;
   void sendAbort(const std::string& reason) override;
   void pollFds(std::vector<pollfd>* fds) const override;
+  // False once the peer's host looks unreachable on any socket: the kernel gave the connection up
+  // (keepalive unanswered: ETIMEDOUT; a route lost: EHOST/ENETUNREACH), or nothing at all was
+  // heard from the host for silent_host_s while the socket was idle or had data in flight. A live
+  // host's kernel acknowledges data and answers keepalive probes even when its process is busy,
+  // stopped or not reading, so none of that trips it; nor does a peer closing its connection.
+  bool hostReachable() const override;
+  std::string peerFailure() const override { return unreachable_; }
 
  private:
   struct SendSlot {
@@ -45,6 +55,7 @@ class TcpLink final : public Link {
 
   int peer_;
   std::string peer_name_;  // "rank 5 on node-3", for messages
+  int64_t silent_host_ms_;
   size_t slot_bytes_;
   std::vector<Fd> sockets_;
   std::vector<SendSlot> slots_;
@@ -58,6 +69,10 @@ class TcpLink final : public Link {
   FrameDecoder recv_;  // the message being received (payload in recv_buffer_ or the caller's memory)
   bool recv_held_ = false;
   bool dead_ = false;
+  // Set by peerAlive: why the peer's host counts as unreachable, and a socket error it read (and
+  // thereby cleared) that the next send or receive would otherwise have reported.
+  mutable std::string unreachable_;
+  mutable int socket_error_ = 0;
 };
 
 }  // namespace ouro::transport::tcp

@@ -225,7 +225,10 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
 
   std::string algorithm, why;
   for (auto& [peer, fds] : out)
-    for (Fd& fd : fds) algorithm = applyCongestionControl(fd.get(), options, &why);
+    for (Fd& fd : fds) {
+      algorithm = applyCongestionControl(fd.get(), options, &why);
+      if (options.keepalive.idle_s > 0) setKeepAlive(fd.get(), options.keepalive);
+    }
   if (!out.empty())
     OURO_INFO("rank %d: TCP congestion control %s, %s", options.rank, algorithm.c_str(), why.c_str());
   return out;

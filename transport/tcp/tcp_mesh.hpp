@@ -38,6 +38,8 @@ struct MeshOptions {
   // OURO_TCP_CONGESTION: "auto" replaces a pacing algorithm (bbr) by cubic, else reno; "system"
   // keeps the kernel's default; any other value is set on every socket or fails clearly.
   std::string congestion = "auto";
+  // Keepalive probes on every socket (off by default), so that a silent peer host is noticed.
+  KeepAlive keepalive;
 };
 
 // Connects to every peer in `peers` (rank -> "HOST:PORT"); returns each peer's sockets, ordered by
