@@ -65,6 +65,12 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
+# hwloc's PCI plugin keeps libpciaccess's state in that library's globals and dlcloses it when
+# the last topology goes; LeakSanitizer, at exit, then finds the state unreachable in a module no
+# longer loaded (1016 bytes, "<unknown module>"; with the library kept loaded, no report). The
+# plugin only adds PCI devices (GPU and NIC locality), which the CUDA-less sanitized builds do
+# not use; hwloc's own XML and CPU discovery stay on.
+export HWLOC_PLUGINS_BLACKLIST=hwloc_pci
 
 total_passed=0 total_failed=0 total_skipped=0 status_all=0
 for mode in "${modes[@]}"; do

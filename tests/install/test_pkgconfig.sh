@@ -8,10 +8,18 @@ src=$(cd "$2" && pwd)
 tmp=$(mktemp -d /tmp/ouro-pkgconfig.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
+# A sanitized libouro (scripts/run-tests.sh --sanitize) needs its sanitizer's runtime loaded
+# first, which an outside program built with the same -fsanitize does.
+sanitize=()
+case $(ldd "$build/comm/libouro.so") in
+  *libasan*) sanitize=(-fsanitize=address,undefined) ;;
+  *libtsan*) sanitize=(-fsanitize=thread) ;;
+esac
+
 compile_and_run() {  # label, PKG_CONFIG_PATH, extra pkg-config flags, LD_LIBRARY_PATH
   local label=$1 pcpath=$2 extra=$3 libpath=$4
   flags=$(PKG_CONFIG_PATH=$pcpath pkg-config $extra --cflags --libs ouro)
-  g++ -std=c++20 "$src/tests/install/consumer.cpp" $flags -o "$tmp/consumer-$label"
+  g++ -std=c++20 "${sanitize[@]}" "$src/tests/install/consumer.cpp" $flags -o "$tmp/consumer-$label"
   LD_LIBRARY_PATH=$libpath "$build/tools/ouro-run/ouro-run" -n 2 "$tmp/consumer-$label" > "$tmp/out-$label"
   if [[ $(grep -c ": ok" "$tmp/out-$label") != 2 ]]; then
     echo "FAIL ($label): the consumer did not report ok on both ranks:"; cat "$tmp/out-$label"; exit 1

@@ -72,7 +72,7 @@ TEST_CASE("safetensors: round trip keeps order, dtypes, shapes, bytes and metada
     CHECK(in.tensors[i].shape == out[i].shape);
     CHECK(in.tensors[i].dtype == out[i].dtype);
     REQUIRE(in.tensors[i].bytes.size() == out[i].bytes.size());
-    CHECK(std::memcmp(in.tensors[i].bytes.data(), out[i].bytes.data(), out[i].bytes.size()) == 0);
+    CHECK((out[i].bytes.empty() || std::memcmp(in.tensors[i].bytes.data(), out[i].bytes.data(), out[i].bytes.size()) == 0));
   }
   CHECK(in.find("2.weight")->asFloats() == w);
   CHECK(in.find("missing") == nullptr);
