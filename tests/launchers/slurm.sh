@@ -16,6 +16,9 @@ MUNGED_PID=""
 SLURMCTLD_PID=""
 SLURMD_PID=""
 
+# shellcheck source=slurm_conf.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_conf.sh"
+
 # Skip (77) when Slurm or munge is not installed; everything else that goes wrong is a failure.
 require_slurm() {
   require_command srun sinfo slurmctld slurmd munged munge
@@ -56,7 +59,7 @@ start_munged() {
 }
 
 write_slurm_conf() {
-  local dir=$WORK/slurm ctld_port slurmd_port host cpus user
+  local dir=$WORK/slurm ctld_port slurmd_port host cpus
   mkdir -p "$dir/state" "$dir/tmp"
   ctld_port=$(free_port)
   slurmd_port=$(free_port)
@@ -65,48 +68,12 @@ write_slurm_conf() {
   # keeps all traffic on loopback.
   host=$(hostname -s)
   cpus=$(nproc)
-  # The daemons run as whoever runs the test: root in CI (SlurmUser=root), which also lets
-  # slurmd start the tasks as that user.
-  user=$(id -un)
   export SLURM_CONF=$dir/slurm.conf
-  cat >"$SLURM_CONF" <<EOC
-# Private single-host cluster for ouro's launcher test; nothing here touches the host's Slurm.
-ClusterName=ourotest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-SlurmUser=$user
-SlurmdUser=$user
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$WORK/munge/munge.sock
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool-%n
-TmpFS=$dir/tmp
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd-%n.pid
-SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-# No systemd or cgroup delegation here: track processes through /proc, no task confinement.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-# The node's real layout (sockets, threads, memory) may differ from this line; trust the line.
-SlurmdParameters=config_overrides
-ReturnToService=2
-MailProg=/bin/true
-NodeName=$NODE NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=ourotest Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
-EOC
+  {
+    slurm_conf_settings ourotest "$host" 127.0.0.1 "$ctld_port" "$slurmd_port" "$dir" "$dir/tmp" "$WORK/munge/munge.sock"
+    echo "NodeName=$NODE NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN"
+    echo "PartitionName=ourotest Nodes=$NODE Default=YES MaxTime=INFINITE State=UP"
+  } >"$SLURM_CONF"
 }
 
 start_slurm() {

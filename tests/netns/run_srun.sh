@@ -16,6 +16,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TEST_NAME="netns srun"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
+# shellcheck source=../launchers/slurm_conf.sh
+source "$HERE/../launchers/slurm_conf.sh"
 # Every collective, on the world and on split communicators (the full matrix runs under ouro-run).
 MODE=${NETNS_MODE:-split}
 
@@ -60,45 +62,12 @@ start_munged() {
 }
 
 write_slurm_conf() {
-  local dir=$WORK/slurm i user
+  local dir=$WORK/slurm i
   mkdir -p "$dir/state"
-  user=$(id -un)
   export SLURM_CONF=$dir/slurm.conf
   {
-    cat <<EOC
-# Private 3-node cluster on namespace hosts for ouro's netns test; nothing here touches the host's Slurm.
-ClusterName=ouronetns
-SlurmctldHost=$(host_name 1)($(addr 1))
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-SlurmUser=$user
-SlurmdUser=$user
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$WORK/munge/munge.sock
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool-%n
-TmpFS=$dir/tmp-%n
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd-%n.pid
-SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SwitchType=switch/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-MailProg=/bin/true
-EOC
+    slurm_conf_settings ouronetns "$(host_name 1)" "$(addr 1)" "$CTLD_PORT" "$SLURMD_PORT" "$dir" "$dir/tmp-%n" \
+      "$WORK/munge/munge.sock"
     for ((i = 1; i <= NHOSTS; i++)); do
       mkdir -p "$dir/tmp-$(host_name "$i")"
       echo "NodeName=$(host_name "$i") NodeHostname=$(host_name "$i") NodeAddr=$(addr "$i") CPUs=$PER_HOST State=UNKNOWN"
