@@ -219,7 +219,11 @@ void Engine::checkLinksAlive(const std::vector<int>& waited_on) {
   // In a collective every rank takes part, so a peer whose host is unreachable dooms the call even
   // when this rank waits on someone else: fail now, naming that host, rather than time out later
   // naming a healthy rank stuck behind it. send/recv only depends on the ranks it waits on.
-  if (!whole_world_call_) return;
+  // Unreachability takes seconds to establish (OURO_TIMEOUT_S / 2 on TCP): one look at every link
+  // a second is enough, and keeps a large world's slow waits from making syscalls per link per
+  // check.
+  if (!whole_world_call_ || nowNs() < next_world_link_check_ns_) return;
+  next_world_link_check_ns_ = nowNs() + 1'000'000'000;
   for (int p = 0; p < nranks_; p++) {
     transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
     if (l && !l->hostReachable()) fail(p, l);

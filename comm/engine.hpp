@@ -193,6 +193,7 @@ class Engine {
   uint64_t call_ = 0;   // the current call's number (1-based)
   const char* call_name_ = "";
   bool whole_world_call_ = false;  // a collective (every rank takes part), not send/recv
+  int64_t next_world_link_check_ns_ = 0;  // checkLinksAlive: when to look at every link again
   Deadline deadline_ = Deadline::never();
   uint64_t direct_generation_ = 0;
   std::vector<uint64_t> send_calls_, recv_calls_;
