@@ -1,16 +1,15 @@
 #include "transport/tcp/tcp_link.hpp"
 
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <iterator>
-
 #include <cstring>
+#include <iterator>
 
 #include "core/error.hpp"
 #include "core/strings.hpp"
@@ -40,7 +39,7 @@ TcpLink::~TcpLink() = default;
 
 void TcpLink::connectionLost(const char* what, int err) {
   dead_ = true;
-  if (err == 0) err = socket_error_;  // peerAlive read the socket's error first
+  if (err == 0) err = socket_error_;  // hostReachable read the socket's error first
   if (err == 0)
     raise(Result::kRemoteError, "%s closed its connection (%s); the process exited, crashed or destroyed its communicator",
           peer_name_.c_str(), what);
@@ -210,6 +209,9 @@ bool TcpLink::hostReachable() const {
     int queued = 0;  // bytes not yet acknowledged, sent or not
     if (::getsockopt(fds[i].fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || ::ioctl(fds[i].fd, SIOCOUTQ, &queued) != 0)
       continue;
+    // Closed by the peer (a FIN: it exited or destroyed its communicator) or reset: the peer's
+    // end, not its host, and the next receive reports it.
+    if (info.tcpi_state != TCP_ESTABLISHED) continue;
     const int64_t silent_ms = std::min(int64_t(info.tcpi_last_ack_recv), int64_t(info.tcpi_last_data_recv));
     if (silent_ms <= silent_host_ms_) continue;
     // Unsent data only and silence: a receiver not reading, unless no route is left to send it
