@@ -94,7 +94,7 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
       (m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id ? world_same : world_cross) = true;
   setup.slice_bytes = SIZE_MAX;
   for (const TransportEntry& t : table)
-    if (size_t bytes = t.worldSlotBytes(mode, world_same, world_cross)) setup.slice_bytes = std::min(setup.slice_bytes, bytes);
+    if (size_t bytes = t.worldSlotBytes(ctx, world_same, world_cross)) setup.slice_bytes = std::min(setup.slice_bytes, bytes);
   if (setup.slice_bytes == SIZE_MAX) setup.slice_bytes = 4096;
 
   auto peersOf = [&](const char* name) {

@@ -1,5 +1,6 @@
 #include "comm/transports.hpp"
 
+#include <algorithm>
 #include <functional>
 
 #include "core/env.hpp"
@@ -21,6 +22,21 @@ void shmSetup(ConnectContext&) {}
 
 bool shmCanConnect(const ConnectContext& ctx, int peer) { return ctx.sameHost(peer) && ctx.mode != "tcp"; }
 
+// OURO_SHM_SLOT_BYTES; when unset in a world that spans hosts, the TCP slot if the host's shared
+// memory stays within what 8 ranks on one host map by default. The links' algorithms slice every
+// call by the smallest slot in the world, and 128 KiB slices left the links between hosts half
+// idle (each slice waits on several hosts in turn): 3 namespace hosts x 2 ranks, hierarchical
+// all-reduce at 16-256 MiB, 0.42-0.48 GB/s busbw at 128 KiB slices against 0.56-0.58 at 512 KiB
+// (docs/PERFORMANCE.md). One-host worlds keep 128 KiB: their links gain nothing from larger slots.
+size_t shmSlotBytes(const ConnectContext& ctx, bool world_cross_host_pair) {
+  const size_t bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
+  if (!world_cross_host_pair || envIsSet("OURO_SHM_SLOT_BYTES")) return bytes;
+  const size_t wanted = size_t(envInt("OURO_TCP_SLOT_BYTES"));
+  const auto fifo_bytes = [&](int ranks, size_t slot) { return size_t(ranks) * size_t(ranks - 1) * slot; };
+  const int local = ctx.maxRanksPerHost();
+  return wanted > bytes && fifo_bytes(local, wanted) <= fifo_bytes(8, bytes) ? wanted : bytes;
+}
+
 // Every local rank creates its segment, learns the others' names through the store, maps them,
 // and unlinks its own name once all have mapped it.
 void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
@@ -32,7 +48,7 @@ void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   layout.local_ranks = m.local_count;
   layout.staging_bytes = size_t(envInt("OURO_SHM_STAGING_BYTES"));
   layout.slots = int(envInt("OURO_SHM_SLOTS"));
-  layout.slot_bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
+  layout.slot_bytes = shmSlotBytes(ctx, ctx.maxRanksPerHost() < ctx.nranks);  // the world spans hosts
   if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
     raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
   auto threshold = [&](const char* name) {
@@ -70,8 +86,8 @@ void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   setup.shm = std::move(world);
 }
 
-size_t shmWorldSlotBytes(const std::string& mode, bool same_host_pair, bool) {
-  return same_host_pair && mode != "tcp" ? size_t(envInt("OURO_SHM_SLOT_BYTES")) : 0;
+size_t shmWorldSlotBytes(const ConnectContext& ctx, bool same_host_pair, bool cross_host_pair) {
+  return same_host_pair && ctx.mode != "tcp" ? shmSlotBytes(ctx, cross_host_pair) : 0;
 }
 
 // ---- InfiniBand: ranks on other hosts, when both ends have a usable RDMA port ----
@@ -192,8 +208,8 @@ void ibConnectPeers(ConnectContext& ctx, const std::vector<int>& peers) {
   ctx.ib_fabric.reset();  // the links keep the device open
 }
 
-size_t ibWorldSlotBytes(const std::string& mode, bool, bool cross_host_pair) {
-  return cross_host_pair && (mode == "ib" || mode == "auto") ? size_t(envInt("OURO_IB_SLOT_BYTES")) : 0;
+size_t ibWorldSlotBytes(const ConnectContext& ctx, bool, bool cross_host_pair) {
+  return cross_host_pair && (ctx.mode == "ib" || ctx.mode == "auto") ? size_t(envInt("OURO_IB_SLOT_BYTES")) : 0;
 }
 
 // ---- TCP: everything else ----
@@ -232,8 +248,8 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
                                                   options.keepalive.giveUpS());
 }
 
-size_t tcpWorldSlotBytes(const std::string& mode, bool same_host_pair, bool cross_host_pair) {
-  return cross_host_pair || (same_host_pair && mode == "tcp") ? size_t(envInt("OURO_TCP_SLOT_BYTES")) : 0;
+size_t tcpWorldSlotBytes(const ConnectContext& ctx, bool same_host_pair, bool cross_host_pair) {
+  return cross_host_pair || (same_host_pair && ctx.mode == "tcp") ? size_t(envInt("OURO_TCP_SLOT_BYTES")) : 0;
 }
 
 // Order matters: a peer goes to the first entry that accepts it.

@@ -4,6 +4,8 @@
 // it, then lets each transport connect its peers. Adding a transport is adding an entry here.
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +34,13 @@ struct ConnectContext {
   std::vector<int> remote_peers;  // ranks on other hosts
 
   bool sameHost(int peer) const { return m.peers[size_t(peer)].host_id == m.peers[size_t(rank)].host_id; }
+  // The most ranks any one host runs (every rank computes the same).
+  int maxRanksPerHost() const {
+    std::map<std::string, int> per_host;
+    int most = 0;
+    for (const PeerInfo& p : m.peers) most = std::max(most, ++per_host[p.host_id]);
+    return most;
+  }
 
   // InfiniBand's state between its setup and connect steps.
   std::unique_ptr<transport::ib::IbFabric> ib_fabric;
@@ -50,8 +59,9 @@ struct TransportEntry {
   // what setup held) into ctx.setup.links.
   void (*connect)(ConnectContext& ctx, const std::vector<int>& peers);
   // Payload bytes per message of this kind, when some pair in the world might use it under
-  // `mode` (every rank computes the same): the world's slicing unit is the smallest.
-  size_t (*worldSlotBytes)(const std::string& mode, bool world_same_host_pair, bool world_cross_host_pair);
+  // ctx.mode (every rank computes the same, from world-wide facts only): the world's slicing unit
+  // is the smallest.
+  size_t (*worldSlotBytes)(const ConnectContext& ctx, bool world_same_host_pair, bool world_cross_host_pair);
 };
 
 std::span<const TransportEntry> transportTable();

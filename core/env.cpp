@@ -33,7 +33,7 @@ constexpr Setting kSettings[] = {
     {"OURO_TCP_SLOT_BYTES", "524288", "bytes per TCP message (the pipelining unit over TCP)"},
     {"OURO_TCP_CONGESTION", "auto", "auto|system|NAME: auto replaces a pacing default (bbr) by cubic, else reno; system keeps the kernel's"},
     {"OURO_TCP_SLOTS", "4", "messages a TCP link may have in flight per direction"},
-    {"OURO_SHM_SLOT_BYTES", "131072", "bytes per shared-memory FIFO slot (the pipelining unit over shm links)"},
+    {"OURO_SHM_SLOT_BYTES", "131072", "bytes per shared-memory FIFO slot (the pipelining unit over shm links); unset in a job that spans hosts, at least OURO_TCP_SLOT_BYTES (calls are sliced by the smallest slot of any link)"},
     {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO"},
     {"OURO_SHM_STAGING_BYTES", "524288", "bytes per staging buffer of the one-host direct algorithms (two per rank)"},
     {"OURO_SHM_STREAM_OUTPUT_BYTES", "16777216", "one-host direct all-reduce: outputs of at least this many bytes per rank are written with non-temporal stores, around the cache (0 = never)"},
