@@ -1,9 +1,11 @@
 // Hardening of everything that listens (docs/SETTINGS.md, "Hardening"): listeners bound to the
 // chosen address only; connections without the job token refused and logged while the real
 // peers keep being served; malformed or oversized frames closing their connection without the
-// claimed size ever being allocated or waited for. Raw sockets play the stranger.
+// claimed size ever being allocated or waited for. Raw sockets play the stranger. Also the
+// keepalive timing that lets ranks notice a host gone silent (the netns link-cut test cuts one).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -294,4 +296,34 @@ TEST_CASE("a job completes while strangers hit its store and its TCP listeners")
   CHECK(test::contains(results[0].err, "not an ouro transport handshake"));
   CHECK(test::contains(results[0].err, "rendezvous store: malformed request from 127.0.0.1:"));
   CHECK(test::contains(results[1].err, "refused a connection from 127.0.0.1:"));
+}
+
+TEST_CASE("keepalive gives a silent host up within the budget, and a route check sees loopback") {
+  // The engine passes OURO_TIMEOUT_S / 2: the kernel must give up no later than that (whole
+  // seconds, at least one per step), so every rank names the lost host before the timeout.
+  for (double budget : {5.0, 30.0, 150.0, 3600.0}) {
+    const KeepAlive k = keepAliveWithin(budget);
+    INFO("budget " << budget << " s: idle " << k.idle_s << " interval " << k.interval_s << " probes " << k.probes);
+    CHECK(k.idle_s >= 1);
+    CHECK(k.interval_s >= 1);
+    CHECK(k.probes >= 1);
+    CHECK(k.giveUpS() <= budget);
+    CHECK(k.giveUpS() > k.idle_s);  // probes follow the idle time: a live host is heard within giveUpS
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  const KeepAlive k = keepAliveWithin(5);
+  setKeepAlive(fd, k);
+  int on = 0, idle = 0, interval = 0, probes = 0;
+  socklen_t len = sizeof(int);
+  ::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &len);
+  ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len);
+  ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, &len);
+  ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, &len);
+  ::close(fd);
+  CHECK(on == 1);
+  CHECK(idle == k.idle_s);
+  CHECK(interval == k.interval_s);
+  CHECK(probes == k.probes);
+  CHECK(routeError(resolve("127.0.0.1", 9).at(0)) == 0);
 }

@@ -69,7 +69,7 @@ class TcpLink final : public Link {
   FrameDecoder recv_;  // the message being received (payload in recv_buffer_ or the caller's memory)
   bool recv_held_ = false;
   bool dead_ = false;
-  // Set by peerAlive: why the peer's host counts as unreachable, and a socket error it read (and
+  // Set by hostReachable: why the peer's host counts as unreachable, and a socket error it read (and
   // thereby cleared) that the next send or receive would otherwise have reported.
   mutable std::string unreachable_;
   mutable int socket_error_ = 0;
