@@ -44,8 +44,11 @@ std::map<ouroComm_t, std::vector<ouroStream_t>> g_streams;  // live streams per 
 std::vector<ouroStream_t>& g_free_streams = *new std::vector<ouroStream_t>;      // destroyed, reused first
 std::vector<ouroStream_t>& g_orphaned_streams = *new std::vector<ouroStream_t>;  // ended with their communicator
 
-// A handle for a new stream of comm (under g_streams_mu): a released one, else a new one.
-ouroStream_t takeStreamHandle(ouroComm_t comm) {
+// Registers a new stream of comm running on `executor`: a released handle, else a new one.
+ouroStream_t adoptStream(ouroComm_t comm, std::unique_ptr<Executor> executor) {
+  std::lock_guard lock(g_streams_mu);
+  auto& live = g_streams[comm];
+  live.reserve(live.size() + 1);  // nothing below throws once the handle is taken
   ouroStream_t s;
   if (g_free_streams.empty()) {
     s = new ouroStream();
@@ -55,6 +58,8 @@ ouroStream_t takeStreamHandle(ouroComm_t comm) {
   }
   s->comm = comm;
   s->orphaned = false;
+  s->impl.store(executor.release(), std::memory_order_release);
+  live.push_back(s);
   return s;
 }
 
@@ -304,13 +309,7 @@ ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream) {
   return guard("ouroStreamCreate", comm, [&] {
     Communicator& c = requireCommunicator(comm, "ouroStreamCreate");
     requireArg(stream != nullptr, "rank %d: ouroStreamCreate: stream is NULL", c.rank());
-    auto executor = std::make_unique<HostStream>(c);
-    std::lock_guard lock(g_streams_mu);
-    g_streams[comm].reserve(g_streams[comm].size() + 1);  // nothing below throws once the handle is taken
-    ouroStream_t s = takeStreamHandle(comm);
-    s->impl.store(executor.release(), std::memory_order_release);
-    g_streams[comm].push_back(s);
-    *stream = s;
+    *stream = adoptStream(comm, std::make_unique<HostStream>(c));
   });
 }
 
@@ -321,13 +320,7 @@ ouroResult_t ouroStreamFromCuda(ouroComm_t comm, void* cuda_stream, ouroStream_t
     *stream = nullptr;
 #if OURO_HAVE_CUDA
     requireCudaDevice(c.rank(), "ouroStreamFromCuda");
-    auto executor = std::make_unique<CudaExecutor>(c, cuda_stream);
-    std::lock_guard lock(g_streams_mu);
-    g_streams[comm].reserve(g_streams[comm].size() + 1);  // nothing below throws once the handle is taken
-    ouroStream_t s = takeStreamHandle(comm);
-    s->impl.store(executor.release(), std::memory_order_release);
-    g_streams[comm].push_back(s);
-    *stream = s;
+    *stream = adoptStream(comm, std::make_unique<CudaExecutor>(c, cuda_stream));
 #else
     (void)cuda_stream;
     raise(Result::kUnavailable,
