@@ -9,6 +9,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
+#include "transport/tcp/socket.hpp"
 
 namespace ouro::api {
 namespace {
@@ -43,6 +44,26 @@ void initRank(ouroComm_t* out, int nranks, int rank, std::string init_method, co
   }
 }
 
+// torchrun hands over its own host's name as MASTER_ADDR unless --master_addr is given, and on a
+// machine whose /etc/hosts lacks that name it does not resolve. The store's own message would
+// only say "cannot resolve host"; say where the address came from and how to give another.
+void requireResolvableMaster(const LaunchEnv& env) {
+  if (env.master_addr.empty()) return;
+  try {
+    transport::tcp::resolve(env.master_addr, 0);
+  } catch (Error& e) {
+    std::string torchrun_note = env.source == "torchrun"
+                                    ? " torchrun sets MASTER_ADDR to this machine's hostname unless --master_addr is given;"
+                                    : "";
+    raise(Result::kInvalidArgument,
+          "rank %d: ouroCommInitFromEnv: the rendezvous address MASTER_ADDR='%s' (launched by %s) does not resolve "
+          "(%s).%s give one every rank can reach: --master_addr=ADDRESS for torchrun (127.0.0.1 on one host), an "
+          "entry for '%s' in /etc/hosts, or OURO_INIT=tcp://HOST:PORT",
+          env.rank, env.master_addr.c_str(), env.source.c_str(), e.message().c_str(), torchrun_note.c_str(),
+          env.master_addr.c_str());
+  }
+}
+
 }  // namespace
 
 void destroyStreamsOf(ouroComm_t comm);  // api_collectives.cpp
@@ -70,6 +91,7 @@ ouroResult_t ouroCommInitFromEnv(ouroComm_t* comm) {
     if (env.rank >= env.world_size)
       raise(Result::kInvalidArgument, "ouroCommInitFromEnv: rank %d from %s is out of range for world size %d",
             env.rank, env.source.c_str(), env.world_size);
+    requireResolvableMaster(env);
     initRank(comm, env.world_size, env.rank, env.init_method, "ouroCommInitFromEnv");
   });
 }

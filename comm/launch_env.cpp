@@ -69,6 +69,7 @@ LaunchEnv readLaunchEnv(const std::function<const char*(const char*)>& getenv_fn
             "rank %d (%s): no rendezvous given: set OURO_INIT (tcp://HOST:PORT or file:///shared/dir) or MASTER_ADDR "
             "and MASTER_PORT for every rank",
             env.rank, env.source.c_str());
+    env.master_addr = addr;
     bool v6 = std::string(addr).find(':') != std::string::npos;
     env.init_method = strprintf(v6 ? "tcp://[%s]:%s" : "tcp://%s:%s", addr, port);
   }

@@ -12,6 +12,7 @@ struct LaunchEnv {
   int world_size = -1;
   int local_rank = -1;        // -1 when the launcher did not say
   std::string init_method;    // OURO_INIT, else tcp://MASTER_ADDR:MASTER_PORT
+  std::string master_addr;    // MASTER_ADDR when the init method was made from it, else empty
   std::string source;         // "ouro-run (OURO_*)", "torchrun", "Slurm", "Open MPI", "MPICH"
 };
 
