@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "comm/bootstrap.hpp"
+#include "comm/setup/bootstrap.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "comm/store/tcp_store_protocol.hpp"
+#include "comm/setup/store/tcp_store_protocol.hpp"
 #include "core/clock.hpp"
 
 using namespace ouro::store::wire;

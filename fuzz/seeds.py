@@ -14,7 +14,7 @@ def write(target, name, data):
         f.write(data)
 
 
-# Store protocol (comm/store/tcp_store_protocol.hpp).
+# Store protocol (comm/setup/store/tcp_store_protocol.hpp).
 MAGIC = 0x5352554f
 def req(op, key=b'', value=b'', arg=0):
     return struct.pack('<IIIIqq', MAGIC, op, len(key), len(value), arg, 0) + key + value
@@ -28,7 +28,7 @@ write('store_protocol', 'session', b'\0' + hello + req(2, b'k', b'v') + req(3, b
 write('store_protocol', 'add-big', b'\0' + hello + req(4, b'n', arg=2**62) + req(4, b'n', arg=2**62))
 write('store_protocol', 'responses', b'\1' + resp(0) + resp(0, b'value', 3) + resp(2, b'a\nb') + resp(3))
 
-# Bootstrap records (comm/bootstrap.cpp PeerInfo::encode) and failure records.
+# Bootstrap records (comm/setup/bootstrap.cpp PeerInfo::encode) and failure records.
 def s(b):
     return struct.pack('<I', len(b)) + b
 def peer(rank, host_id, hostname, pid, tcp):

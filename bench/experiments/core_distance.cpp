@@ -1,6 +1,6 @@
 // Cache-line round trip between CPU 0 and CPU 1: two pinned threads bounce one atomic counter
 // 200,000 times. On the 2-core VM it reads 50-70 ns or 430-560 ns depending on where the host
-// has put the vCPUs (docs/PERFORMANCE.md); ouro's own probe (comm/algo_direct.cpp) measures the
+// has put the vCPUs (docs/PERFORMANCE.md); ouro's own probe (comm/exec/algo_direct.cpp) measures the
 // same between two ranks and logs it with OURO_DEBUG=info.
 //
 //   g++ -O2 -std=c++20 -o core_distance bench/experiments/core_distance.cpp -lpthread

@@ -1,4 +1,4 @@
-// A standalone model of the 2-rank direct all-reduce's inner loop (comm/algo_direct.cpp), for
+// A standalone model of the 2-rank direct all-reduce's inner loop (comm/exec/algo_direct.cpp), for
 // measuring copy strategies without the library: two threads pinned to CPUs 0 and 1 each stage
 // 512 KiB chunks of their input into a double-buffered staging area, wait for the other's chunk,
 // and write out = in + peer's staging. Prints the median busbw of 30 iterations.

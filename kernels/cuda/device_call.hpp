@@ -21,7 +21,7 @@ constexpr int kMaxDeviceRanks = 16;   // ranks of one communicator that share pe
 constexpr int kMaxChannels = 8;       // thread blocks per collective
 
 // How a call's messages travel (docs/CUDA.md "Protocols"); both ends of every FIFO use the same
-// one, since every rank derives it from the call (comm/cuda_executor.cpp).
+// one, since every rank derives it from the call (comm/exec/cuda_executor.cpp).
 enum class DeviceProtocol : uint8_t {
   // Slots + tail flag: the block writes a slot, fences, and publishes the tail. Full bandwidth;
   // a message costs a fence, a barrier and a flag round trip before the receiver may read.

@@ -1,4 +1,4 @@
-// Hierarchical all-reduce (comm/algo_hierarchical.cpp) on simulated hosts: each rank gets an
+// Hierarchical all-reduce (comm/exec/algo_hierarchical.cpp) on simulated hosts: each rank gets an
 // OURO_HOSTID, so ranks of one "host" share memory and ranks of different ones talk TCP (over
 // loopback), as on a real cluster. The results must be exact and the canonical bits (left fold
 // over ranks in rank order), whatever the host count, ranks per host and slice count; the planner

@@ -4,8 +4,8 @@
 #include <set>
 #include <thread>
 
-#include "comm/bootstrap.hpp"
-#include "comm/store/store.hpp"
+#include "comm/setup/bootstrap.hpp"
+#include "comm/setup/store/store.hpp"
 #include "tests/support/process.hpp"
 #include "transport/tcp/socket.hpp"
 

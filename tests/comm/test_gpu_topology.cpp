@@ -1,4 +1,4 @@
-// GPU/NIC topology (comm/gpu_topology.hpp): the ring order as a pure function of hand-made
+// GPU/NIC topology (comm/setup/gpu_topology.hpp): the ring order as a pure function of hand-made
 // topologies (NVLink bottleneck first, then bandwidth, then locality; shared GPUs adjacent; rank
 // 0 first; every rank once), and discovery from the fake hwloc XML servers in topologies/ (made by
 // topologies/make_topologies.py): the GPUs, NICs and NVLinks found there and the rings they give.
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/gpu_topology.hpp"
+#include "comm/setup/gpu_topology.hpp"
 #include "core/error.hpp"
 
 using namespace ouro;

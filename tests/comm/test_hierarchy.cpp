@@ -1,8 +1,8 @@
-// The hierarchical planner (comm/hierarchy.hpp), pure: which placements keep the rank-order fold
+// The hierarchical planner (comm/plan/hierarchy.hpp), pure: which placements keep the rank-order fold
 // in two levels, what the planner says, and the lag that keeps the schedule free of deadlock.
 #include <catch2/catch.hpp>
 
-#include "comm/hierarchy.hpp"
+#include "comm/plan/hierarchy.hpp"
 
 using namespace ouro;
 

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "comm/launch_env.hpp"
+#include "comm/setup/launch_env.hpp"
 #include "core/error.hpp"
 #include "tests/support/process.hpp"
 

@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "comm/store/store.hpp"
-#include "comm/store/tcp_store.hpp"
+#include "comm/setup/store/store.hpp"
+#include "comm/setup/store/tcp_store.hpp"
 #include "core/error.hpp"
 #include "tests/support/process.hpp"
 #include "transport/tcp/socket.hpp"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/buffer_kinds.hpp"
-#include "comm/device_errors.hpp"
+#include "comm/exec/buffer_kinds.hpp"
+#include "comm/exec/device_errors.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/device_call.hpp"
 #include "ouro/ouro.h"

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/engine.hpp"
+#include "comm/progress/engine.hpp"
 #include "core/error.hpp"
 
 using namespace ouro;

@@ -1,4 +1,4 @@
-// Hardening of everything that listens (docs/SETTINGS.md, "Hardening"): listeners bound to the
+// Hardening of everything that listens (docs/DESIGN.md "Hardening"): listeners bound to the
 // chosen address only; connections without the job token refused and logged while the real
 // peers keep being served; malformed or oversized frames closing their connection without the
 // claimed size ever being allocated or waited for. Raw sockets play the stranger. Also the
@@ -14,9 +14,9 @@
 #include <future>
 #include <thread>
 
-#include "comm/bootstrap.hpp"
-#include "comm/store/tcp_store.hpp"
-#include "comm/store/tcp_store_protocol.hpp"
+#include "comm/setup/bootstrap.hpp"
+#include "comm/setup/store/tcp_store.hpp"
+#include "comm/setup/store/tcp_store_protocol.hpp"
 #include "tests/support/process.hpp"
 #include "transport/tcp/socket.hpp"
 #include "transport/tcp/tcp_link.hpp"

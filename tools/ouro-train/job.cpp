@@ -8,7 +8,7 @@
 namespace ouro::train {
 
 int launcherWorldSize(std::string* source) {
-  // The same variables and order as ouro's launch environment reader (comm/launch_env.cpp), which
+  // The same variables and order as ouro's launch environment reader (comm/setup/launch_env.cpp), which
   // tools cannot include: a rank must come to the same conclusion ouroCommInitFromEnv would.
   static const char* kSizes[] = {"OURO_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
   for (const char* name : kSizes) {

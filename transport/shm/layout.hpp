@@ -38,7 +38,7 @@ constexpr uint32_t kUnknownCpu = UINT32_MAX;
 struct alignas(kLineBytes) ArrivalLine {
   std::atomic<uint64_t> call;  // published last (release): call number this line describes
   std::atomic<uint64_t> staged;
-  std::byte descriptor[kCallDescriptorBytes];  // comm/call_descriptor.hpp, opaque here
+  std::byte descriptor[kCallDescriptorBytes];  // comm/plan/call_descriptor.hpp, opaque here
   std::byte payload[kInlineBytes];
 };
 static_assert(sizeof(ArrivalLine) == kLineBytes);
@@ -68,7 +68,7 @@ struct ControlBlock {
   // Diagnostics: the call the owner is in, or was last in: kind << 56 | call number.
   Padded64 current_call;
   // The CPU the owner last ran on (kUnknownCpu until it says). A waiter that finds a peer on its
-  // own CPU yields instead of spinning: that peer cannot run while it spins (comm/engine.cpp).
+  // own CPU yields instead of spinning: that peer cannot run while it spins (comm/progress/engine.cpp).
   Padded32 cpu;
   ArrivalLine arrival[2];
   // Reduce-scatter phase of the direct all-reduce: chunks whose slice this rank has reduced.
@@ -77,7 +77,7 @@ struct ControlBlock {
   // a rank may overwrite its staging buffer for generation g once every peer consumed g - 2.
   Padded64 consumed;
   // Ping-pong counter with which two local ranks time a cache-line round trip between their
-  // cores (comm/algo_direct.cpp, probeCoreDistance).
+  // cores (comm/exec/algo_direct.cpp, probeCoreDistance).
   Padded64 probe;
 };
 

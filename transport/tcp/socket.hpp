@@ -1,4 +1,4 @@
-// Socket helpers shared by the TCP rendezvous store (comm/store) and the TCP transport: name
+// Socket helpers shared by the TCP rendezvous store (comm/setup/store) and the TCP transport: name
 // resolution, listening, connecting with retry, and whole-buffer I/O bounded by a deadline.
 // Every failure throws ouro::Error naming the address and the operation.
 #pragma once

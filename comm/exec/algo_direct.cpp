@@ -1,0 +1,436 @@
+// Direct algorithms: every rank on this host, each with a shared-memory segment the others map.
+//
+// Every call starts with an announcement: a rank writes {call number, descriptor, staged
+// generation, up to 32 bytes of payload} into its ArrivalLine for this call's parity and waits
+// until every peer's line shows the same call, then compares descriptors. Identical everywhere,
+// so either every rank proceeds or every rank reports the same disagreement; and it is the whole
+// data exchange for calls whose data fits the line (the small-message latency path).
+//
+// Larger calls move through each rank's two staging buffers in chunks, numbered by a generation
+// counter all ranks advance in lockstep (chunk g uses buffer g % 2). A rank writes its buffer for
+// generation g only after every peer has consumed g - 2, and publishes `staged = g` (release)
+// after writing; readers acquire `staged` before reading. All-reduce either lets every rank reduce
+// the whole chunk from all buffers (symmetric: one synchronisation) or each rank reduce its slice
+// into its own buffer and everyone copy the slices out (reduce-scatter + all-gather: half the
+// reads, one more synchronisation). Reductions always combine sources in rank order, so every rank
+// computes bit-identical results.
+//
+// Large calls write around the cache where that measured faster (docs/PERFORMANCE.md): all-reduce
+// outputs of OURO_SHM_STREAM_OUTPUT_BYTES and more (no read-for-ownership of lines nobody reads
+// soon), and, when two ranks' cores turn out far apart, the staging copies (see the probe below).
+#include <algorithm>
+#include <cstring>
+
+#include "comm/exec/algorithms.hpp"
+#include "comm/progress/engine.hpp"
+#include "core/clock.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "kernels/common/ring_schedule.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/shm/doorbell.hpp"
+
+namespace ouro {
+namespace {
+
+using transport::shm::ArrivalLine;
+using transport::shm::ControlBlock;
+using transport::shm::kInlineBytes;
+
+// Core distance probe (two local ranks): calls of at least kProbeMinBytes per rank measure a
+// cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
+// The conditions depend only on the call (identical on both ranks once announce has checked it),
+// never on a rank's settings, so both ranks always probe together. On the 2-core VM the round
+// trip was 50-70 ns or 360-720 ns depending on where the host had put the vCPUs (it moves them
+// within minutes). When far, a peer reads staged lines faster from memory than from this core's
+// cache; when near, the other way round (a standalone model of the 2-rank 16 MiB all-reduce:
+// 10.8 vs 7.5-7.9 GB/s streaming vs cached when far, 5.8-6.8 vs 9.2-10.0 when near; ouro itself
+// 8.2-9.2 vs 6.9-7.4 when far). So OURO_SHM_STREAM_STAGING=auto streams staging only when far.
+constexpr size_t kProbeMinBytes = size_t(256) << 10;
+constexpr uint64_t kProbeEveryCalls = 64;
+constexpr int kProbeRounds = 16;
+constexpr int64_t kFarRoundTripNs = 200;
+// Round trips of microseconds mean the two ranks take turns on one CPU (measured ~10 us with both
+// bound to CPU 0): they share its cache, and streaming measured 4.4-4.5 vs 4.7-4.9 GB/s there.
+constexpr int64_t kSharedCpuRoundTripNs = 2000;
+
+class Direct {
+ public:
+  Direct(Engine& e, const CollArgs& a)
+      : e_(e),
+        a_(a),
+        world_(e.shm()),
+        n_(e.size()),
+        me_(e.rank()),
+        call_(e.call()),
+        desc_(describeCall(a)),
+        es_(a.elementBytes()),
+        in_(static_cast<const std::byte*>(a.send)),
+        out_(static_cast<std::byte*>(a.recv)),
+        stage_store_(e.stagingStore(a.count * es_)),
+        generation_(e.directGeneration()) {}
+
+  void run() {
+    if (a_.kind != CollKind::kAllReduce) e_.noteAlgorithm(a_.kind, "direct (staging buffers, announcement lines)");
+    switch (a_.kind) {
+      case CollKind::kAllReduce: return allReduce();
+      case CollKind::kReduceScatter: return reduceScatter();
+      case CollKind::kAllGather: return allGather();
+      case CollKind::kBroadcast: return broadcast();
+      case CollKind::kReduce: return reduce();
+      case CollKind::kAllToAll: return allToAll();
+      case CollKind::kBarrier: return announce(nullptr, 0, generation_);
+      case CollKind::kSendRecv: break;
+    }
+    raise(Result::kInternalError, "direct algorithms have no %s", collName(a_.kind));
+  }
+
+ private:
+  // ---- announcement lines ----
+  ArrivalLine& line(int rank) const { return world_.control(rank)->arrival[call_ & 1]; }
+  ControlBlock* control(int rank) const { return world_.control(rank); }
+
+  void ringPeers() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for all peers (see doorbell.hpp)
+    for (int p = 0; p < n_; p++)
+      if (p != me_) transport::shm::ringAfterFence(control(p));
+  }
+
+  std::vector<int> ranksWhere(const std::function<bool(int)>& waiting) const {
+    std::vector<int> out;
+    for (int p = 0; p < n_; p++)
+      if (p != me_ && waiting(p)) out.push_back(p);
+    return out;
+  }
+  // Waits until no peer satisfies `waiting` (checked without allocating: this is the hot path of
+  // every small call); names the peers still waited on only when the wait turns slow.
+  template <typename Waiting>
+  void waitWhile(Waiting&& waiting) {
+    e_.waitUntil(
+        [&] {
+          for (int p = 0; p < n_; p++)
+            if (p != me_ && waiting(p)) return false;
+          return true;
+        },
+        [&] { return ranksWhere(waiting); });
+  }
+
+  // Publishes this call's line and waits for every peer's, then checks descriptors.
+  void announce(const void* payload, size_t bytes, uint64_t staged) {
+    ArrivalLine& mine = line(me_);
+    storeDescriptor(mine.descriptor, desc_);
+    if (bytes) std::memcpy(mine.payload, payload, bytes);
+    mine.staged.store(staged, std::memory_order_relaxed);
+    mine.call.store(call_, std::memory_order_release);
+    ringPeers();
+    auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != call_; };
+    waitWhile(absent);
+    for (int p = 0; p < n_; p++) {
+      if (p == me_ || loadDescriptor(line(p).descriptor) == desc_) continue;
+      // Every rank sees every line, so every rank reaches this same verdict. Resynchronise the
+      // chunk generation (some ranks may have staged a chunk) before reporting.
+      uint64_t g = generation_;
+      for (int q = 0; q < n_; q++) g = std::max(g, line(q).staged.load(std::memory_order_acquire));
+      generation_ = g;
+      control(me_)->consumed.value.store(g, std::memory_order_release);
+      ringPeers();
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s; every rank "
+            "must make the same collective calls with the same count, type, op and root",
+            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), p,
+            callText(loadDescriptor(line(p).descriptor)).c_str());
+    }
+  }
+
+  void publishStaged(uint64_t g) {
+    line(me_).staged.store(g, std::memory_order_release);
+    ringPeers();
+  }
+  void publishConsumed(uint64_t g) {
+    control(me_)->consumed.value.store(g, std::memory_order_release);
+    ringPeers();
+  }
+  void waitStaged(uint64_t g, int only = -1) {
+    auto behind = [&](int p) {
+      return (only < 0 || p == only) && line(p).staged.load(std::memory_order_acquire) < g;
+    };
+    waitWhile(behind);
+  }
+  // Before overwriting our buffer for generation g: every peer is done with g - 2.
+  void waitBufferFree(uint64_t g) {
+    if (g < 2) return;
+    auto behind = [&](int p) { return control(p)->consumed.value.load(std::memory_order_acquire) < g - 2; };
+    waitWhile(behind);
+  }
+  std::byte* staging(int rank, uint64_t g) const { return world_.staging(rank, int(g & 1)); }
+  size_t stagingBytes() const { return world_.layout().staging_bytes; }
+  // Chunks of `per_chunk` elements over `count`.
+  static size_t chunks(size_t count, size_t per_chunk) { return (count + per_chunk - 1) / per_chunk; }
+
+  void finish(std::byte* dst, size_t count) {
+    if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+  }
+  // Avg's finishing pass rereads dst, so its result goes through the cache whatever `store` says.
+  void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
+                  kernels::Store store = kernels::Store::kCached) {
+    if (a_.op == RedOp::kAvg) store = kernels::Store::kCached;
+    kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op, store);
+    finish(dst, count);
+  }
+
+  // The pipeline every staged (large) collective runs: chunk k of the call uses generation
+  // g0 + k + 1, alternating between the two staging buffers. A rank that `stages` waits until its
+  // buffer is free and fills it (stage); the first chunk's announcement is also its publication.
+  // A rank that `waits` then waits for the staged chunk of rank `only` (or of every rank when
+  // only < 0) before consume reads it. Every rank publishes that it consumed the chunk, which
+  // frees the buffers of two generations on.
+  template <class Stage, class Consume>
+  void stagedChunks(size_t count, size_t per_chunk, bool stages, bool waits, int only, Stage&& stage,
+                    Consume&& consume) {
+    const size_t nc = chunks(count, per_chunk);
+    const uint64_t g0 = generation_;
+    for (size_t k = 0; k < nc; k++) {
+      const uint64_t g = g0 + k + 1;
+      const size_t off = k * per_chunk, len = std::min(per_chunk, count - off);
+      if (stages) {
+        waitBufferFree(g);
+        stage(off, len, g);
+      }
+      if (k == 0) {
+        announce(nullptr, 0, stages ? g : g0);
+        generation_ = g0 + nc;  // from here on every rank advances through all nc chunks
+        if (probeDue()) probeCoreDistance();
+      } else if (stages) {
+        publishStaged(g);
+      }
+      if (waits) waitStaged(g, only);
+      consume(off, len, g);
+      publishConsumed(g);
+    }
+  }
+  bool probeDue() const {
+    return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= e_.coreDistance().next_probe_call;
+  }
+  // Times kProbeRounds cache-line round trips with the other rank (rank 0 serves, rank 1 answers)
+  // and updates this rank's staging store. The median round counts: neither a preempted round nor
+  // one lucky round (a minimum of 190 ns was seen once among rounds of 360-390) decides.
+  void probeCoreDistance() {
+    Engine::CoreDistance& d = e_.coreDistance();
+    std::atomic<uint64_t>& mine = control(me_)->probe.value;
+    std::atomic<uint64_t>& theirs = control(1 - me_)->probe.value;
+    const uint64_t base = mine.load(std::memory_order_relaxed);  // both ranks advance by kProbeRounds per probe
+    int64_t rounds[kProbeRounds];
+    auto answered = [&](uint64_t v) { waitWhile([&](int) { return theirs.load(std::memory_order_acquire) < v; }); };
+    for (int i = 1; i <= kProbeRounds; i++) {
+      const int64_t start = nowNs();
+      if (me_ == 0) {
+        mine.store(base + uint64_t(i), std::memory_order_release);
+        ringPeers();
+        answered(base + uint64_t(i));
+      } else {
+        answered(base + uint64_t(i));
+        mine.store(base + uint64_t(i), std::memory_order_release);
+        ringPeers();
+      }
+      rounds[i - 1] = nowNs() - start;  // rank 1's first round includes its wait for rank 0: the median ignores it
+    }
+    std::nth_element(rounds, rounds + kProbeRounds / 2, rounds + kProbeRounds);
+    const int64_t median = rounds[kProbeRounds / 2];
+    const bool far = median >= kFarRoundTripNs && median < kSharedCpuRoundTripNs;
+    const bool first = d.round_trip_ns < 0, changed = far != d.far;
+    d.round_trip_ns = median;
+    d.far = far;
+    d.next_probe_call = call_ + kProbeEveryCalls;
+    stage_store_ = e_.stagingStore(a_.count * es_);
+    if (first || changed) {
+      const char* where = far                        ? "far apart (200 ns to 2 us)"
+                          : median < kFarRoundTripNs ? "near (under 200 ns)"
+                                                     : "shared (2 us or more: the ranks take turns on one CPU)";
+      OURO_INFO("rank %d: cache-line round trip to rank %d: %lld ns, cores %s; this call's staging copies go %s the "
+                "cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
+                me_, 1 - me_, (long long)median, where, stage_store_ == kernels::Store::kStreaming ? "around" : "through");
+    }
+  }
+
+  // Stage: this rank's elements [off, off + len) of its input, contiguous.
+  void stageContiguous(size_t off, size_t len, uint64_t g) {
+    kernels::copy(staging(me_, g), in_ + off * es_, len * es_, stage_store_);
+  }
+  // Stage: elements [off, off + len) of each of the n input blocks of `count` except this
+  // rank's own, block d at d * len (reduce-scatter, all-to-all).
+  void stageBlocks(size_t count, size_t off, size_t len, uint64_t g) {
+    for (int d = 0; d < n_; d++)
+      if (d != me_)
+        kernels::copy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_,
+                      stage_store_);
+  }
+
+  // ---- collectives ----
+  void allReduce() {
+    const size_t bytes = a_.count * es_;
+    std::vector<const void*>& srcs = e_.sources();
+    if (bytes <= kInlineBytes) {
+      e_.noteAlgorithm(a_.kind, "direct inline (data in the announcement line)");
+      announce(in_, bytes, generation_);
+      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
+      return reduceFrom(out_, srcs, a_.count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    // Symmetric reduction reads every buffer on every rank; worth it while the chunk is small or
+    // there are only two ranks (then it reads no more than reduce-scatter + all-gather does).
+    const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
+    e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
+                                        : "direct reduce-scatter + all-gather through staging buffers");
+    // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
+    // eviction of the inputs). Not in place: those lines are cached already, as input.
+    const kernels::Store store = in_ == out_ ? kernels::Store::kCached : e_.outputStore(bytes);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      if (symmetric) {
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
+        reduceFrom(out_ + off * es_, srcs, len, store);
+      } else {
+        auto mine = kernels::chunkRange(len, n_, me_);
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = (p == me_ ? in_ + off * es_ : staging(p, g)) + mine.offset * es_;
+        reduceFrom(staging(me_, g) + mine.offset * es_, srcs, mine.count, stage_store_);
+        control(me_)->reduced.value.store(g, std::memory_order_release);
+        ringPeers();
+        auto behind = [&](int p) { return control(p)->reduced.value.load(std::memory_order_acquire) < g; };
+        waitWhile(behind);
+        for (int p = 0; p < n_; p++) {
+          auto slice = kernels::chunkRange(len, n_, p);
+          kernels::copy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_, store);
+        }
+      }
+    });
+  }
+
+  void reduceScatter() {
+    // Input: n blocks of count; this rank's output is block me_ reduced over all ranks.
+    const size_t count = a_.count;
+    std::vector<const void*>& srcs = e_.sources();
+    if (size_t(n_) * count * es_ <= kInlineBytes) {
+      announce(in_, size_t(n_) * count * es_, generation_);
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = (p == me_ ? in_ : line(p).payload) + size_t(me_) * count * es_;
+      return reduceFrom(out_, srcs, count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = p == me_ ? in_ + (size_t(me_) * count + off) * es_ : staging(p, g) + size_t(me_) * len * es_;
+      reduceFrom(out_ + off * es_, srcs, len);
+    });
+  }
+
+  void allGather() {
+    const size_t count = a_.count, bytes = count * es_;
+    auto copyOwn = [&] {
+      std::byte* dst = out_ + size_t(me_) * bytes;
+      if (bytes && dst != in_) std::memcpy(dst, in_, bytes);
+    };
+    if (bytes <= kInlineBytes) {
+      announce(in_, bytes, generation_);
+      // bytes 0 (count 0, a valid no-op) may come with NULL buffers, which memcpy must not get.
+      for (int p = 0; p < n_ && bytes; p++)
+        if (p != me_) std::memcpy(out_ + size_t(p) * bytes, line(p).payload, bytes);
+      return copyOwn();
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g), len * es_);
+    });
+    copyOwn();
+  }
+
+  void broadcast() {
+    const int root = a_.root;
+    const size_t count = a_.count, bytes = count * es_;
+    const bool is_root = me_ == root;
+    if (bytes <= kInlineBytes) {
+      announce(is_root ? in_ : nullptr, is_root ? bytes : 0, generation_);
+      if (!is_root && bytes) std::memcpy(out_, line(root).payload, bytes);
+      if (is_root && bytes && out_ != in_) std::memcpy(out_, in_, bytes);
+      return;
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    // The root stages (and copies its own output); the others wait for the root's chunk only.
+    auto stage = [&](size_t off, size_t len, uint64_t g) {
+      stageContiguous(off, len, g);
+      if (out_ != in_) std::memcpy(out_ + off * es_, in_ + off * es_, len * es_);
+    };
+    stagedChunks(count, per_chunk, is_root, !is_root, root, stage, [&](size_t off, size_t len, uint64_t g) {
+      if (!is_root) std::memcpy(out_ + off * es_, staging(root, g), len * es_);
+    });
+  }
+
+  void reduce() {
+    const int root = a_.root;
+    const size_t count = a_.count, bytes = count * es_;
+    const bool is_root = me_ == root;
+    std::vector<const void*>& srcs = e_.sources();
+    if (bytes <= kInlineBytes) {
+      announce(is_root ? nullptr : in_, is_root ? 0 : bytes, generation_);
+      if (!is_root) return;
+      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
+      return reduceFrom(out_, srcs, count);
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    // The others stage; the root waits for all of them (its own line is not consulted) and reduces.
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
+    stagedChunks(count, per_chunk, !is_root, is_root, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      if (!is_root) return;
+      for (int p = 0; p < n_; p++)
+        srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
+      reduceFrom(out_ + off * es_, srcs, len);
+    });
+  }
+
+  void allToAll() {
+    // Input and output: n blocks of count; block d of rank s lands in block s of rank d.
+    const size_t count = a_.count, block = count * es_;
+    auto copyOwn = [&] {
+      if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
+        std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
+    };
+    if (size_t(n_) * block <= kInlineBytes) {
+      announce(in_, size_t(n_) * block, generation_);
+      for (int p = 0; p < n_ && block; p++)  // block 0: buffers may be NULL (see allGather)
+        if (p != me_) std::memcpy(out_ + size_t(p) * block, line(p).payload + size_t(me_) * block, block);
+      return copyOwn();
+    }
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
+    stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+      for (int p = 0; p < n_; p++)
+        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g) + size_t(me_) * len * es_, len * es_);
+    });
+    copyOwn();
+  }
+
+  Engine& e_;
+  const CollArgs& a_;
+  transport::shm::ShmWorld& world_;
+  const int n_, me_;
+  const uint64_t call_;
+  const CallDescriptor desc_;
+  const size_t es_;
+  const std::byte* in_;
+  std::byte* out_;
+  // Large calls copy into the staging buffers with streaming stores: on the 2-core VM a peer
+  // reading lines that sit modified in this core's cache was slower than reading them from
+  // memory (2 ranks, 16 MiB all-reduce 9.7-10.3 vs 6.7-8.1 GB/s; docs/PERFORMANCE.md).
+  kernels::Store stage_store_;  // updated by probeCoreDistance
+  uint64_t& generation_;
+};
+
+}  // namespace
+
+void runDirect(Engine& engine, const CollArgs& args) { Direct(engine, args).run(); }
+
+}  // namespace ouro

@@ -1,0 +1,267 @@
+// Algorithms over links (shm FIFOs and TCP), for communicators that span hosts or that were told
+// to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=ring).
+//
+// Every collective starts with a descriptor exchange: each rank sends every peer a kDescriptor
+// message naming its call, and waits for one from every peer. Everyone sees every descriptor, so
+// a disagreement is reported identically on all ranks, and every message sent is consumed, so the
+// communicator stays usable. For small calls the descriptor messages also carry the data each
+// peer needs (one-shot); otherwise the data moves in slices of one link slot, by the collective
+// driver (kernels/common/collective_driver.hpp: the algorithms, and why they keep the one reduction
+// order of docs/API.md "Reproducible reductions") run over the links by LinkPrims
+// (comm/exec/link_prims.hpp). All-to-all keeps its pairwise transfers (allToAll below says why).
+#include <algorithm>
+#include <cstring>
+
+#include "comm/exec/algorithms.hpp"
+#include "comm/progress/engine.hpp"
+#include "comm/exec/link_prims.hpp"
+#include "core/strings.hpp"
+#include "kernels/common/collective_driver.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace ouro {
+namespace {
+
+using transport::Link;
+using transport::MessageHeader;
+using transport::MessageKind;
+using transport::ReceivedMessage;
+
+constexpr size_t kOneShotMaxBytes = size_t(32) << 10;  // per peer
+constexpr int kOneShotMaxRanks = 16;
+
+class OverLinks {
+ public:
+  OverLinks(Engine& e, const CollArgs& a)
+      : e_(e),
+        a_(a),
+        n_(e.size()),
+        me_(e.rank()),
+        call_(e.call()),
+        desc_(describeCall(a)),
+        es_(a.elementBytes()),
+        in_(static_cast<const std::byte*>(a.send)),
+        out_(static_cast<std::byte*>(a.recv)) {}
+
+  void run() {
+    const std::string& algo = e_.algo();
+    // Decided from what every rank agrees on (count, dtype, world, settings), never from this
+    // rank's role: a broadcast's root and its receivers must pick the same algorithm.
+    const size_t call_bytes = a_.kind == CollKind::kBarrier ? 0 : a_.count * es_;
+    if (algo != "ring" && algo != "hierarchical" && n_ <= kOneShotMaxRanks && call_bytes + sizeof(CallDescriptor) <= e_.sliceBytes() &&
+        call_bytes <= kOneShotMaxBytes) {
+      e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
+      return oneShot();
+    }
+    static const char* const kNames[] = {"",
+                                         "pairwise reduce-scatter + ring all-gather",
+                                         "pairwise reduce-scatter",
+                                         "ring",
+                                         "pipelined chain",
+                                         "pairwise reduce-scatter + gather to the root",
+                                         "pairwise transfers",
+                                         "descriptor exchange",
+                                         ""};
+    HierarchyChoice hierarchy;
+    if (a_.kind == CollKind::kAllReduce) hierarchy = e_.chooseHierarchical(call_bytes);
+    if (hierarchy.hierarchical)
+      e_.noteAlgorithm(a_.kind, "hierarchical (inside each host, a chain between hosts)", hierarchy.reason);
+    else
+      e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)], hierarchy.reason);
+    if (e_.checkEnabled() || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
+    switch (a_.kind) {
+      case CollKind::kAllReduce:
+        if (hierarchy.hierarchical) return runHierarchicalAllReduce(e_, a_, e_.hostGrid(), e_.hierarchyLagSlices());
+        return runDriver(kernels::DriverCollective::kAllReduce);
+      case CollKind::kReduceScatter: return runDriver(kernels::DriverCollective::kReduceScatter);
+      case CollKind::kAllGather: return runDriver(kernels::DriverCollective::kAllGather);
+      case CollKind::kBroadcast: return runDriver(kernels::DriverCollective::kBroadcast);
+      case CollKind::kReduce: return runDriver(kernels::DriverCollective::kReduce);
+      case CollKind::kAllToAll: return allToAll();
+      case CollKind::kBarrier: return;
+      case CollKind::kSendRecv: break;
+    }
+  }
+
+ private:
+  // ---- one-shot: what this rank sends peer p, and where ----
+  size_t peerBytes(int p) const {
+    size_t b = a_.count * es_;
+    switch (a_.kind) {
+      case CollKind::kBroadcast: return me_ == a_.root ? b : 0;
+      case CollKind::kReduce: return p == a_.root ? b : 0;
+      case CollKind::kBarrier: return 0;
+      default: return b;
+    }
+  }
+  const std::byte* peerData(int p) const {
+    bool per_block = a_.kind == CollKind::kReduceScatter || a_.kind == CollKind::kAllToAll;
+    return in_ + (per_block ? size_t(p) * a_.count * es_ : 0);
+  }
+
+  // Sends each peer our descriptor (plus payload_for(p) bytes when given) and receives each
+  // peer's; on_payload(p, data, bytes) sees what p sent before its message is released.
+  void exchangeDescriptors(const std::function<void(int, const std::byte*, size_t)>& on_payload) {
+    for (int step = 1; step < n_; step++) {
+      int p = (me_ + step) % n_;
+      Link& l = e_.link(p);
+      std::byte* slot = nullptr;
+      e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{p}; });
+      size_t bytes = on_payload ? peerBytes(p) : 0;
+      std::memcpy(slot, &desc_, sizeof(desc_));
+      if (bytes) std::memcpy(slot + sizeof(desc_), peerData(p), bytes);
+      MessageHeader h;
+      h.kind = uint32_t(MessageKind::kDescriptor);
+      h.bytes = uint32_t(sizeof(desc_) + bytes);
+      h.call = call_;
+      l.postSend(h);
+    }
+    std::vector<int> pending;
+    for (int step = 1; step < n_; step++) pending.push_back((me_ - step + n_) % n_);
+    int disagree = -1;
+    CallDescriptor theirs{};
+    uint64_t their_call = call_;
+    auto receiveSome = [&] {
+      for (size_t i = 0; i < pending.size();) {
+        int p = pending[i];
+        ReceivedMessage m;
+        if (!e_.link(p).tryRecv(&m)) {
+          i++;
+          continue;
+        }
+        if (m.header.kind != uint32_t(MessageKind::kDescriptor) || m.header.bytes < sizeof(CallDescriptor)) {
+          e_.link(p).releaseRecv();
+          raise(Result::kInvalidUsage,
+                "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call "
+                "this rank did not make); calls must be made in the same order on every rank",
+                me_, collName(a_.kind), (unsigned long long)call_, p);
+        }
+        CallDescriptor d;
+        std::memcpy(&d, m.data, sizeof(d));
+        e_.sawPeerCall(p, CollKind(d.collective), m.header.call);
+        if ((!(d == desc_) || m.header.call != call_) && disagree < 0) {
+          disagree = p;
+          theirs = d;
+          their_call = m.header.call;
+        } else if (on_payload && disagree < 0) {
+          on_payload(p, m.data + sizeof(d), m.header.bytes - sizeof(d));
+        }
+        e_.link(p).releaseRecv();
+        pending.erase(pending.begin() + long(i));
+      }
+      return pending.empty();
+    };
+    e_.waitUntil(receiveSome, [&] { return pending; });
+    if (disagree >= 0)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
+            "must make the same collective calls with the same count, type, op and root",
+            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree,
+            callText(theirs).c_str(),
+            their_call != call_ ? strprintf(" as its call #%llu", (unsigned long long)their_call).c_str() : "");
+  }
+
+  void oneShot() {
+    const size_t bytes = a_.count * es_;
+    std::byte* gathered = e_.scratch(size_t(n_) * std::max<size_t>(bytes, 1));
+    exchangeDescriptors([&](int p, const std::byte* data, size_t got) {
+      if (got) std::memcpy(gathered + size_t(p) * bytes, data, got);
+    });
+    std::vector<const void*>& srcs = e_.sources();
+    auto finish = [&](std::byte* dst, size_t count) {
+      if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+    };
+    switch (a_.kind) {
+      case CollKind::kAllReduce:
+      case CollKind::kReduceScatter:
+      case CollKind::kReduce:
+        if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
+        for (int p = 0; p < n_; p++)
+          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(peerData(me_)) : gathered + size_t(p) * bytes;
+        kernels::reduceMany(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op);
+        return finish(out_, a_.count);
+      case CollKind::kAllGather:
+      case CollKind::kAllToAll:
+        for (int p = 0; p < n_; p++) {
+          std::byte* dst = out_ + size_t(p) * bytes;
+          const std::byte* src = p == me_ ? peerData(me_) : gathered + size_t(p) * bytes;
+          if (bytes && dst != src) std::memmove(dst, src, bytes);
+        }
+        return;
+      case CollKind::kBroadcast:
+        if (bytes && out_ != (me_ == a_.root ? in_ : gathered + size_t(a_.root) * bytes))
+          std::memcpy(out_, me_ == a_.root ? in_ : gathered + size_t(a_.root) * bytes, bytes);
+        return;
+      default:
+        return;
+    }
+  }
+
+  // ---- slices over links: the driver, one channel ----
+  void runDriver(kernels::DriverCollective kind) {
+    kernels::DriverCall call;
+    call.kind = kind;
+    call.rank = me_;
+    call.nranks = n_;
+    call.root = a_.root;
+    call.count = a_.count;
+    call.elem_bytes = es_;
+    call.slice_elems = std::max<size_t>(1, e_.sliceBytes() / es_);
+    call.in = in_;
+    call.out = out_;
+    LinkPrims prims(e_, a_);
+    kernels::runCollective(prims, call);
+  }
+
+  // Not the driver's all-to-all: runTransfers fills every free slot of every link in both
+  // directions and takes whatever arrives from any peer, so TCP keeps every socket busy and one
+  // slow peer does not hold up the others; the driver walks the peers in a fixed order one slice
+  // at a time. And in place, the driver relies on a slice having left once send returns, which
+  // TCP's send from the caller's buffer does not promise.
+  void allToAll() {
+    const size_t block = a_.count * es_;
+    if (in_ == out_ && block) {
+      // In place, the block we receive from p lands where the block for p still waits to go.
+      std::byte* copy = e_.scratch(size_t(n_) * block);
+      std::memcpy(copy, in_, size_t(n_) * block);
+      in_ = copy;
+    }
+    std::vector<Transfer> transfers;
+    for (int step = 1; step < n_; step++) {
+      int to = (me_ + step) % n_, from = (me_ - step + n_) % n_;
+      Transfer s;
+      s.send = true;
+      s.peer = to;
+      s.buffer = const_cast<std::byte*>(in_ + size_t(to) * block);
+      s.bytes = block;
+      s.call = call_;
+      s.what = strprintf("alltoall #%llu block to rank %d", (unsigned long long)call_, to);
+      transfers.push_back(s);
+      Transfer r;
+      r.peer = from;
+      r.buffer = out_ + size_t(from) * block;
+      r.bytes = block;
+      r.call = call_;
+      r.what = strprintf("alltoall #%llu block from rank %d", (unsigned long long)call_, from);
+      transfers.push_back(r);
+    }
+    if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
+      std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
+    runTransfers(e_, transfers);
+  }
+
+  Engine& e_;
+  const CollArgs& a_;
+  const int n_, me_;
+  const uint64_t call_;
+  const CallDescriptor desc_;
+  const size_t es_;
+  const std::byte* in_;
+  std::byte* out_;
+};
+
+}  // namespace
+
+void runOverLinks(Engine& engine, const CollArgs& args) { OverLinks(engine, args).run(); }
+
+}  // namespace ouro

@@ -1,0 +1,159 @@
+#include "comm/exec/link_prims.hpp"
+
+#include <cstring>
+
+#include "comm/progress/engine.hpp"
+#include "core/error.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace ouro {
+
+using transport::Link;
+using transport::MessageHeader;
+using transport::MessageKind;
+using transport::ReceivedMessage;
+
+LinkPrims::LinkPrims(Engine& engine, const CollArgs& args)
+    : e_(engine), a_(args), n_(engine.size()), me_(engine.rank()), call_(engine.call()), es_(args.elementBytes()) {
+  pending_.reserve(size_t(n_));
+  for (int r = 0; r < n_; r++) all_ranks_.push_back(r);
+}
+
+std::byte* LinkPrims::sendSlot(int peer) {
+  Link& l = e_.link(peer);
+  std::byte* slot = nullptr;
+  e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{peer}; });
+  return slot;
+}
+
+void LinkPrims::post(int peer, size_t bytes) {
+  MessageHeader h;
+  h.kind = uint32_t(MessageKind::kData);
+  h.bytes = uint32_t(bytes);
+  h.call = call_;
+  e_.link(peer).postSend(h);
+}
+
+// From src itself where the link can (src then stays unchanged until the call ends: flushLinks),
+// else through a slot.
+void LinkPrims::sendBytes(int peer, const std::byte* src, size_t bytes) {
+  std::byte* slot = sendSlot(peer);
+  Link& l = e_.link(peer);
+  if (!l.sendsFromCaller()) {
+    std::memcpy(slot, src, bytes);
+    return post(peer, bytes);
+  }
+  MessageHeader h;
+  h.kind = uint32_t(MessageKind::kData);
+  h.bytes = uint32_t(bytes);
+  h.call = call_;
+  l.postSendFrom(h, src);
+}
+
+const std::byte* LinkPrims::receive(int peer, size_t bytes, std::byte* into) {
+  Link& l = e_.link(peer);
+  ReceivedMessage m;
+  e_.waitUntil([&] { return l.tryRecvInto(&m, into, bytes); }, [&] { return std::vector<int>{peer}; });
+  checkData(peer, m, bytes);
+  return m.data;
+}
+
+// A data message of this call and the expected size, or a clear error (the message released).
+void LinkPrims::checkData(int peer, const ReceivedMessage& m, size_t bytes) {
+  if (m.header.kind != uint32_t(MessageKind::kData) || m.header.call != call_ || m.header.bytes != bytes) {
+    e_.link(peer).releaseRecv();
+    raise(Result::kInternalError,
+          "rank %d: %s #%llu: rank %d sent an unexpected message (kind %u, call #%llu, %u bytes; expected data of "
+          "call #%llu, %zu bytes); the ranks most likely made different collective calls (with OURO_CHECK=1, the "
+          "default, every call is compared first and such a mismatch is named)",
+          me_, collName(a_.kind), (unsigned long long)call_, peer, m.header.kind, (unsigned long long)m.header.call,
+          m.header.bytes, (unsigned long long)call_, bytes);
+  }
+}
+
+void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes) {
+  ordered_.assign(sources.size(), nullptr);
+  pending_.clear();
+  for (size_t k = 0; k < sources.size(); k++) {
+    if (sources[k] == me_)
+      ordered_[k] = own;
+    else
+      pending_.push_back(int(k));
+  }
+  std::vector<int> waiting_on;
+  e_.waitUntil(
+      [&] {
+        for (size_t i = 0; i < pending_.size();) {
+          const int p = sources[size_t(pending_[i])];
+          ReceivedMessage m;
+          if (!e_.link(p).tryRecv(&m)) {
+            i++;
+            continue;
+          }
+          checkData(p, m, bytes);
+          ordered_[size_t(pending_[i])] = m.data;
+          pending_.erase(pending_.begin() + long(i));
+        }
+        return pending_.empty();
+      },
+      [&] {
+        waiting_on.clear();
+        for (int k : pending_) waiting_on.push_back(sources[size_t(k)]);
+        return waiting_on;
+      });
+}
+
+void LinkPrims::foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to,
+                            size_t count, bool last) {
+  const size_t bytes = count * es_;
+  // The slot is taken before the messages are waited for: holding a slot stalls nobody, holding
+  // received messages would.
+  std::byte* into = dst ? dst : sendSlot(send_to);
+  receiveFrom(sources, own, bytes);
+  kernels::reduceMany(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op);
+  if (last && a_.op == RedOp::kAvg) kernels::finishAvg(into, count, a_.dtype, n_);
+  for (int p : sources)
+    if (p != me_) e_.link(p).releaseRecv();
+  if (!dst) post(send_to, bytes);
+}
+
+void LinkPrims::send(int peer, const std::byte* src, size_t count) { sendBytes(peer, src, count * es_); }
+
+// Sent first, so the peer can start on it while this rank copies.
+void LinkPrims::copySend(int peer, const std::byte* src, std::byte* dst, size_t count) {
+  sendBytes(peer, src, count * es_);
+  if (dst != src) std::memcpy(dst, src, count * es_);
+}
+
+void LinkPrims::recv(int peer, std::byte* dst, size_t count) {
+  const size_t bytes = count * es_;
+  const std::byte* got = receive(peer, bytes, dst);
+  if (got != dst) std::memcpy(dst, got, bytes);
+  e_.link(peer).releaseRecv();
+}
+
+// Received into dst (TCP: straight from the socket) and sent on from there: one copy fewer on TCP
+// than through a slot, the same number on shm (slot -> dst -> slot). The message is released
+// before the send waits for a slot, so a ring of ranks each forwarding never waits in a circle.
+void LinkPrims::recvCopySend(int from, int to, std::byte* dst, size_t count) {
+  recv(from, dst, count);
+  sendBytes(to, dst, count * es_);
+}
+
+// Every rank's slice, folded in rank order (the world's fold, so Avg is finished here).
+void LinkPrims::recvReduceCopy(const std::byte* own, std::byte* dst, size_t count) {
+  foldInOrder(all_ranks_, own, dst, -1, count, true);
+}
+
+// Folded straight into the send slot (a slot, never the caller's memory, so TCP sends it with
+// postSend too: there is no buffer of ours that must outlive the call). The slot is taken before
+// the messages are waited for: holding a slot stalls nobody, holding received messages would.
+void LinkPrims::recvReduceSend(const std::byte* own, int peer, size_t count) {
+  foldInOrder(all_ranks_, own, nullptr, peer, count, true);
+}
+
+void LinkPrims::copy(const std::byte* src, std::byte* dst, size_t count) {
+  if (dst != src && count) std::memcpy(dst, src, count * es_);
+}
+
+}  // namespace ouro

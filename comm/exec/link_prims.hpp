@@ -1,0 +1,68 @@
+// The CPU executor's primitives for the collective driver (kernels/common/collective_driver.hpp,
+// which holds the algorithms and names the vocabulary): one data message per primitive over the
+// Engine's links (shm FIFOs, TCP), reductions by kernels::reduceMany in rank order, every wait
+// through Engine::waitUntil (deadline, dead and aborted peers named).
+//
+// Copies: as few as the link allows. TCP sends from the caller's buffer (Link::sendsFromCaller: the
+// bytes stay unchanged until the call ends, which the driver's order guarantees: a region is only
+// overwritten once the data that went out of it has been folded or forwarded by its receiver) and
+// receives straight into the destination (Link::tryRecvInto); shm copies into and out of its slots.
+//
+// Every message is checked to be data of this call with the expected size; a mismatch (ranks making
+// different calls with OURO_CHECK=0) is an error naming both sides, the message released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/plan/collective.hpp"
+#include "transport/link.hpp"
+
+namespace ouro {
+
+class Engine;
+
+class LinkPrims {
+ public:
+  LinkPrims(Engine& engine, const CollArgs& args);
+
+  // The driver's vocabulary; counts in elements, pointers into this rank's buffers.
+  void send(int peer, const std::byte* src, size_t count);
+  void copySend(int peer, const std::byte* src, std::byte* dst, size_t count);
+  void recv(int peer, std::byte* dst, size_t count);
+  void recvCopySend(int from, int to, std::byte* dst, size_t count);
+  void recvReduceCopy(const std::byte* own, std::byte* dst, size_t count);
+  void recvReduceSend(const std::byte* own, int peer, size_t count);
+  void copy(const std::byte* src, std::byte* dst, size_t count);
+
+  // For the hierarchical algorithms (comm/exec/algo_hierarchical.cpp): the left fold, in the order
+  // given, of one slice from each of `sources` (a peer: its next data message; this rank: `own`),
+  // into dst, or, when dst is null, into a slot sent on to `send_to`. `last`: the fold that ends
+  // the call (Avg divides by the world size).
+  void foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
+                   bool last);
+
+ private:
+  std::byte* sendSlot(int peer);
+  void post(int peer, size_t bytes);
+  void sendBytes(int peer, const std::byte* src, size_t bytes);
+  // The next data message from peer, straight into `into` where the link can (the result says
+  // where it is); released by the caller.
+  const std::byte* receive(int peer, size_t bytes, std::byte* into);
+  void checkData(int peer, const transport::ReceivedMessage& m, size_t bytes);
+  // One message of `bytes` from every source other than this rank (`own`), in whatever order they
+  // arrive; ordered_[k] then points at source k's slice. Released by the caller.
+  void receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes);
+
+  Engine& e_;
+  const CollArgs& a_;
+  const int n_, me_;
+  const uint64_t call_;
+  const size_t es_;
+  std::vector<int> all_ranks_;  // 0..n-1: the world's fold order
+  std::vector<int> pending_;
+  std::vector<const void*> ordered_;
+};
+
+}  // namespace ouro

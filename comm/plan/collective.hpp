@@ -1,0 +1,48 @@
+// One collective call as the engine sees it: what kind, which buffers, how many elements, and
+// the descriptor ranks compare to prove they agree on the call (API.md "Bad input").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "comm/plan/call_descriptor.hpp"
+
+namespace ouro {
+
+enum class CollKind : uint8_t {
+  kAllReduce = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kBroadcast = 4,
+  kReduce = 5,
+  kAllToAll = 6,
+  kBarrier = 7,
+  kSendRecv = 8,  // not a collective: names send/recv calls in diagnostics
+};
+
+// "allreduce", "reducescatter", ... as the messages print them.
+const char* collName(CollKind kind);
+
+struct CollArgs {
+  CollKind kind = CollKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // allreduce/bcast/reduce: elements; reduce-scatter: recvcount; all-gather:
+                     // sendcount; all-to-all: elements per peer
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int root = -1;     // broadcast and reduce only
+
+  bool reduces() const {
+    return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
+  }
+  size_t elementBytes() const { return dataTypeSize(dtype); }
+};
+
+CallDescriptor describeCall(const CollArgs& args);
+// "allreduce(count=10, float32, sum)", "broadcast(count=4, int8, root=2)", for messages.
+std::string callText(const CallDescriptor& d);
+
+}  // namespace ouro

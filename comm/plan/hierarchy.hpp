@@ -1,0 +1,61 @@
+// The hierarchical planner: whether a collective over several hosts runs in two levels (inside
+// each host over shared memory, between hosts one chain per local rank) or flat over the links,
+// and why. Pure: decided from what every rank agrees on (where each rank runs, the call's size,
+// the settings), so every rank picks the same, and tested on the host (tests/comm).
+//
+// Why two levels pay between hosts (docs/DESIGN.md "Hierarchical collectives"): a flat all-reduce
+// sends every rank's share across the host links (pairwise reduce-scatter: each of L local ranks
+// sends (n-L)/n of its data off the host; the ring all-gather adds (n-1)/n); the hierarchical one
+// sends each host's data off it about once per phase, split over the L local ranks so every core
+// and connection carries a share.
+//
+// Why a chain between hosts and not a ring: reductions are the left fold over the ranks in rank
+// order, rounded each step (docs/API.md "Reproducible reductions"). With each host's ranks
+// contiguous, that fold is: host 0's ranks in order, then host 1's continuing from host 0's
+// partial, and so on. So the partial of every element travels host 0 -> 1 -> ... -> H-1 (a ring
+// would start each chunk's fold at a different host, another order), and the finished values go
+// on around the ring H-1 -> 0 -> ... -> H-2. This needs the contiguous placement: ranks placed
+// round-robin over hosts interleave them in the fold, and such jobs keep the flat algorithm.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ouro {
+
+// Where the ranks run, as the hierarchical algorithms need it.
+struct HostGrid {
+  int hosts = 1;     // H
+  int per_host = 1;  // L: ranks on every host
+  // Rank r runs on host r / per_host as local rank r % per_host (only when contiguous).
+  int hostOf(int rank) const { return rank / per_host; }
+  int localOf(int rank) const { return rank % per_host; }
+  int rankAt(int host, int local) const { return host * per_host + local; }
+};
+
+// The grid, or "" and the reason it does not exist (several hosts with a different rank count,
+// ranks of a host not contiguous in rank order), from host_of[rank] (hosts numbered by lowest rank).
+struct HostLayout {
+  HostGrid grid;
+  bool regular = false;  // every host has per_host contiguous ranks
+  std::string why_not;   // when !regular
+};
+HostLayout describeHosts(const std::vector<int>& host_of);
+
+struct HierarchyChoice {
+  bool hierarchical = false;
+  std::string reason;  // one sentence for OURO_DEBUG=info
+};
+
+// algo: OURO_ALGO (auto|ring|direct|latency|hierarchical). bytes: the call's bytes per rank (the
+// all-reduce count times the element size). min_bytes: OURO_HIER_MIN_BYTES.
+HierarchyChoice chooseHierarchy(const HostLayout& layout, const std::string& algo, size_t bytes, size_t min_bytes);
+
+// How many slices the hosts other than the last may run ahead of the finished values coming back
+// around the ring (comm/exec/algo_hierarchical.cpp): as many as the chain is long, to keep it full,
+// but fewer than the slots of the links between hosts, so the last host never waits for a slot
+// on the way back (the reason the schedule cannot deadlock).
+int hierarchyLag(int hosts, int inter_host_slots);
+
+}  // namespace ouro

@@ -1,0 +1,388 @@
+#include "comm/progress/engine.hpp"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/exec/algorithms.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "kernels/cpu/reduce.hpp"
+#include "transport/shm/doorbell.hpp"
+
+namespace ouro {
+namespace {
+
+constexpr int64_t kPeerCheckPeriodNs = 50'000'000;  // how often a long wait looks at its peers
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+int openPidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return int(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+bool processGone(int pidfd, int pid) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;  // a pidfd becomes readable when the process exits
+  }
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+Engine::Engine(Setup setup)
+    : rank_(setup.rank),
+      nranks_(setup.nranks),
+      shm_(std::move(setup.shm)),
+      shm_local_index_(std::move(setup.shm_local_index)),
+      links_(std::move(setup.links)),
+      host_of_(std::move(setup.host_of)),
+      hostnames_(std::move(setup.hostnames)),
+      hier_min_bytes_(size_t(envInt("OURO_HIER_MIN_BYTES"))),
+      inter_host_slots_(setup.inter_host_slots),
+      direct_family_(setup.direct_family),
+      algo_(setup.algo),
+      slice_bytes_(setup.slice_bytes),
+      stream_output_bytes_(setup.stream_output_bytes),
+      stream_staging_bytes_(setup.stream_staging_bytes),
+      stream_staging_(setup.stream_staging),
+      check_(envInt("OURO_CHECK") != 0),
+      timeout_ns_(envInt("OURO_TIMEOUT_S") * 1'000'000'000),
+      send_calls_(size_t(nranks_), 0),
+      recv_calls_(size_t(nranks_), 0),
+      peer_last_call_(size_t(nranks_), 0),
+      sources_(size_t(nranks_), nullptr) {
+  shm_local_index_.resize(size_t(nranks_), -1);
+  links_.resize(size_t(nranks_));
+  host_of_.resize(size_t(nranks_), 0);
+  hostnames_.resize(size_t(nranks_));
+  host_layout_ = describeHosts(host_of_);
+  pidfds_.assign(size_t(nranks_), -1);
+  int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
+  if (shm_) {
+    // Judged on the union of the local ranks' CPUs: ranks a launcher bound to one CPU each do
+    // not oversubscribe anything, and must spin rather than yield (yielding at once measured
+    // 1.6-2.9 us vs 0.4 us at 2 ranks bound to 2 CPUs).
+    local_ranks = shm_->localCount();
+    uint64_t all[16] = {};
+    for (int local = 0; local < local_ranks; local++)
+      for (int w = 0; w < 16; w++) all[w] |= shm_->control(local)->allowed_cpus[w];
+    usable_cpus = 0;
+    for (uint64_t w : all) usable_cpus += __builtin_popcountll(w);
+  }
+  policy_ = waitPolicyFor(local_ranks, usable_cpus);
+  for (int p = 0; p < nranks_; p++) {
+    if (links_[size_t(p)]) {
+      std::vector<pollfd> fds;
+      links_[size_t(p)]->pollFds(&fds);
+      if (!fds.empty()) polled_links_.push_back(links_[size_t(p)].get());
+      else if (links_[size_t(p)]->needsPolledProgress()) progressed_links_.push_back(links_[size_t(p)].get());
+    }
+    int local = shm_local_index_[size_t(p)];
+    if (p != rank_ && local >= 0) pidfds_[size_t(p)] = openPidfd(shm_->control(local)->pid);
+  }
+}
+
+Engine::~Engine() {
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
+std::byte* Engine::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void Engine::noteAlgorithm(CollKind kind, const char* algorithm) { noteAlgorithm(kind, algorithm, ""); }
+
+void Engine::noteAlgorithm(CollKind kind, const std::string& algorithm, const std::string& why) {
+  if (!logEnabled(LogLevel::kInfo)) return;
+  // Once per algorithm: the first call's reason stands for the rest (sizes differ, the rule not).
+  for (auto& [k, a] : noted_)
+    if (k == kind && a == algorithm) return;
+  noted_.emplace_back(kind, algorithm);
+  OURO_INFO("rank %d: %s #%llu uses the %s algorithm (OURO_ALGO=%s)%s%s", rank_, collName(kind),
+            (unsigned long long)call_, algorithm.c_str(), algo_.c_str(), why.empty() ? "" : ": ", why.c_str());
+}
+
+void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
+
+void Engine::throwUnusable(const char* call) const {
+  std::lock_guard lock(failure_mu_);
+  raise(Result::kInvalidUsage,
+          "rank %d: %s: this communicator failed earlier and cannot be used (%s); destroy it (ouroCommAbort) and "
+          "create a new one",
+          rank_, call, failure_.c_str());
+}
+
+void Engine::fail(const std::string& reason) {
+  {
+    std::lock_guard lock(failure_mu_);
+    if (!failure_.empty()) return;
+    failure_ = reason;
+    failed_.store(true, std::memory_order_release);
+  }
+  // Tell every peer, so ranks waiting on us (or on ranks waiting on us) stop within moments
+  // instead of at their own timeout.
+  if (shm_) {
+    auto* me = shm_->control(shm_->localRank());
+    std::snprintf(me->abort_reason, sizeof(me->abort_reason), "%s", reason.c_str());
+    me->aborted.value.store(1, std::memory_order_release);
+    for (int local = 0; local < shm_->localCount(); local++)
+      if (local != shm_->localRank()) transport::shm::ring(shm_->control(local));
+  }
+  for (auto& l : links_)
+    if (l) l->sendAbort(reason);
+}
+
+void Engine::collective(const CollArgs& args) {
+  call_ = ++calls_;
+  call_name_ = collName(args.kind);
+  whole_world_call_ = true;
+  deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
+  if (shm_) {
+    shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
+    notePeersOnMyCpu({});
+  }
+  try {
+    if (nranks_ == 1)
+      runLocally(args);
+    else if (direct_family_)
+      runDirect(*this, args);
+    else
+      runOverLinks(*this, args);
+    flushLinks();
+  } catch (Error& e) {
+    std::string prefix = strprintf("rank %d: %s #%llu", rank_, call_name_, (unsigned long long)call_);
+    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
+    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
+    throw;
+  }
+}
+
+void Engine::sendRecv(std::vector<Transfer>& transfers) {
+  call_name_ = collName(CollKind::kSendRecv);
+  call_ = ++p2p_calls_;
+  whole_world_call_ = false;
+  deadline_ = Deadline::never();
+  if (shm_)
+    shm_->control(shm_->localRank())->current_call.value.store(packCall(CollKind::kSendRecv, calls_),
+                                                                std::memory_order_relaxed);
+  try {
+    runTransfers(*this, transfers);
+    flushLinks();
+  } catch (Error& e) {
+    std::string prefix = strprintf("rank %d: send/recv #%llu", rank_, (unsigned long long)call_);
+    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
+    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
+    throw;
+  }
+}
+
+void Engine::runLocally(const CollArgs& a) {
+  // One rank: every collective is a copy (or nothing, in place).
+  size_t bytes = a.count * a.elementBytes();
+  if (a.kind != CollKind::kBarrier && bytes && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
+}
+
+void Engine::progressLinks() {
+  for (transport::Link* l : polled_links_) l->progress();
+  for (transport::Link* l : progressed_links_) l->progress();
+}
+
+void Engine::checkLinksAlive(const std::vector<int>& waited_on) {
+  auto fail = [&](int p, transport::Link* l) {
+    raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d on %s failed: %s", rank_, call_name_,
+          (unsigned long long)call_, l->transportName(), p, hostnames_[size_t(p)].c_str(), l->peerFailure().c_str());
+  };
+  for (int p : waited_on) {
+    transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
+    if (l && (!l->peerAlive() || !l->hostReachable())) fail(p, l);
+  }
+  // In a collective every rank takes part, so a peer whose host is unreachable dooms the call even
+  // when this rank waits on someone else: fail now, naming that host, rather than time out later
+  // naming a healthy rank stuck behind it. send/recv only depends on the ranks it waits on.
+  // Unreachability takes seconds to establish (OURO_TIMEOUT_S / 2 on TCP): one look at every link
+  // a second is enough, and keeps a large world's slow waits from making syscalls per link per
+  // check.
+  if (!whole_world_call_ || nowNs() < next_world_link_check_ns_) return;
+  next_world_link_check_ns_ = nowNs() + 1'000'000'000;
+  for (int p = 0; p < nranks_; p++) {
+    transport::Link* l = p != rank_ ? links_[size_t(p)].get() : nullptr;
+    if (l && !l->hostReachable()) fail(p, l);
+  }
+}
+
+void Engine::flushLinks() {
+  if (polled_links_.empty() && progressed_links_.empty()) return;
+  auto pending = [&] {
+    std::vector<int> peers;
+    for (int p = 0; p < nranks_; p++)
+      if (links_[size_t(p)] && links_[size_t(p)]->sendsPending()) peers.push_back(p);
+    return peers;
+  };
+  waitUntil([&] { return pending().empty(); }, pending);
+}
+
+void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missing) {
+  const int64_t start = nowNs();
+  if (deadline_.atNs() == INT64_MAX) deadline_ = Deadline(start + timeout_ns_);  // the call's first slow wait
+  const int64_t spin_end = start + policy_.spin_ns;
+  const int64_t yield_end = spin_end + policy_.yield_ns;
+  int64_t next_check = start + kPeerCheckPeriodNs;
+  int64_t now = start;
+  for (uint64_t iter = 1;; iter++) {
+    progressLinks();
+    if (ready()) return;
+    if ((iter & 31) == 0 || now >= spin_end) now = nowNs();
+    if (now >= next_check) {
+      std::vector<int> waited_on = missing();
+      checkPeers(waited_on);
+      checkLinksAlive(waited_on);
+      if (deadline_.expired()) throwTimeout(waited_on);
+      next_check = now + kPeerCheckPeriodNs;
+    }
+    if (now < spin_end) {
+      // A peer we wait for that last ran on our CPU is queued behind us (oversubscribed, or the
+      // scheduler stacked two busy ranks on one core): spinning would only delay it. Peers on
+      // our CPU that merely wait too gain nothing from the CPU: handing it over costs ~5 us a
+      // switch and delays noticing a peer on another core.
+      if ((iter == 1 ? policy_.oversubscribed : (iter & 15) == 0) && shm_ && notePeersOnMyCpu(missing()))
+        sched_yield();
+      else
+        cpuRelax();
+    } else if (now < yield_end) {
+      sched_yield();
+      if (shm_) notePeersOnMyCpu({});
+    } else {
+      blockBriefly(ready, next_check - now, missing());
+    }
+  }
+}
+
+void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, const std::vector<int>& waited_on) {
+  int64_t slice = std::max<int64_t>(std::min<int64_t>(max_ns, 10'000'000), 100'000);
+  if (!progressed_links_.empty()) {
+    // A completion queue rings no descriptor: look at the sockets without waiting, then sleep
+    // briefly so the next pass polls the queues again (latency here is already past spinning).
+    if (!polled_links_.empty()) {
+      std::vector<pollfd> fds;
+      for (transport::Link* l : polled_links_) l->pollFds(&fds);
+      ::poll(fds.data(), fds.size(), 0);
+    }
+    ::usleep(50);
+    return;
+  }
+  // Shared memory and TCP together (ranks on several hosts): a shared-memory peer rings a futex,
+  // a socket wakes poll(2), and no one call waits for both. So: waiting only on local peers with
+  // nothing queued for the sockets, sleep on the doorbell (woken at once); else poll the sockets,
+  // in slices of 100 us when a local peer may be the one to answer (a 1 ms slice there cost the
+  // hierarchical all-reduce most of its speed: every slice waits on a local peer at least once).
+  bool local_only = shm_ && !waited_on.empty();
+  bool local_too = false;
+  for (int p : waited_on) {
+    const bool local = shm_local_index_[size_t(p)] >= 0;
+    local_only = local_only && local;
+    local_too = local_too || local;
+  }
+  if (local_only)
+    for (transport::Link* l : polled_links_) local_only = local_only && !l->sendsPending();
+  if (!polled_links_.empty() && !local_only) {
+    std::vector<pollfd> fds;
+    for (transport::Link* l : polled_links_) l->pollFds(&fds);
+    const int64_t wait_ns = shm_ && (local_too || waited_on.empty()) ? 100'000 : slice;
+    const timespec ts{time_t(wait_ns / 1'000'000'000), long(wait_ns % 1'000'000'000)};
+    ::ppoll(fds.data(), fds.size(), &ts, nullptr);
+    return;
+  }
+  if (shm_) {
+    auto* me = shm_->control(shm_->localRank());
+    me->sleeping.value.store(1, std::memory_order_seq_cst);
+    uint32_t bell = me->doorbell.value.load(std::memory_order_seq_cst);
+    if (!ready()) transport::shm::futexWait(&me->doorbell.value, bell, slice);
+    me->sleeping.value.store(0, std::memory_order_relaxed);
+    return;
+  }
+  ::usleep(1000);
+}
+
+bool Engine::notePeersOnMyCpu(const std::vector<int>& peers) {
+  if (!shm_) return false;
+  // sched_getcpu reads the rseq area glibc registers: no system call.
+  const auto cpu = uint32_t(sched_getcpu());
+  auto& mine = shm_->control(shm_->localRank())->cpu.value;
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);  // peers read it
+  for (int p : peers) {
+    int local = shm_local_index_[size_t(p)];
+    if (p != rank_ && local >= 0 && shm_->control(local)->cpu.value.load(std::memory_order_relaxed) == cpu) return true;
+  }
+  return false;
+}
+
+void Engine::checkPeers(const std::vector<int>& waited_on) {
+  for (int p : waited_on) {
+    int local = shm_local_index_[size_t(p)];
+    if (p == rank_ || local < 0) continue;  // TCP peers report through their link
+    auto* control = shm_->control(local);
+    if (control->aborted.value.load(std::memory_order_acquire))
+      raise(Result::kRemoteError, "rank %d: %s #%llu: rank %d failed: %s", rank_, call_name_,
+            (unsigned long long)call_, p, control->abort_reason);
+    if (processGone(pidfds_[size_t(p)], control->pid))
+      raise(Result::kRemoteError,
+            "rank %d: %s #%llu: rank %d (pid %d) exited or was killed while this rank waited for it", rank_,
+            call_name_, (unsigned long long)call_, p, control->pid);
+  }
+}
+
+std::string Engine::lastSeen(int peer) const {
+  uint64_t packed = peer_last_call_[size_t(peer)];
+  int local = shm_local_index_[size_t(peer)];
+  if (direct_family_ && local >= 0) packed = shm_->control(local)->current_call.value.load(std::memory_order_relaxed);
+  uint64_t call = packed & ((1ULL << 56) - 1);
+  auto kind = CollKind(packed >> 56);
+  if (packed == 0) return "not seen in any call yet";
+  if (kind == CollKind::kSendRecv) return "last seen in send/recv";
+  return strprintf("last seen in %s #%llu", collName(kind), (unsigned long long)call);
+}
+
+void Engine::throwTimeout(const std::vector<int>& waited_on) {
+  // Each rank waited for is named with its host: when a host dies or loses its network, every
+  // rank waiting on it says which host, and the hint points at the host before the program.
+  std::string who;
+  bool other_host = false;
+  for (int p : waited_on) {
+    if (!who.empty()) who += ", ";
+    const bool remote = host_of_[size_t(p)] != host_of_[size_t(rank_)];
+    other_host = other_host || remote;
+    const std::string& host = hostnames_[size_t(p)];
+    // Two hosts may share a name (containers, network namespaces): say it is not this one.
+    const bool same_name = remote && host == hostnames_[size_t(rank_)];
+    who += strprintf("rank %d on %s%s (%s)", p, host.empty() ? "an unnamed host" : host.c_str(),
+                     same_name ? " (another host of that name)" : "", lastSeen(p).c_str());
+  }
+  if (who.empty()) who = "its peers";
+  raise(Result::kTimeout, "rank %d: %s #%llu timed out after %.0f s waiting for %s; %s (OURO_TIMEOUT_S sets the limit)",
+        rank_, call_name_, (unsigned long long)call_, double(timeout_ns_) / 1e9, who.c_str(),
+        other_host ? "a rank on another host that stops answering usually means that host or the network to it "
+                     "failed (check it); otherwise every rank must make the same calls in the same order"
+                   : "every rank must make the same calls in the same order");
+}
+
+}  // namespace ouro

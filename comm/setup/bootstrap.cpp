@@ -1,0 +1,168 @@
+#include "comm/setup/bootstrap.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "core/wire.hpp"
+
+namespace ouro {
+
+std::string PeerInfo::encode() const {
+  WireWriter w;
+  w.u32(0x4f55524f);  // "OURO"
+  w.i64(rank);
+  w.str(host_id);
+  w.str(hostname);
+  w.i64(pid);
+  w.str(tcp_address);
+  return w.take();
+}
+
+PeerInfo PeerInfo::decode(std::string_view bytes, int expected_rank) {
+  WireReader r(bytes, strprintf("bootstrap record of rank %d", expected_rank));
+  if (r.u32() != 0x4f55524f)
+    raise(Result::kInternalError,
+          "bootstrap record of rank %d has a bad magic number; is another program using this rendezvous store?",
+          expected_rank);
+  PeerInfo p;
+  p.rank = int(r.i64());
+  p.host_id = r.str(4096);
+  p.hostname = r.str(4096);
+  p.pid = int(r.i64());
+  p.tcp_address = r.str(4096);
+  r.expectDone();
+  if (p.rank != expected_rank)
+    raise(Result::kInternalError, "bootstrap record stored for rank %d says rank %d", expected_rank, p.rank);
+  return p;
+}
+
+std::string encodeJobError(Result code, const std::string& message) {
+  return std::to_string(int(code)) + ":" + message;
+}
+
+JobError decodeJobError(std::string_view record) {
+  JobError e;
+  const size_t colon = record.find(':');
+  auto code = colon == std::string_view::npos ? std::nullopt : parseInt(record.substr(0, colon));
+  // Only a failure code (not success, nor a value this build does not know) is taken as given.
+  if (code && *code > int(Result::kSuccess) && *code <= int(Result::kUnavailable)) {
+    e.code = Result(int(*code));
+    e.message = std::string(record.substr(colon + 1));
+  } else {
+    e.message = std::string(record);
+  }
+  return e;
+}
+
+std::string thisHostId() {
+  if (envIsSet("OURO_HOSTID")) return envString("OURO_HOSTID");
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  struct stat st{};
+  unsigned long netns = ::stat("/proc/self/ns/net", &st) == 0 ? (unsigned long)st.st_ino : 0;
+  return strprintf("%s/%s/netns:%lu", host, boot_id.c_str(), netns);
+}
+
+void failJob(store::Store& store, const std::string& prefix, Result code, const std::string& message) {
+  try {
+    store.compareSet(prefix + "error", std::nullopt, encodeJobError(code, message));
+  } catch (const Error&) {
+    // The store is gone too; our own error below is what matters.
+  }
+  throw Error(code, message);
+}
+
+void waitForRanks(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
+                  Deadline deadline, const std::string& who, const std::string& waiting_for, const std::string& hint) {
+  const double timeout_s = double(deadline.remainingNs()) / 1e9;
+  std::vector<std::string> missing = keys;
+  auto missingRanks = [&] {
+    std::vector<int> ranks;
+    for (const auto& k : missing) ranks.push_back(int(parseInt(k.substr(k.rfind('/') + 1)).value_or(-1)));
+    return strprintf("rank%s %s", ranks.size() > 1 ? "s" : "", joinInts(ranks).c_str());
+  };
+  while (true) {
+    Deadline slice(std::min(deadline.atNs(), nowNs() + int64_t(250e6)));
+    try {
+      missing = store.waitFor(missing, slice);
+      if (missing.empty()) return;
+      if (auto err = store.tryGet(prefix + "error")) {
+        JobError failure = decodeJobError(*err);
+        throw Error(failure.code, who + ": stopped because another rank failed: " + failure.message);
+      }
+    } catch (Error& e) {
+      if (e.code() == Result::kRemoteError && e.message().rfind(who, 0) != 0)
+        e.addContext(strprintf("%s: while waiting for %s %s", who.c_str(), missingRanks().c_str(), waiting_for.c_str()));
+      throw;
+    }
+    if (deadline.expired())
+      raise(Result::kTimeout, "%s timed out after %.0f s waiting for %s %s (%zu of %zu arrived); %s (OURO_TIMEOUT_S sets how long to wait)",
+            who.c_str(), timeout_s, missingRanks().c_str(), waiting_for.c_str(), keys.size() - missing.size(),
+            keys.size(), hint.c_str());
+  }
+}
+
+Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
+                              const PeerInfo& self, Deadline deadline, const char* what) {
+  const std::string where = store.describe();
+  // 1. Claim the rank: the second process to claim it fails the job rather than silently
+  //    sharing a slot (which would hang or corrupt every collective).
+  int64_t claims = store.add(prefix + "claim/" + std::to_string(rank), 1);
+  if (claims > 1) {
+    std::string first = "another process";
+    store.waitFor({prefix + "info/" + std::to_string(rank)}, Deadline::afterSeconds(1.0));
+    if (auto other = store.tryGet(prefix + "info/" + std::to_string(rank))) {
+      PeerInfo p = PeerInfo::decode(*other, rank);
+      first = strprintf("pid %d on %s", p.pid, p.hostname.c_str());
+      // A claim by a process of this host that no longer runs is a finished job's leftover:
+      // the usual cause is a file:// directory used for two jobs.
+      if (p.host_id == self.host_id && p.pid > 0 && p.pid != self.pid && ::kill(p.pid, 0) != 0 && errno == ESRCH)
+        failJob(store, prefix, Result::kInvalidUsage,
+                strprintf("rank %d: %s: rank %d is already claimed at %s by pid %d, which is no longer running: the "
+                          "rendezvous holds an earlier job's keys; use a fresh directory or port for every job",
+                          rank, what, rank, where.c_str(), p.pid));
+    }
+    failJob(store, prefix, Result::kInvalidUsage,
+            strprintf("rank %d: %s: two processes claimed rank %d (%s, and pid %d on %s); give every process a "
+                      "distinct rank",
+                      rank, what, rank, first.c_str(), self.pid, self.hostname.c_str()));
+  }
+  // 2. Agree on the world size: the first rank's value wins, every other rank compares.
+  std::string agreed = store.compareSet(prefix + "nranks", std::nullopt, std::to_string(nranks));
+  if (agreed != std::to_string(nranks))
+    failJob(store, prefix, Result::kInvalidUsage,
+            strprintf("rank %d: %s: this rank was started with world size %d but other ranks with world size %s; "
+                      "start every rank with the same world size",
+                      rank, what, nranks, agreed.c_str()));
+  // 3. Publish, then wait for everyone.
+  store.set(prefix + "info/" + std::to_string(rank), self.encode());
+  std::vector<std::string> keys;
+  for (int r = 0; r < nranks; r++) keys.push_back(prefix + "info/" + std::to_string(r));
+  waitForRanks(store, prefix, keys, deadline, strprintf("rank %d: %s", rank, what),
+               "to join the rendezvous at " + where,
+               "start the missing ranks, or check that they use the same init method and world size");
+
+  Membership m;
+  m.peers.resize(size_t(nranks));
+  for (int r = 0; r < nranks; r++) {
+    const std::string record = store.get(keys[size_t(r)], deadline);
+    m.peers[size_t(r)] = PeerInfo::decode(record, r);
+  }
+  for (int r = 0; r < nranks; r++)
+    if (m.peers[size_t(r)].host_id == self.host_id) m.local_ranks.push_back(r);
+  m.local_count = int(m.local_ranks.size());
+  m.local_rank = int(std::find(m.local_ranks.begin(), m.local_ranks.end(), rank) - m.local_ranks.begin());
+  return m;
+}
+
+}  // namespace ouro

@@ -1,0 +1,68 @@
+// Bootstrap: turns (store, rank, world size) into a communicator's membership. Each rank claims its
+// rank, agrees on the world size, publishes who it is (host identity, pid, transport addresses)
+// and waits for every other rank, failing clearly on duplicates, disagreements and absentees
+// (message lists the missing ranks). Every key lives under the communicator's prefix, so
+// communicators split later reuse the same store.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/setup/store/store.hpp"
+#include "core/clock.hpp"
+#include "core/error.hpp"
+
+namespace ouro {
+
+struct PeerInfo {
+  int rank = -1;
+  std::string host_id;   // equal for ranks that can share memory
+  std::string hostname;  // for messages
+  int pid = 0;
+  std::string tcp_address;  // "HOST:PORT" where this rank accepts transport connections ("" if none)
+
+  std::string encode() const;
+  // Decodes a record read from the store (bytes another process wrote): every length is bounded
+  // and checked; anything malformed, or a record of another rank, is Error(kInternalError).
+  static PeerInfo decode(std::string_view bytes, int expected_rank);
+};
+
+// The job-wide failure record failJob publishes ("<code>:<message>") and every waiting rank
+// reads back. A record without a valid failure code decodes as kRemoteError with the whole text.
+struct JobError {
+  Result code = Result::kRemoteError;
+  std::string message;
+};
+std::string encodeJobError(Result code, const std::string& message);
+JobError decodeJobError(std::string_view record);
+
+struct Membership {
+  std::vector<PeerInfo> peers;  // indexed by rank
+  int local_rank = 0;           // index among ranks with this rank's host_id, ordered by rank
+  int local_count = 1;
+  std::vector<int> local_ranks;  // ranks sharing this host, ascending
+};
+
+// This host's identity: OURO_HOSTID if set, else hostname + boot id + network namespace, so ranks
+// in different network namespaces (simulated hosts in tests) count as different hosts.
+std::string thisHostId();
+
+// `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit").
+Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
+                              const PeerInfo& self, Deadline deadline, const char* what);
+
+// Waits for every key (each ending in "/<rank>"), checking prefix + "error" between slices so
+// that a failure reported by one rank (duplicate rank, world-size mismatch) ends the wait on every
+// rank at once. Messages start with `who` ("rank 2: ouroCommInitRank") and, on a timeout or a
+// lost store, name the ranks still missing and what they were expected to do (`waiting_for`,
+// "to join the rendezvous at tcp://..."), ending with `hint`.
+void waitForRanks(store::Store& store, const std::string& prefix, const std::vector<std::string>& keys,
+                  Deadline deadline, const std::string& who, const std::string& waiting_for, const std::string& hint);
+
+// Publishes a job-wide failure so other ranks' waits end with it, then throws it.
+[[noreturn]] void failJob(store::Store& store, const std::string& prefix, Result code, const std::string& message);
+
+}  // namespace ouro

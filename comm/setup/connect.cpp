@@ -1,0 +1,117 @@
+#include "comm/setup/connect.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+
+#include <map>
+
+#include "comm/setup/transports.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+
+namespace ouro {
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) { return ranks.empty() ? "none" : joinInts(ranks, ","); }
+
+std::string firstNonLoopbackIPv4() {
+  ifaddrs* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (::getifaddrs(&list) != 0) return found;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+    found = buf;
+    break;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+}  // namespace
+
+std::string listenerHost(const store::Store& store) {
+  std::string via_store = store.localAddress();
+  return transport::tcp::advertisedHost(via_store.empty() ? firstNonLoopbackIPv4() : via_store);
+}
+
+std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string& prefix, int rank, int nranks,
+                                          const Membership& m, transport::tcp::Listener& listener,
+                                          Deadline deadline) {
+  std::string mode = envString("OURO_TRANSPORT");
+  if (mode != "auto" && mode != "shm" && mode != "tcp" && mode != "ib")
+    raise(Result::kInvalidArgument, "OURO_TRANSPORT=%s is not one of auto, shm, tcp, ib", mode.c_str());
+  std::string algo = envString("OURO_ALGO");
+  if (algo != "auto" && algo != "ring" && algo != "direct" && algo != "latency" && algo != "hierarchical")
+    raise(Result::kInvalidArgument, "OURO_ALGO=%s is not one of auto, ring, direct, latency, hierarchical",
+          algo.c_str());
+
+  Engine::Setup setup;
+  setup.rank = rank;
+  setup.nranks = nranks;
+  setup.links.resize(size_t(nranks));
+  setup.shm_local_index.assign(size_t(nranks), -1);
+  setup.algo = algo;
+  // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay
+  // below the slots of either.
+  setup.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));
+  std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
+  for (const PeerInfo& p : m.peers) {
+    host_index.emplace(p.host_id, int(host_index.size()));
+    setup.host_of.push_back(host_index[p.host_id]);
+    setup.hostnames.push_back(p.hostname);
+  }
+
+  // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
+  ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, setup, {}, {}, {}};
+  for (int p = 0; p < nranks; p++)
+    if (p != rank && !ctx.sameHost(p)) ctx.remote_peers.push_back(p);
+  const auto table = transportTable();
+  for (const TransportEntry& t : table) t.setup(ctx);
+  std::vector<std::vector<int>> peers_of(table.size());
+  for (int p = 0; p < nranks; p++) {
+    if (p == rank) continue;
+    size_t t = 0;
+    while (t < table.size() && !table[t].canConnect(ctx, p)) t++;
+    if (t == table.size())
+      raise(Result::kInternalError, "rank %d: no transport accepts rank %d (OURO_TRANSPORT=%s)", rank, p, mode.c_str());
+    peers_of[t].push_back(p);
+  }
+  if (mode == "ib" && ctx.remote_peers.empty())
+    OURO_INFO("OURO_TRANSPORT=ib: every peer is on this host; using shared memory");
+  for (size_t t = 0; t < table.size(); t++) table[t].connect(ctx, peers_of[t]);
+  listener.close();
+
+  // Which link kinds may exist anywhere in the world (every rank computes the same from m.peers):
+  // the slicing unit is the smallest slot among them.
+  bool world_same = false, world_cross = false;
+  for (int a = 0; a < nranks; a++)
+    for (int b = a + 1; b < nranks; b++)
+      (m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id ? world_same : world_cross) = true;
+  setup.slice_bytes = SIZE_MAX;
+  for (const TransportEntry& t : table)
+    if (size_t bytes = t.worldSlotBytes(ctx, world_same, world_cross)) setup.slice_bytes = std::min(setup.slice_bytes, bytes);
+  if (setup.slice_bytes == SIZE_MAX) setup.slice_bytes = 4096;
+
+  auto peersOf = [&](const char* name) {
+    for (size_t t = 0; t < table.size(); t++)
+      if (std::string(table[t].name) == name) return peers_of[t];
+    return std::vector<int>();
+  };
+  const std::vector<int> shm_peers = peersOf("shm"), ib_peers = peersOf("ib"), tcp_peers = peersOf("tcp");
+  const bool all_local_shm = int(shm_peers.size()) == nranks - 1;
+  setup.direct_family = nranks > 1 && all_local_shm && (algo == "auto" || algo == "direct");
+  if (algo == "direct" && !setup.direct_family && nranks > 1)
+    OURO_WARN("OURO_ALGO=direct needs every rank on one host with shared memory; using messages over links instead");
+  const std::string ib_part = ib_peers.empty() ? "" : ", InfiniBand with ranks " + rankList(ib_peers);
+  OURO_INFO("rank %d: shared memory with ranks %s%s, TCP with ranks %s; %s algorithms (OURO_ALGO=%s)", rank,
+            rankList(shm_peers).c_str(), ib_part.c_str(), rankList(tcp_peers).c_str(),
+            setup.direct_family ? "one-host direct" : "link-based", algo.c_str());
+  return std::make_unique<Engine>(std::move(setup));
+}
+
+}  // namespace ouro
