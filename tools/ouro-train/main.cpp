@@ -15,9 +15,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "checkpoint/atomic_file.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/json_writer.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data_order.hpp"
 #include "job.hpp"
@@ -29,8 +30,6 @@
 
 namespace ouro::train {
 namespace {
-
-namespace json = trainer::json;
 
 constexpr int kRunFailed = 1;
 constexpr int kBadInput = 2;
@@ -296,47 +295,50 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
   job_.max(slowest);
   if (job_.rank() != 0 || o_.json_path.empty()) return;
   const MetricsRow& last = have_row_ ? last_row_ : totals;
-  const json::ObjectWriter bytes = json::ObjectWriter()
-                                       .add("params", maxima[0])
-                                       .add("grads", maxima[1])
-                                       .add("optimizer", maxima[2])
-                                       .add("buffers", maxima[3])
-                                       .add("activations", maxima[4]);
+  // nlohmann-json writes the report: members in the order added, doubles with the digits that
+  // read back as the same double, a non-finite one (a diverged loss) as null.
+  nlohmann::ordered_json bytes;
+  bytes["params"] = maxima[0];
+  bytes["grads"] = maxima[1];
+  bytes["optimizer"] = maxima[2];
+  bytes["buffers"] = maxima[3];
+  bytes["activations"] = maxima[4];
   const trainer::OptimizerConfig& opt = o_.optimizer;
-  const json::ObjectWriter optimizer = json::ObjectWriter()
-                                           .add("kind", trainer::optimizerName(opt.kind))
-                                           .add("lr", opt.lr)
-                                           .add("momentum", opt.momentum)
-                                           .add("weight_decay", opt.weight_decay)
-                                           .addRaw("betas", "[" + json::number(opt.beta1) + ", " + json::number(opt.beta2) + "]")
-                                           .add("eps", opt.eps);
-  json::ObjectWriter report;
-  report.add("test_accuracy", double(test.correct) / double(test_.size))
-      .add("test_loss", test.loss_sum / double(test_.size))
-      .add("final_loss", last.loss)
-      .add("final_accuracy", last.accuracy)
-      .add("train_loss", totals.loss)
-      .add("steps", start_step_ + steps_this_run)
-      .add("steps_this_run", steps_this_run)
-      .add("epochs", double(start_step_ + steps_this_run) / double(order_->stepsPerEpoch()))
-      .add("samples_per_s", totals.samples_per_s)
-      .add("comm_fraction", totals.comm_fraction)
-      .add("train_seconds", totals.seconds)
-      .add("loop_seconds", slowest[0])
-      .addRaw("bytes_per_rank", bytes.str())
-      .add("peak_rss_bytes", maxima[5])
-      .add("mode", trainer::modeName(o_.mode))
-      .add("world_size", job_.world())
-      .add("precision", trainer::precisionName(o_.precision))
-      .add("param_count", uint64_t(layout_->paramCount()))
-      .addRaw("layers", json::intArray(o_.layers))
-      .add("batch_size", o_.batch_size)
-      .add("accumulate", o_.accumulate)
-      .add("global_batch_size", int64_t(o_.batch_size) * o_.accumulate * job_.world())
-      .addRaw("optimizer", optimizer.str())
-      .add("seed", o_.seed)
-      .addRaw("resumed_from_step", !o_.resume_dir.empty() ? std::to_string(start_step_) : "null");
-  trainer::writeFileAtomic(o_.json_path, report.str() + "\n");
+  nlohmann::ordered_json optimizer;
+  optimizer["kind"] = trainer::optimizerName(opt.kind);
+  optimizer["lr"] = opt.lr;
+  optimizer["momentum"] = opt.momentum;
+  optimizer["weight_decay"] = opt.weight_decay;
+  optimizer["betas"] = {opt.beta1, opt.beta2};
+  optimizer["eps"] = opt.eps;
+  nlohmann::ordered_json report;
+  report["test_accuracy"] = double(test.correct) / double(test_.size);
+  report["test_loss"] = test.loss_sum / double(test_.size);
+  report["final_loss"] = last.loss;
+  report["final_accuracy"] = last.accuracy;
+  report["train_loss"] = totals.loss;
+  report["steps"] = start_step_ + steps_this_run;
+  report["steps_this_run"] = steps_this_run;
+  report["epochs"] = double(start_step_ + steps_this_run) / double(order_->stepsPerEpoch());
+  report["samples_per_s"] = totals.samples_per_s;
+  report["comm_fraction"] = totals.comm_fraction;
+  report["train_seconds"] = totals.seconds;
+  report["loop_seconds"] = slowest[0];
+  report["bytes_per_rank"] = bytes;
+  report["peak_rss_bytes"] = maxima[5];
+  report["mode"] = trainer::modeName(o_.mode);
+  report["world_size"] = job_.world();
+  report["precision"] = trainer::precisionName(o_.precision);
+  report["param_count"] = uint64_t(layout_->paramCount());
+  report["layers"] = o_.layers;
+  report["batch_size"] = o_.batch_size;
+  report["accumulate"] = o_.accumulate;
+  report["global_batch_size"] = int64_t(o_.batch_size) * o_.accumulate * job_.world();
+  report["optimizer"] = optimizer;
+  report["seed"] = o_.seed;
+  report["resumed_from_step"] =
+      o_.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(start_step_);
+  trainer::writeFileAtomic(o_.json_path, report.dump(2) + "\n");
 }
 
 // The message every failing path prints: who failed, what, and (from the callee) what to do.

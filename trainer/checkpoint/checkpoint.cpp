@@ -13,9 +13,8 @@
 #include <system_error>
 
 #include "checkpoint/atomic_file.hpp"
-#include "checkpoint/json_writer.hpp"
-#include "data/json_reader.hpp"
 #include "data/safetensors.hpp"
+#include "data/strict_json.hpp"
 
 namespace ouro::trainer {
 
@@ -121,15 +120,22 @@ void publish(const std::string& dir, const std::string& tmp, const CheckpointMan
   fs::remove_all(old, ec);
 }
 
-std::string optimizerJson(const OptimizerConfig& o) {
-  return json::ObjectWriter()
-      .add("kind", optimizerName(o.kind))
-      .add("lr", o.lr)
-      .add("momentum", o.momentum)
-      .add("weight_decay", o.weight_decay)
-      .addRaw("betas", "[" + json::number(o.beta1) + ", " + json::number(o.beta2) + "]")
-      .add("eps", o.eps)
-      .str();
+nlohmann::ordered_json optimizerJson(const OptimizerConfig& o) {
+  nlohmann::ordered_json j;
+  j["kind"] = optimizerName(o.kind);
+  j["lr"] = o.lr;  // doubles are written with digits that read back as the same double
+  j["momentum"] = o.momentum;
+  j["weight_decay"] = o.weight_decay;
+  j["betas"] = {o.beta1, o.beta2};
+  j["eps"] = o.eps;
+  return j;
+}
+
+// x as the shortest text that reads back as x ("0.9", "0"), for messages that suggest a flag.
+std::string numberText(double x) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(x);
 }
 
 std::string layersText(const std::vector<int>& layers) {
@@ -141,27 +147,25 @@ std::string layersText(const std::vector<int>& layers) {
 }  // namespace
 
 std::string manifestToJson(const CheckpointManifest& m) {
-  std::string shards = "[";
-  for (int r = 0; r < m.world_size; r++) shards += (r ? ", " : "") + jsonQuote(shardName(r, m.world_size));
-  shards += "]";
-  return json::ObjectWriter()
-             .add("format", kFormat)
-             .add("version", kVersion)
-             .add("mode", modeName(m.mode))
-             .add("world_size", m.world_size)
-             .add("precision", precisionName(m.precision))
-             .addRaw("layers", json::intArray(m.layers))
-             .add("param_count", uint64_t(m.param_count))
-             .addRaw("optimizer", optimizerJson(m.optimizer))
-             .add("step", m.step)
-             .add("epoch", m.epoch)
-             .add("batch_in_epoch", m.batch_in_epoch)
-             .add("seed", m.seed)
-             .add("batch_size", m.batch_size)
-             .add("accumulate", m.accumulate)
-             .addRaw("shards", shards)
-             .str() +
-         "\n";
+  std::vector<std::string> shards;
+  for (int r = 0; r < m.world_size; r++) shards.push_back(shardName(r, m.world_size));
+  nlohmann::ordered_json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["mode"] = modeName(m.mode);
+  j["world_size"] = m.world_size;
+  j["precision"] = precisionName(m.precision);
+  j["layers"] = m.layers;
+  j["param_count"] = uint64_t(m.param_count);
+  j["optimizer"] = optimizerJson(m.optimizer);
+  j["step"] = m.step;
+  j["epoch"] = m.epoch;
+  j["batch_in_epoch"] = m.batch_in_epoch;
+  j["seed"] = m.seed;
+  j["batch_size"] = m.batch_size;
+  j["accumulate"] = m.accumulate;
+  j["shards"] = shards;
+  return j.dump(2) + "\n";
 }
 
 namespace {
@@ -169,49 +173,50 @@ namespace {
 // Typed access to the manifest's members, each failure naming the file and the member.
 class ManifestReader {
  public:
-  ManifestReader(const JsonValue& object, std::string where) : object_(object), where_(std::move(where)) {
-    if (!object_.isObject()) throw std::runtime_error(where_ + ": expected a JSON object");
+  ManifestReader(const nlohmann::json& object, std::string where) : object_(object), where_(std::move(where)) {
+    if (!object_.is_object()) throw std::runtime_error(where_ + ": expected a JSON object");
   }
-  const JsonValue& member(const char* key) const {
-    const JsonValue* v = object_.find(key);
-    if (!v) throw std::runtime_error(where_ + ": the member \"" + key + "\" is missing");
-    return *v;
+  const nlohmann::json& member(const char* key) const {
+    const auto it = object_.find(key);
+    if (it == object_.end()) throw std::runtime_error(where_ + ": the member \"" + key + "\" is missing");
+    return *it;
   }
   std::string string(const char* key) const {
-    const JsonValue& v = member(key);
-    if (!v.isString()) wrong(key, "a string", v);
-    return v.text;
+    const nlohmann::json& v = member(key);
+    if (!v.is_string()) wrong(key, "a string", v);
+    return v.get<std::string>();
   }
   uint64_t whole(const char* key) const { return wholeValue(member(key), key); }
-  uint64_t wholeValue(const JsonValue& v, const std::string& key) const {
-    std::optional<uint64_t> n = v.asUint64();
+  // Exact: a fraction, an exponent, a sign or a number past 64 bits is refused, never rounded.
+  uint64_t wholeValue(const nlohmann::json& v, const std::string& key) const {
+    std::optional<uint64_t> n = exactUint64(v);
     if (!n) wrong(key, "a whole number >= 0", v);
     return *n;
   }
-  double real(const JsonValue& v, const std::string& key) const {
-    if (!v.isNumber() || !std::isfinite(v.number)) wrong(key, "a finite number", v);
-    return v.number;
+  // Any JSON number: manifests written before nlohmann-json have "momentum": 0, now 0.0.
+  double real(const nlohmann::json& v, const std::string& key) const {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) wrong(key, "a finite number", v);
+    return v.get<double>();
   }
   double real(const char* key) const { return real(member(key), key); }
   const std::string& where() const { return where_; }
 
  private:
-  [[noreturn]] void wrong(const std::string& key, const char* wanted, const JsonValue& v) const {
-    throw std::runtime_error(where_ + ": \"" + key + "\" must be " + wanted + ", found " +
-                             (v.isString() || v.isNumber() ? "'" + v.text + "'" : std::string(jsonTypeName(v.type))));
+  [[noreturn]] void wrong(const std::string& key, const char* wanted, const nlohmann::json& v) const {
+    throw std::runtime_error(where_ + ": \"" + key + "\" must be " + wanted + ", found " + describeJsonValue(v));
   }
-  const JsonValue& object_;
+  const nlohmann::json& object_;
   std::string where_;
 };
 
 }  // namespace
 
 CheckpointManifest manifestFromJson(const std::string& text, const std::string& where) {
-  JsonValue doc;
+  nlohmann::json doc;
   try {
-    doc = parseJson(text);
+    doc = parseStrictJson(text);
   } catch (const std::exception& e) {
-    throw std::runtime_error(where + ": " + e.what());
+    throw std::runtime_error(where + ": " + e.what() + "; the manifest is damaged: resume from another checkpoint");
   }
   const ManifestReader top(doc, where);
   if (top.string("format") != kFormat)
@@ -231,18 +236,18 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   const uint64_t world = top.whole("world_size");
   if (world < 1 || world > uint64_t(INT32_MAX)) throw std::runtime_error(where + ": world_size must be >= 1");
   m.world_size = int(world);
-  const JsonValue& layers = top.member("layers");
-  if (!layers.isArray()) throw std::runtime_error(where + ": \"layers\" must be an array of widths");
-  for (const JsonValue& w : layers.items) m.layers.push_back(int(std::min<uint64_t>(top.wholeValue(w, "layers"), INT32_MAX)));
+  const nlohmann::json& layers = top.member("layers");
+  if (!layers.is_array()) throw std::runtime_error(where + ": \"layers\" must be an array of widths");
+  for (const nlohmann::json& w : layers) m.layers.push_back(int(std::min<uint64_t>(top.wholeValue(w, "layers"), INT32_MAX)));
   m.param_count = size_t(top.whole("param_count"));
   m.optimizer.lr = opt.real("lr");
   m.optimizer.momentum = opt.real("momentum");
   m.optimizer.weight_decay = opt.real("weight_decay");
-  const JsonValue& betas = opt.member("betas");
-  if (!betas.isArray() || betas.items.size() != 2)
+  const nlohmann::json& betas = opt.member("betas");
+  if (!betas.is_array() || betas.size() != 2)
     throw std::runtime_error(where + ": optimizer: \"betas\" must hold two numbers");
-  m.optimizer.beta1 = opt.real(betas.items[0], "betas");
-  m.optimizer.beta2 = opt.real(betas.items[1], "betas");
+  m.optimizer.beta1 = opt.real(betas[0], "betas");
+  m.optimizer.beta2 = opt.real(betas[1], "betas");
   m.optimizer.eps = opt.real("eps");
   m.step = int64_t(top.whole("step"));
   m.epoch = int64_t(top.whole("epoch"));
@@ -413,9 +418,9 @@ void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& n
                              optimizerName(saved.optimizer.kind));
   // SGD keeps a momentum buffer only when momentum != 0: the saved state must be what this run needs.
   if (saved.optimizer.kind == OptimizerKind::kSgd && (saved.optimizer.momentum == 0) != (now.optimizer.momentum == 0))
-    throw std::runtime_error(head + "was written with --momentum " + json::number(saved.optimizer.momentum) +
+    throw std::runtime_error(head + "was written with --momentum " + numberText(saved.optimizer.momentum) +
                              (saved.optimizer.momentum == 0 ? " (no momentum buffer)" : " (a momentum buffer)") +
-                             ", this run asks for --momentum " + json::number(now.optimizer.momentum) +
+                             ", this run asks for --momentum " + numberText(now.optimizer.momentum) +
                              ": pass a momentum that is " + (saved.optimizer.momentum == 0 ? "0" : "not 0"));
   if (saved.seed != now.seed)
     throw std::runtime_error(head + "was run with --seed " + std::to_string(saved.seed) + ", this run has --seed " +

@@ -2,10 +2,12 @@
 // implementation (huggingface/safetensors): u64 little-endian header length, a compact JSON
 // header ("__metadata__" first) padded with spaces to a multiple of 8 bytes, then the tensors
 // back to back. The reader accepts what that implementation accepts: tensors that tile the data
-// section exactly, in offset order, with no gaps or overlap.
+// section exactly, in offset order, with no gaps or overlap. The header is written by
+// nlohmann-json's compact dump (an ordered_json, so members stay in the order added) and read by
+// data/strict_json.hpp (duplicate names refused, integers exact).
 #include "data/safetensors.hpp"
 
-#include "data/json_reader.hpp"
+#include "data/strict_json.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -89,16 +91,8 @@ bool readAllAt(int fd, void* data, size_t n, uint64_t offset) {
 
 std::string headerJson(const std::string& path, const std::vector<TensorOut>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::string json = "{";
-  if (!metadata.empty()) {
-    json += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [key, value] : metadata) {
-      json += (first ? "" : ",") + jsonQuote(key) + ":" + jsonQuote(value);
-      first = false;
-    }
-    json += "}";
-  }
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;  // the map's (sorted) order
   std::set<std::string> names;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
@@ -115,24 +109,38 @@ std::string headerJson(const std::string& path, const std::vector<TensorOut>& te
                      " needs " + std::to_string(bytes) + " bytes but " + std::to_string(t.bytes.size()) +
                      " were given");
     }
-    json += (json.size() > 1 ? "," : "") + jsonQuote(t.name) + ":{\"dtype\":" + jsonQuote(t.dtype) +
-            ",\"shape\":" + shapeText(t.shape) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
-            std::to_string(offset + bytes) + "]}";
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = t.dtype;
+    entry["shape"] = t.shape;
+    entry["data_offsets"] = {offset, offset + bytes};
+    header[t.name] = std::move(entry);
     offset += bytes;
   }
-  json += "}";
+  std::string json;
+  try {
+    json = header.dump();  // compact: no spaces, as the reference writer
+  } catch (const nlohmann::json::type_error& e) {
+    fail(path, "tensor names and metadata must be valid UTF-8 (" + std::string(e.what()) + ")");
+  }
   // Data starts 8-byte aligned, as the reference writer pads it.
   json.append((8 - json.size() % 8) % 8, ' ');
   return json;
 }
 
-std::vector<int64_t> readShape(const std::string& path, const std::string& name, const JsonValue* v) {
-  if (v == nullptr || !v->isArray()) fail(path, "tensor '" + name + "' has no \"shape\" array");
+// The member `key` of object `info`, or nullptr.
+const nlohmann::json* member(const nlohmann::json& info, const char* key) {
+  const auto it = info.find(key);
+  return it == info.end() ? nullptr : &*it;
+}
+
+std::vector<int64_t> readShape(const std::string& path, const std::string& name, const nlohmann::json* v) {
+  if (v == nullptr || !v->is_array()) fail(path, "tensor '" + name + "' has no \"shape\" array");
   std::vector<int64_t> shape;
-  for (const auto& d : v->items) {
-    const auto n = d.asUint64();
+  for (const auto& d : *v) {
+    const auto n = exactUint64(d);
     if (!n || *n > uint64_t(INT64_MAX)) {
-      fail(path, "tensor '" + name + "' has a shape entry '" + d.text + "' that is not a non-negative integer");
+      fail(path, "tensor '" + name + "' has a shape entry " + describeJsonValue(d) +
+                     " that is not a non-negative integer");
     }
     shape.push_back(int64_t(*n));
   }
@@ -144,32 +152,31 @@ struct PlannedTensor {
   uint64_t begin = 0, end = 0;
 };
 
-PlannedTensor readTensorEntry(const std::string& path, const JsonMember& member) {
+PlannedTensor readTensorEntry(const std::string& path, const std::string& name, const nlohmann::json& info) {
   PlannedTensor planned;
   TensorIn& t = planned.tensor;
-  t.name = member.key;
-  const JsonValue& info = member.value;
-  if (!info.isObject()) {
-    fail(path, "entry '" + t.name + "' is a JSON " + jsonTypeName(info.type) + ", not a tensor description");
+  t.name = name;
+  if (!info.is_object()) {
+    fail(path, "entry '" + t.name + "' is a JSON " + info.type_name() + ", not a tensor description");
   }
-  for (const auto& field : info.members) {
-    if (field.key != "dtype" && field.key != "shape" && field.key != "data_offsets") {
-      fail(path, "tensor '" + t.name + "' has an unknown field \"" + field.key + "\"");
+  for (const auto& field : info.items()) {
+    if (field.key() != "dtype" && field.key() != "shape" && field.key() != "data_offsets") {
+      fail(path, "tensor '" + t.name + "' has an unknown field \"" + field.key() + "\"");
     }
   }
-  const JsonValue* dtype = info.find("dtype");
-  if (dtype == nullptr || !dtype->isString()) fail(path, "tensor '" + t.name + "' has no \"dtype\" string");
-  t.dtype = dtype->text;
+  const nlohmann::json* dtype = member(info, "dtype");
+  if (dtype == nullptr || !dtype->is_string()) fail(path, "tensor '" + t.name + "' has no \"dtype\" string");
+  t.dtype = dtype->get<std::string>();
   const size_t dtype_size = safetensorsDtypeSize(t.dtype);
   if (dtype_size == 0) fail(path, "tensor '" + t.name + "' has unknown dtype '" + t.dtype + "'");
-  t.shape = readShape(path, t.name, info.find("shape"));
-  const JsonValue* offsets = info.find("data_offsets");
-  if (offsets == nullptr || !offsets->isArray() || offsets->items.size() != 2 || !offsets->items[0].asUint64() ||
-      !offsets->items[1].asUint64()) {
+  t.shape = readShape(path, t.name, member(info, "shape"));
+  const nlohmann::json* offsets = member(info, "data_offsets");
+  if (offsets == nullptr || !offsets->is_array() || offsets->size() != 2 || !exactUint64((*offsets)[0]) ||
+      !exactUint64((*offsets)[1])) {
     fail(path, "tensor '" + t.name + "' needs \"data_offsets\": [begin, end] with non-negative integers");
   }
-  planned.begin = *offsets->items[0].asUint64();
-  planned.end = *offsets->items[1].asUint64();
+  planned.begin = *exactUint64((*offsets)[0]);
+  planned.end = *exactUint64((*offsets)[1]);
   if (planned.end < planned.begin) {
     fail(path, "tensor '" + t.name + "' ends (" + std::to_string(planned.end) + ") before it begins (" +
                    std::to_string(planned.begin) + ")");
@@ -281,30 +288,34 @@ SafetensorsFile readSafetensors(const std::string& path) {
   std::string header(header_size, '\0');
   if (!readAllAt(file.fd, header.data(), header.size(), 8)) fail(path, "cannot read the header: " + errnoText());
   if (header.empty() || header[0] != '{') fail(path, "the header does not start with a JSON object");
-  JsonValue root;
+  nlohmann::json root;
   try {
-    root = parseJson(header);
+    root = parseStrictJson(header);
   } catch (const std::runtime_error& e) {
-    fail(path, std::string("the header is not valid JSON (") + e.what() + ")");
+    fail(path, std::string("the header is not valid JSON (") + e.what() +
+                   "); the file is damaged or was not written as safetensors");
   }
-  if (!root.isObject()) fail(path, "the header is not a JSON object");
+  if (!root.is_object()) fail(path, "the header is not a JSON object");
 
   SafetensorsFile out;
   std::vector<PlannedTensor> planned;
-  for (const auto& member : root.members) {
-    if (member.key == "__metadata__") {
-      if (!member.value.isObject()) fail(path, "\"__metadata__\" is not an object");
-      for (const auto& m : member.value.members) {
-        if (!m.value.isString()) fail(path, "\"__metadata__\" entry '" + m.key + "' is not a string");
-        out.metadata[m.key] = m.value.text;
+  for (const auto& entry : root.items()) {  // sorted by name; the data order is restored below
+    if (entry.key() == "__metadata__") {
+      if (!entry.value().is_object()) fail(path, "\"__metadata__\" is not an object");
+      for (const auto& m : entry.value().items()) {
+        if (!m.value().is_string()) fail(path, "\"__metadata__\" entry '" + m.key() + "' is not a string");
+        out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    planned.push_back(readTensorEntry(path, member));
+    planned.push_back(readTensorEntry(path, entry.key(), entry.value()));
   }
-  // Tensors must tile the data section: sorted by offset, each beginning where the last ended.
-  std::stable_sort(planned.begin(), planned.end(),
-                   [](const PlannedTensor& a, const PlannedTensor& b) { return a.begin < b.begin; });
+  // Tensors must tile the data section: sorted by offsets (an empty tensor before a non-empty one
+  // that begins at the same byte, as the reference implementation sorts), each beginning where
+  // the last ended.
+  std::stable_sort(planned.begin(), planned.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   const uint64_t data_start = 8 + header_size;
   const uint64_t data_size = file_size - data_start;
   uint64_t expected = 0;

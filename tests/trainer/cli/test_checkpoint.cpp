@@ -15,9 +15,8 @@
 
 #include "checkpoint/atomic_file.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/json_writer.hpp"
-#include "data/json_reader.hpp"
 #include "data/safetensors.hpp"
+#include "data/strict_json.hpp"
 #include "model/mlp.hpp"
 #include "parallel/trainer.hpp"
 #include "tests/support/process.hpp"
@@ -248,22 +247,87 @@ TEST_CASE("checkpoint: resuming under another configuration is refused, another 
   CHECK_THAT(refusal([](auto& m) { m.seed = 1; }), Contains("pass --seed 9223372036854775813"));
 }
 
-TEST_CASE("json writer: exact doubles, nesting, NaN as null", "[checkpoint]") {
-  CHECK(json::number(0.1) == "0.1");
-  CHECK(json::number(1e-8) == "1e-08");
-  CHECK_THROWS(json::number(std::numeric_limits<double>::infinity()));
-  const std::string text = json::ObjectWriter()
-                               .add("a", 1)
-                               .add("loss", std::nan(""))
-                               .add("s", "q\"uote")
-                               .addRaw("inner", json::ObjectWriter().add("b", true).str())
-                               .str();
-  const JsonValue v = parseJson(text);
-  CHECK(v.find("a")->text == "1");
-  CHECK(v.find("loss")->type == JsonValue::Type::kNull);
-  CHECK(v.find("s")->text == "q\"uote");
-  CHECK(v.find("inner")->find("b")->boolean);
-  CHECK(text == "{\n  \"a\": 1,\n  \"loss\": null,\n  \"s\": \"q\\\"uote\",\n  \"inner\": {\n    \"b\": true\n  }\n}");
+TEST_CASE("checkpoint manifest: one written before nlohmann-json still loads", "[checkpoint]") {
+  // Byte for byte what the hand-written JSON writer produced for a zero2 AdamW run (784,32,10 at
+  // W = 2, step 30): arrays on one line, whole doubles without ".0".
+  const std::string old_text = R"({
+  "format": "ouro-train checkpoint",
+  "version": 1,
+  "mode": "zero2",
+  "world_size": 2,
+  "precision": "fp32",
+  "layers": [784,32,10],
+  "param_count": 25450,
+  "optimizer": {
+    "kind": "adamw",
+    "lr": 0.001,
+    "momentum": 0,
+    "weight_decay": 0.01,
+    "betas": [0.9, 0.999],
+    "eps": 1e-08
+  },
+  "step": 30,
+  "epoch": 0,
+  "batch_in_epoch": 30,
+  "seed": 0,
+  "batch_size": 64,
+  "accumulate": 1,
+  "shards": ["rank-0-of-2.safetensors", "rank-1-of-2.safetensors"]
+}
+)";
+  const CheckpointManifest m = manifestFromJson(old_text, "old/manifest.json");
+  CHECK(m.mode == Mode::kZero2);
+  CHECK(m.world_size == 2);
+  CHECK(m.precision == Precision::kFp32);
+  CHECK(m.layers == std::vector<int>{784, 32, 10});
+  CHECK(m.param_count == 25450);
+  CHECK(m.optimizer.kind == OptimizerKind::kAdamW);
+  CHECK(m.optimizer.lr == 0.001);
+  CHECK(m.optimizer.momentum == 0.0);
+  CHECK(m.optimizer.weight_decay == 0.01);
+  CHECK(m.optimizer.beta1 == 0.9);
+  CHECK(m.optimizer.beta2 == 0.999);
+  CHECK(m.optimizer.eps == 1e-8);
+  CHECK(m.step == 30);
+  CHECK(m.epoch == 0);
+  CHECK(m.batch_in_epoch == 30);
+  CHECK(m.seed == 0);
+  CHECK(m.batch_size == 64);
+  CHECK(m.accumulate == 1);
+  // Written again it holds the same values (nlohmann's layout: one array element per line).
+  const CheckpointManifest again = manifestFromJson(manifestToJson(m), "new/manifest.json");
+  CHECK(again.layers == m.layers);
+  CHECK(again.optimizer.momentum == m.optimizer.momentum);
+  CHECK(again.optimizer.eps == m.optimizer.eps);
+}
+
+TEST_CASE("checkpoint manifest: duplicate members and inexact integers are refused", "[checkpoint]") {
+  const std::string good = manifestToJson(sampleManifest());
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    const size_t at = good.find(from);
+    REQUIRE(at != std::string::npos);
+    return good.substr(0, at) + to + good.substr(at + from.size());
+  };
+  // A member given twice would otherwise be read as whichever came last.
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"step\": 1234,", "\"step\": 1234,\n  \"step\": 7,"), "M"),
+                    Contains("M: JSON: duplicate key \"step\"") && Contains("resume from another checkpoint"));
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"kind\": \"adamw\",", "\"kind\": \"adamw\", \"kind\": \"sgd\","), "M"),
+                    Contains("duplicate key \"kind\""));
+  // Whole numbers are read exactly: never a fraction, an exponent, or a value past 64 bits.
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"step\": 1234", "\"step\": 1234.0"), "M"),
+                    Contains("\"step\" must be a whole number >= 0, found '1234.0'"));
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"step\": 1234", "\"step\": 1.234e3"), "M"),
+                    Contains("\"step\" must be a whole number >= 0"));
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"seed\": 9223372036854775813", "\"seed\": 18446744073709551616"), "M"),
+                    Contains("\"seed\" must be a whole number >= 0"));
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"layers\": [", "\"layers\": [-1, "), "M"),
+                    Contains("\"layers\" must be a whole number >= 0, found '-1'"));
+  // A double is any JSON number, but a finite one.
+  CHECK(manifestFromJson(replaced("\"momentum\": 0.0", "\"momentum\": 0"), "M").optimizer.momentum == 0.0);
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"momentum\": 0.0", "\"momentum\": \"0\""), "M"),
+                    Contains("\"momentum\" must be a finite number, found '0'"));
+  CHECK_THROWS_WITH(manifestFromJson(replaced("\"momentum\": 0.0", "\"momentum\": 1e999"), "M"),
+                    Contains("M: JSON") && Contains("1e999"));
 }
 
 }  // namespace

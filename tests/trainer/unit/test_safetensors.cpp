@@ -107,6 +107,52 @@ TEST_CASE("safetensors: the header is padded with spaces exactly as the referenc
   CHECK(bytes.substr(8, n) == expected_json + std::string(padded - expected_json.size(), ' '));
 }
 
+TEST_CASE("safetensors: a checkpoint shard's header is byte for byte what earlier versions wrote",
+          "[trainer][safetensors]") {
+  // Rank 1's shard of a zero2 AdamW checkpoint (784,32,10 at W = 2, step 30), written by the
+  // hand-written JSON writer that nlohmann-json replaced: the same tensors and metadata must give
+  // the same header, so files written before and after the change are interchangeable.
+  const std::string old_header =
+      "{\"__metadata__\":{\"optimizer_steps\":\"30\",\"param_count\":\"25450\",\"ranges\":\"12725:12725\","
+      "\"rank\":\"1\",\"world_size\":\"2\"},\"params\":{\"dtype\":\"F32\",\"shape\":[12725],\"data_offsets\":[0,50900]},"
+      "\"exp_avg\":{\"dtype\":\"F32\",\"shape\":[12725],\"data_offsets\":[50900,101800]},"
+      "\"exp_avg_sq\":{\"dtype\":\"F32\",\"shape\":[12725],\"data_offsets\":[101800,152700]}}";
+  REQUIRE(old_header.size() == 328);  // a multiple of 8: no padding
+  ouro::test::TempDir dir;
+  const std::string path = dir.path() + "/rank-1-of-2.safetensors";
+  const std::vector<float> values(12725, 0.5f);
+  writeSafetensors(path,
+                   {{"params", {12725}, "F32", asBytes(values)},
+                    {"exp_avg", {12725}, "F32", asBytes(values)},
+                    {"exp_avg_sq", {12725}, "F32", asBytes(values)}},
+                   {{"ranges", "12725:12725"},
+                    {"rank", "1"},
+                    {"world_size", "2"},
+                    {"param_count", "25450"},
+                    {"optimizer_steps", "30"}});
+  const std::string bytes = readFile(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  CHECK(n == old_header.size());
+  CHECK(bytes.substr(8, n) == old_header);
+}
+
+TEST_CASE("safetensors: an empty tensor comes before the tensor that begins where it sits",
+          "[trainer][safetensors]") {
+  ouro::test::TempDir dir;
+  const std::string path = dir.path() + "/empty.safetensors";
+  const std::string four(4, 'x');
+  // "b" (4 bytes) and the empty "z" both begin at byte 0: "z" comes first whatever the order of
+  // the names or of the header's entries.
+  writeFile(path, craft("{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                        "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+                        four));
+  const SafetensorsFile in = readSafetensors(path);
+  REQUIRE(in.tensors.size() == 2);
+  CHECK(in.tensors[0].name == "z");
+  CHECK(in.tensors[1].name == "b");
+}
+
 TEST_CASE("safetensors: writing replaces atomically; bad input leaves nothing behind", "[trainer][safetensors]") {
   ouro::test::TempDir dir;
   const std::string path = dir.path() + "/m.safetensors";
@@ -123,6 +169,11 @@ TEST_CASE("safetensors: writing replaces atomically; bad input leaves nothing be
   CHECK_THROWS_WITH(writeSafetensors(other, {{"t", {2}, "F99", asBytes(a)}}), Contains("unknown dtype 'F99'"));
   CHECK_THROWS_WITH(writeSafetensors(other, {{"__metadata__", {2}, "F32", asBytes(a)}}), Contains("cannot name"));
   CHECK_THROWS_WITH(writeSafetensors(other, {{"t", {-2}, "F32", asBytes(a)}}), Contains("invalid shape"));
+  // JSON text is UTF-8: a name that is not would make a header no reader accepts.
+  CHECK_THROWS_WITH(writeSafetensors(other, {{"bad\xff", {2}, "F32", asBytes(a)}}),
+                    Contains(other) && Contains("valid UTF-8"));
+  CHECK_THROWS_WITH(writeSafetensors(other, {{"t", {2}, "F32", asBytes(a)}}, {{"k", "\xc0\xaf"}}),
+                    Contains("valid UTF-8"));
   const std::string nowhere = dir.path() + "/no/such/folder/m.safetensors";
   CHECK_THROWS_WITH(writeSafetensors(nowhere, {{"t", {2}, "F32", asBytes(a)}}),
                     Contains(nowhere) && Contains("temporary file"));
