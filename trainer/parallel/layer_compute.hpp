@@ -1,9 +1,9 @@
-// The compute precision's arrays, and the one place every mode runs a layer's forward and backward.
+// The one place every mode runs a layer's forward and backward.
 //
 // Bit equality across modes needs every mode to compute each layer's gradient with the same calls
 // on the same values: same sgemm shapes, same conversions, same accumulation arithmetic. So no mode
-// calls Mlp directly; they all go through LayerCompute, which takes a layer's parameters and
-// gradients in the compute precision wherever the mode keeps them (replicated buffer, gathered
+// calls Mlp: ModeTrainer runs every layer through LayerCompute, which takes a layer's parameters
+// and gradients in the compute precision wherever the mode keeps them (replicated buffer, gathered
 // layer, bucket).
 //
 // bf16: parameters and gradients are bf16 bits. A layer's parameters are widened to an fp32
@@ -17,36 +17,9 @@
 #include <vector>
 
 #include "model/mlp.hpp"
-#include "ouro/ouro.h"
 #include "parallel/trainer.hpp"
 
 namespace ouro::trainer {
-
-// count elements in the compute precision: fp32 floats or bf16 bits.
-class PrecisionArray {
- public:
-  PrecisionArray() = default;
-  PrecisionArray(Precision precision, size_t count);
-
-  size_t size() const { return count_; }
-  size_t elementBytes() const { return precision_ == Precision::kBf16 ? 2 : 4; }
-  size_t bytes() const { return count_ * elementBytes(); }
-  ouroDataType_t dtype() const { return precision_ == Precision::kBf16 ? ouroBfloat16 : ouroFloat32; }
-  void* at(size_t i);
-  const void* at(size_t i) const;
-
-  void store(size_t at, const float* src, size_t n);  // copied (fp32) or rounded to nearest even (bf16)
-  void load(size_t at, float* dst, size_t n) const;   // exact in both precisions
-  void zero(size_t at, size_t n);
-  // n elements from src[src_at] to this[at] (same precision).
-  void copyFrom(size_t at, const PrecisionArray& src, size_t src_at, size_t n);
-
- private:
-  Precision precision_ = Precision::kFp32;
-  size_t count_ = 0;
-  std::vector<float> fp32_;
-  std::vector<uint16_t> bf16_;
-};
 
 class LayerCompute {
  public:

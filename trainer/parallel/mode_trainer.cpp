@@ -1,4 +1,4 @@
-// The parts of a Trainer every mode shares (see mode_trainer.hpp).
+// The scaffolding every mode runs in (see mode_trainer.hpp; the step's order is in mode_hooks.hpp).
 #include "parallel/mode_trainer.hpp"
 
 #include <algorithm>
@@ -8,20 +8,34 @@
 
 namespace ouro::trainer {
 
-ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm, ShardPlan plan)
+ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
+                         ModeFactory make, const float* initial_params)
     : config_(config),
       layout_(layout),
-      comm_(comm, config.mode),
-      plan_(std::move(plan)),
+      // single trains alone even when a launcher started it as a world of one.
+      comm_(config.mode == Mode::kSingle ? nullptr : comm, config.mode),
       compute_(layout, config.precision, config.batch_size),
-      bf16_(config.precision == Precision::kBf16) {
+      bf16_(config.precision == Precision::kBf16),
+      mode_(make(config_, layout_, comm_)),
+      plan_(mode_->plan()) {
   optimizers_.reserve(plan_.groups().size());
   for (const ShardGroup& g : plan_.groups()) optimizers_.emplace_back(config.optimizer, g.owned);
   if (bf16_) {
     master_.assign(plan_.ownedTotal(), 0.0f);
     grads_fp32_.assign(plan_.maxOwned(), 0.0f);
   }
+  if (!mode_->startsFromRankZero()) {
+    setParameters(initial_params);
+    return;
+  }
+  // As DistributedDataParallel's constructor: every rank starts from rank 0's parameters.
+  std::vector<float> start(initial_params, initial_params + layout.paramCount());
+  comm_.broadcast(start.data(), start.size(), ouroFloat32, 0, "broadcasting rank 0's initial parameters");
+  comm_.takeWaitSeconds();  // not part of any step's communication
+  setParameters(start.data());
 }
+
+ModeTrainer::~ModeTrainer() { comm_.drain(); }
 
 void ModeTrainer::setParameters(const float* params) {
   if (bf16_) {
@@ -30,13 +44,19 @@ void ModeTrainer::setParameters(const float* params) {
       std::copy(params + r.offset, params + r.offset + r.count, master_.data() + g.owned_offset);
     }
   }
-  setComputeParameters(params);
+  mode_->setComputeParameters(params);
 }
 
 StepResult ModeTrainer::step(const float* inputs, const int32_t* labels) {
   Stopwatch watch;
   StepResult result;
-  runStep(inputs, labels, result);
+  for (int j = 0; j < config_.accumulate; j++) {
+    forwardMicroBatch(inputs, labels, j, result);
+    backwardMicroBatch(j);
+  }
+  mode_->finishGradients();
+  optimizerStep();
+  mode_->afterOptimizerStep();
   result.samples = config_.batch_size * config_.accumulate;
   result.comm_wait_seconds = comm_.takeWaitSeconds();
   result.seconds = watch.seconds();
@@ -53,20 +73,28 @@ void ModeTrainer::forwardMicroBatch(const float* inputs, const int32_t* labels, 
   result.correct += loss.correct;
 }
 
-std::string ModeTrainer::describeGroup(const char* kind, size_t g) const {
-  const ShardGroup& group = plan_.groups()[g];
-  return std::string(kind) + " " + std::to_string(g) + " of " + std::to_string(plan_.groups().size()) + " (layers " +
-         std::to_string(group.layers.first) + ".." + std::to_string(group.layers.last) + ", " +
-         std::to_string(group.count) + " parameters)";
+void ModeTrainer::backwardMicroBatch(int j) {
+  // Micro-batches before the last only add into the local gradients (DDP's no_sync()); the last
+  // one completes each group and the mode reduces it.
+  const bool last = j == config_.accumulate - 1;
+  for (int k = layout_.layers() - 1; k >= 0; k--) {
+    const size_t g = plan_.groupIndexOfLayer(k);
+    const LayerRange layers = plan_.groups()[g].layers;
+    if (k == layers.last) mode_->beginGroupBackward(g);
+    const void* params = mode_->layerParams(k, k - 1);
+    compute_.backward(k, params, mode_->layerGrads(k), config_.batch_size, j > 0);
+    if (last && k == layers.first) mode_->endGroupBackward(g);
+  }
 }
 
 void ModeTrainer::forwardAll(int batch) {
-  for (int k = 0; k < layout_.layers(); k++) compute_.forward(k, forwardParams(k), batch);
+  const int layers = layout_.layers();
+  for (int k = 0; k < layers; k++) compute_.forward(k, mode_->layerParams(k, k + 1 < layers ? k + 1 : -1), batch);
 }
 
 const float* ModeTrainer::ownedFp32(size_t g) const {
   if (bf16_) return master_.data() + plan_.groups()[g].owned_offset;
-  return static_cast<const float*>(ownedComputeParams(g));
+  return static_cast<const float*>(mode_->ownedComputeParams(g));
 }
 
 void ModeTrainer::optimizerStep() {
@@ -74,26 +102,32 @@ void ModeTrainer::optimizerStep() {
   for (size_t g = 0; g < plan_.groups().size(); g++) {
     const ShardGroup& group = plan_.groups()[g];
     if (group.owned == 0) continue;
-    // ownedComputeParams() points into this object's own buffers: writing through it is ours.
-    void* compute_params = const_cast<void*>(ownedComputeParams(g));
+    void* compute_params = mode_->ownedComputeParams(g);
     if (!bf16_) {
-      optimizers_[g].step(static_cast<float*>(compute_params), static_cast<const float*>(reducedGrads(g)), steps_);
+      optimizers_[g].step(static_cast<float*>(compute_params), static_cast<const float*>(mode_->reducedGrads(g)),
+                          steps_);
       continue;
     }
     float* master = master_.data() + group.owned_offset;
-    fromBf16(grads_fp32_.data(), static_cast<const uint16_t*>(reducedGrads(g)), group.owned);
+    fromBf16(grads_fp32_.data(), static_cast<const uint16_t*>(mode_->reducedGrads(g)), group.owned);
     optimizers_[g].step(master, grads_fp32_.data(), steps_);
     toBf16(static_cast<uint16_t*>(compute_params), master, group.owned);
   }
 }
 
-size_t ModeTrainer::optimizerBytes() const {
-  size_t bytes = master_.size() * sizeof(float);
-  for (const Optimizer& o : optimizers_) bytes += o.stateBytes();
-  return bytes;
+MemoryAccount ModeTrainer::memory() const {
+  const ModeBytes mode = mode_->bytes();
+  MemoryAccount m;
+  m.params = mode.params;
+  m.grads = mode.grads;
+  m.optimizer = master_.size() * sizeof(float);  // bf16's fp32 master weights, then the state
+  for (const Optimizer& o : optimizers_) m.optimizer += o.stateBytes();
+  // The scratch every mode has (bf16): the layer compute's fp32 layer and one group's gradients
+  // widened to fp32 for the optimizer.
+  m.buffers = compute_.scratchBytes() + grads_fp32_.size() * sizeof(float) + mode.comm_buffers;
+  m.activations = compute_.activationBytes();
+  return m;
 }
-
-size_t ModeTrainer::scratchBytes() const { return compute_.scratchBytes() + grads_fp32_.size() * sizeof(float); }
 
 LossResult ModeTrainer::evaluate(const float* inputs, const int32_t* labels, int64_t n) {
   if (n < 0) throw std::invalid_argument("Trainer::evaluate: sample count " + std::to_string(n) + " is negative");

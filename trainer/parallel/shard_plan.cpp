@@ -91,6 +91,13 @@ ShardPlan::ShardPlan(const MlpLayout& layout, std::vector<LayerRange> groups, in
                                 " but the model has " + std::to_string(layout.layers()) + " layers");
 }
 
+std::string ShardPlan::describeGroup(const char* kind, size_t g) const {
+  const ShardGroup& group = groups_[g];
+  return std::string(kind) + " " + std::to_string(g) + " of " + std::to_string(groups_.size()) + " (layers " +
+         std::to_string(group.layers.first) + ".." + std::to_string(group.layers.last) + ", " +
+         std::to_string(group.count) + " parameters)";
+}
+
 size_t ShardPlan::paddedLayerOffset(int k) const {
   const ShardGroup& g = groupOfLayer(k);
   return g.padded_offset + (layer_offsets_[size_t(k)] - g.offset);

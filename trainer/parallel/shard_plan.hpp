@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "model/mlp.hpp"
@@ -74,8 +75,11 @@ class ShardPlan {
   const std::vector<ShardGroup>& groups() const { return groups_; }  // in flat order
   const ShardGroup& groupOfLayer(int k) const { return groups_[group_of_layer_[size_t(k)]]; }
   size_t groupIndexOfLayer(int k) const { return group_of_layer_[size_t(k)]; }
-  // Layer k's first element in the padded layout.
+  // Layer k's first element in the flat vector, and in the padded layout.
+  size_t layerOffset(int k) const { return layer_offsets_[size_t(k)]; }
   size_t paddedLayerOffset(int k) const;
+  // "bucket 2 of 3 (layers 1..3, 1234 parameters)" for error messages; kind names what a group is.
+  std::string describeGroup(const char* kind, size_t g) const;
 
   size_t paddedTotal() const { return padded_total_; }  // elements of the padded layout
   size_t ownedTotal() const { return owned_total_; }    // elements this rank owns

@@ -1,4 +1,5 @@
-// Mode and precision names, and Trainer::create: checks the configuration, then builds the mode.
+// Mode and precision names, and Trainer::create: checks the configuration, then builds the
+// scaffolding (ModeTrainer) with the mode's hooks.
 #include "parallel/trainer.hpp"
 
 #include <stdexcept>
@@ -49,14 +50,17 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpL
     throw std::invalid_argument(what +
                                 ": this mode needs a communicator (start the ranks with ouro-run, mpirun, "
                                 "srun or torchrun), or use --mode single");
+  // The scaffolding is one (ModeTrainer); a mode is the hooks it runs.
+  ModeFactory make = nullptr;
   switch (config.mode) {
     case Mode::kSingle:
-    case Mode::kDdp: return makeReplicatedTrainer(config, layout, comm, initial_params);
+    case Mode::kDdp: make = makeReplicatedMode; break;
     case Mode::kZero1:
-    case Mode::kZero2: return makeZeroTrainer(config, layout, comm, initial_params);
-    case Mode::kZero3: return makeZero3Trainer(config, layout, comm, initial_params);
+    case Mode::kZero2: make = makeShardedOptimizerMode; break;
+    case Mode::kZero3: make = makeShardedParametersMode; break;
   }
-  throw std::invalid_argument(what + ": unknown mode");
+  if (!make) throw std::invalid_argument(what + ": unknown mode");
+  return std::make_unique<ModeTrainer>(config, layout, comm, make, initial_params);
 }
 
 }  // namespace ouro::trainer
