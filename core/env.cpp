@@ -47,7 +47,7 @@ constexpr Setting kSettings[] = {
     {"OURO_IB_SL", "0", "InfiniBand service level of the queue pairs (0..15)"},
     {"OURO_IB_TC", "0", "InfiniBand/RoCE traffic class of the queue pairs (0..255)"},
     // Algorithms.
-    {"OURO_ALGO", "auto", "auto|direct|ring|latency|hierarchical: direct = one host through shared memory; ring = messages over links, flat (pairwise reduce-scatter, ring all-gather, every size); latency = one-shot exchange over links when the data fits; hierarchical = all-reduce in two levels when ranks span hosts (inside each host, then a chain between hosts), every size"},
+    {"OURO_ALGO", "auto", "auto|direct|pairwise|one-shot|hierarchical: direct = one host through shared memory; pairwise = messages over links, flat, every size (pairwise reduce-scatter, ring all-gather; the first spelling ring is accepted); one-shot = messages over links, the data inside the descriptor exchange when it fits (the first spelling latency is accepted); hierarchical = all-reduce in two levels when ranks span hosts (inside each host, then a chain between hosts), every size"},
     {"OURO_HIER_MIN_BYTES", "1048576", "ranks on several hosts, placed host by host: all-reduces of at least this many bytes per rank run in two levels (hierarchical); smaller ones stay flat"},
     {"OURO_CHECK", "1", "1: ranks compare each call's collective, count, dtype, op and root (0 turns it off)"},
     {"OURO_SPIN_US", "", "microseconds a wait spins before yielding (default: by ranks per core)"},

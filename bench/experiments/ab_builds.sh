@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Interleaved A/B of two builds of ouro on the host links path (the collective driver over
-# shared-memory FIFOs with OURO_ALGO=ring, and over TCP), for a change that must not cost speed:
-# each round runs every configuration on the old build and then on the new one, so a load that
-# comes and goes hits both alike; the table shows the median busbw of the rounds.
+# Interleaved A/B of two builds of ouro on the host paths, for a change that must not cost speed:
+# shared memory with the default algorithms (direct), the collective driver over shared-memory
+# FIFOs (OURO_ALGO=ring, the spelling old and new builds both accept), and TCP; 2 and 4 ranks;
+# all-reduce from 16 B to 64 MiB. Each round runs every configuration on the old build and then on
+# the new one, so a load that comes and goes hits both alike; the table shows the medians of the
+# rounds: time for every size (what small calls are about) and busbw.
 #
 #   git worktree add /tmp/ouro-old <commit> && meson setup /tmp/ouro-old/build /tmp/ouro-old \
 #     -Dcuda=disabled -Dpeers=disabled && ninja -C /tmp/ouro-old/build bench/ouro-bench tools/ouro-run/ouro-run
@@ -22,16 +24,17 @@ rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 echo "load before: $(cut -d' ' -f1 /proc/loadavg)"
 for ((round = 1; round <= rounds; round++)); do
-  for config in "shm-ring 2" "shm-ring 4" "tcp 2" "tcp 4"; do
+  for config in "shm 2" "shm 4" "shm-ring 2" "shm-ring 4" "tcp 2" "tcp 4"; do
     read -r name ranks <<<"$config"
     settings=(OURO_TRANSPORT=tcp)
+    [[ $name == shm ]] && settings=(OURO_TRANSPORT=shm)
     [[ $name == shm-ring ]] && settings=(OURO_TRANSPORT=shm OURO_ALGO=ring)
     for side in old new; do
       build=$old
       [[ $side == new ]] && build=$new
       env "${settings[@]}" timeout 300 "$build/tools/ouro-run/ouro-run" -n "$ranks" "$build/bench/ouro-bench" \
-        all_reduce -b 1M -e 64M -f 4 -n 20 -w 5 --placement out --no-progress \
-        | awk -v side="$side" -v config="$name-$ranks" '$1 ~ /^[0-9]+$/ { print config, side, $1, $8 }' >>"$rows"
+        all_reduce -b 16 -e 64M -f 4 -n 20 -w 5 --placement out --no-progress \
+        | awk -v side="$side" -v config="$name-$ranks" '$1 ~ /^[0-9]+$/ { print config, side, $1, $6, $8 }' >>"$rows"
     done
   done
 done
@@ -40,13 +43,16 @@ echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
 import collections, statistics, sys
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    config, side, size, busbw = line.split()
-    runs[(config, int(size), side)].append(float(busbw))
-print("| config | size | old busbw (GB/s) | new busbw (GB/s) | new/old |")
-print("|---|---:|---:|---:|---:|")
+    config, side, size, time_us, busbw = line.split()
+    runs[(config, int(size), side)].append((float(time_us), float(busbw)))
+def size_text(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
+print("| config | size | old time (us) | new time (us) | old busbw (GB/s) | new busbw (GB/s) | new/old speed |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for config, size in sorted({(c, s) for c, s, _ in runs}):
     old, new = runs.get((config, size, "old")), runs.get((config, size, "new"))
     if old and new:
-        o, n = statistics.median(old), statistics.median(new)
-        print(f"| {config} | {size >> 20} MiB | {o:.2f} | {n:.2f} | {n / o:.2f}x |")
+        ot, nt = statistics.median(t for t, _ in old), statistics.median(t for t, _ in new)
+        ob, nb = statistics.median(b for _, b in old), statistics.median(b for _, b in new)
+        print(f"| {config} | {size_text(size)} | {ot:.2f} | {nt:.2f} | {ob:.2f} | {nb:.2f} | {ot / nt:.2f}x |")
 PY

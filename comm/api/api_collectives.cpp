@@ -10,6 +10,7 @@
 #include "comm/exec/buffer_kinds.hpp"
 #include "comm/api/handles.hpp"
 #include "comm/exec/host_executor.hpp"
+#include "comm/exec/host_state.hpp"
 #include "core/strings.hpp"
 #if OURO_HAVE_CUDA
 #include "comm/exec/cuda_executor.hpp"
@@ -91,14 +92,14 @@ Executor* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char
 void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& op) {
   Communicator& c = requireCommunicator(comm, call);
   Executor* s = streamFor(stream, comm, c, call);
-  c.engine().requireUsable(call);
+  c.progress().requireUsable(call);
   uint64_t ticket = c.issue();
   if (s) return s->enqueue(ticket, std::move(op));
   c.runInTurn(ticket, [&] {
     if (op.collective)
-      c.engine().collective(op.args);
+      runHostCollective(c, op.args);
     else
-      c.engine().sendRecv(op.transfers);
+      runHostTransfers(c, op.transfers);
   });
 }
 
@@ -210,7 +211,7 @@ void runGroupOps(std::vector<PendingOp>& ops) {
     Communicator& c = requireCommunicator(op.comm, "ouroGroupEnd");
     // Call numbers are assigned in issue order, so both sides agree on which send meets which recv.
     for (Transfer& t : transfers) {
-      t.call = t.send ? c.engine().nextSendCall(t.peer) : c.engine().nextRecvCall(t.peer);
+      t.call = t.send ? c.progress().nextSendCall(t.peer) : c.progress().nextRecvCall(t.peer);
       t.what = strprintf("%s #%llu %s rank %d", t.send ? "send" : "recv", (unsigned long long)t.call,
                          t.send ? "to" : "from", t.peer);
     }

@@ -22,7 +22,8 @@
 #include <cstring>
 
 #include "comm/exec/algorithms.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/exec/host_state.hpp"
+#include "comm/progress/progress.hpp"
 #include "core/clock.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -35,7 +36,6 @@ namespace {
 
 using transport::shm::ArrivalLine;
 using transport::shm::ControlBlock;
-using transport::shm::kInlineBytes;
 
 // Core distance probe (two local ranks): calls of at least kProbeMinBytes per rank measure a
 // cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
@@ -56,22 +56,24 @@ constexpr int64_t kSharedCpuRoundTripNs = 2000;
 
 class Direct {
  public:
-  Direct(Engine& e, const CollArgs& a)
-      : e_(e),
-        a_(a),
-        world_(e.shm()),
-        n_(e.size()),
-        me_(e.rank()),
-        call_(e.call()),
-        desc_(describeCall(a)),
-        es_(a.elementBytes()),
-        in_(static_cast<const std::byte*>(a.send)),
-        out_(static_cast<std::byte*>(a.recv)),
-        stage_store_(e.stagingStore(a.count * es_)),
-        generation_(e.directGeneration()) {}
+  explicit Direct(const HostCall& h)
+      : p_(h.progress),
+        s_(h.state),
+        plan_(h.plan),
+        a_(h.args),
+        world_(h.progress.shm()),
+        n_(h.progress.size()),
+        me_(h.progress.rank()),
+        call_(h.progress.call()),
+        desc_(describeCall(h.args)),
+        es_(h.args.elementBytes()),
+        in_(static_cast<const std::byte*>(h.args.send)),
+        out_(static_cast<std::byte*>(h.args.recv)),
+        inline_(h.plan.algorithm == Algorithm::kDirectInline),
+        stage_store_(h.state.stagingStore(h.args.count * es_)),
+        generation_(h.state.directGeneration()) {}
 
   void run() {
-    if (a_.kind != CollKind::kAllReduce) e_.noteAlgorithm(a_.kind, "direct (staging buffers, announcement lines)");
     switch (a_.kind) {
       case CollKind::kAllReduce: return allReduce();
       case CollKind::kReduceScatter: return reduceScatter();
@@ -106,7 +108,7 @@ class Direct {
   // every small call); names the peers still waited on only when the wait turns slow.
   template <typename Waiting>
   void waitWhile(Waiting&& waiting) {
-    e_.waitUntil(
+    p_.waitUntil(
         [&] {
           for (int p = 0; p < n_; p++)
             if (p != me_ && waiting(p)) return false;
@@ -172,8 +174,8 @@ class Direct {
   }
   // Avg's finishing pass rereads dst, so its result goes through the cache whatever `store` says.
   void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
-                  kernels::Store store = kernels::Store::kCached) {
-    if (a_.op == RedOp::kAvg) store = kernels::Store::kCached;
+                  kernels::WritePolicy store = kernels::WritePolicy::kCached) {
+    if (a_.op == RedOp::kAvg) store = kernels::WritePolicy::kCached;
     kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op, store);
     finish(dst, count);
   }
@@ -209,13 +211,13 @@ class Direct {
     }
   }
   bool probeDue() const {
-    return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= e_.coreDistance().next_probe_call;
+    return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= s_.coreDistance().next_probe_call;
   }
   // Times kProbeRounds cache-line round trips with the other rank (rank 0 serves, rank 1 answers)
   // and updates this rank's staging store. The median round counts: neither a preempted round nor
   // one lucky round (a minimum of 190 ns was seen once among rounds of 360-390) decides.
   void probeCoreDistance() {
-    Engine::CoreDistance& d = e_.coreDistance();
+    CoreDistance& d = s_.coreDistance();
     std::atomic<uint64_t>& mine = control(me_)->probe.value;
     std::atomic<uint64_t>& theirs = control(1 - me_)->probe.value;
     const uint64_t base = mine.load(std::memory_order_relaxed);  // both ranks advance by kProbeRounds per probe
@@ -241,14 +243,14 @@ class Direct {
     d.round_trip_ns = median;
     d.far = far;
     d.next_probe_call = call_ + kProbeEveryCalls;
-    stage_store_ = e_.stagingStore(a_.count * es_);
+    stage_store_ = s_.stagingStore(a_.count * es_);
     if (first || changed) {
       const char* where = far                        ? "far apart (200 ns to 2 us)"
                           : median < kFarRoundTripNs ? "near (under 200 ns)"
                                                      : "shared (2 us or more: the ranks take turns on one CPU)";
       OURO_INFO("rank %d: cache-line round trip to rank %d: %lld ns, cores %s; this call's staging copies go %s the "
                 "cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
-                me_, 1 - me_, (long long)median, where, stage_store_ == kernels::Store::kStreaming ? "around" : "through");
+                me_, 1 - me_, (long long)median, where, stage_store_ == kernels::WritePolicy::kStreaming ? "around" : "through");
     }
   }
 
@@ -268,22 +270,19 @@ class Direct {
   // ---- collectives ----
   void allReduce() {
     const size_t bytes = a_.count * es_;
-    std::vector<const void*>& srcs = e_.sources();
-    if (bytes <= kInlineBytes) {
-      e_.noteAlgorithm(a_.kind, "direct inline (data in the announcement line)");
+    std::vector<const void*>& srcs = s_.sources();
+    if (inline_) {
       announce(in_, bytes, generation_);
       for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
       return reduceFrom(out_, srcs, a_.count);
     }
     const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
-    // Symmetric reduction reads every buffer on every rank; worth it while the chunk is small or
-    // there are only two ranks (then it reads no more than reduce-scatter + all-gather does).
-    const bool symmetric = n_ == 2 || bytes <= (size_t(64) << 10);
-    e_.noteAlgorithm(a_.kind, symmetric ? "direct symmetric (every rank reduces all staged chunks)"
-                                        : "direct reduce-scatter + all-gather through staging buffers");
+    // Symmetric reduction reads every buffer on every rank (the planner picks it while the chunk
+    // is small or there are two ranks); otherwise reduce-scatter + all-gather through staging.
+    const bool symmetric = plan_.algorithm == Algorithm::kDirectSymmetric;
     // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
     // eviction of the inputs). Not in place: those lines are cached already, as input.
-    const kernels::Store store = in_ == out_ ? kernels::Store::kCached : e_.outputStore(bytes);
+    const kernels::WritePolicy store = in_ == out_ ? kernels::WritePolicy::kCached : s_.outputStore(bytes);
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {
@@ -310,8 +309,8 @@ class Direct {
   void reduceScatter() {
     // Input: n blocks of count; this rank's output is block me_ reduced over all ranks.
     const size_t count = a_.count;
-    std::vector<const void*>& srcs = e_.sources();
-    if (size_t(n_) * count * es_ <= kInlineBytes) {
+    std::vector<const void*>& srcs = s_.sources();
+    if (inline_) {
       announce(in_, size_t(n_) * count * es_, generation_);
       for (int p = 0; p < n_; p++)
         srcs[size_t(p)] = (p == me_ ? in_ : line(p).payload) + size_t(me_) * count * es_;
@@ -332,7 +331,7 @@ class Direct {
       std::byte* dst = out_ + size_t(me_) * bytes;
       if (bytes && dst != in_) std::memcpy(dst, in_, bytes);
     };
-    if (bytes <= kInlineBytes) {
+    if (inline_) {
       announce(in_, bytes, generation_);
       // bytes 0 (count 0, a valid no-op) may come with NULL buffers, which memcpy must not get.
       for (int p = 0; p < n_ && bytes; p++)
@@ -352,7 +351,7 @@ class Direct {
     const int root = a_.root;
     const size_t count = a_.count, bytes = count * es_;
     const bool is_root = me_ == root;
-    if (bytes <= kInlineBytes) {
+    if (inline_) {
       announce(is_root ? in_ : nullptr, is_root ? bytes : 0, generation_);
       if (!is_root && bytes) std::memcpy(out_, line(root).payload, bytes);
       if (is_root && bytes && out_ != in_) std::memcpy(out_, in_, bytes);
@@ -373,8 +372,8 @@ class Direct {
     const int root = a_.root;
     const size_t count = a_.count, bytes = count * es_;
     const bool is_root = me_ == root;
-    std::vector<const void*>& srcs = e_.sources();
-    if (bytes <= kInlineBytes) {
+    std::vector<const void*>& srcs = s_.sources();
+    if (inline_) {
       announce(is_root ? nullptr : in_, is_root ? 0 : bytes, generation_);
       if (!is_root) return;
       for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
@@ -398,7 +397,7 @@ class Direct {
       if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
         std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
     };
-    if (size_t(n_) * block <= kInlineBytes) {
+    if (inline_) {
       announce(in_, size_t(n_) * block, generation_);
       for (int p = 0; p < n_ && block; p++)  // block 0: buffers may be NULL (see allGather)
         if (p != me_) std::memcpy(out_ + size_t(p) * block, line(p).payload + size_t(me_) * block, block);
@@ -413,7 +412,9 @@ class Direct {
     copyOwn();
   }
 
-  Engine& e_;
+  Progress& p_;
+  HostState& s_;
+  const Plan& plan_;
   const CollArgs& a_;
   transport::shm::ShmWorld& world_;
   const int n_, me_;
@@ -422,15 +423,16 @@ class Direct {
   const size_t es_;
   const std::byte* in_;
   std::byte* out_;
+  const bool inline_;  // the plan: the data rides in the announcement lines
   // Large calls copy into the staging buffers with streaming stores: on the 2-core VM a peer
   // reading lines that sit modified in this core's cache was slower than reading them from
   // memory (2 ranks, 16 MiB all-reduce 9.7-10.3 vs 6.7-8.1 GB/s; docs/PERFORMANCE.md).
-  kernels::Store stage_store_;  // updated by probeCoreDistance
+  kernels::WritePolicy stage_store_;  // updated by probeCoreDistance
   uint64_t& generation_;
 };
 
 }  // namespace
 
-void runDirect(Engine& engine, const CollArgs& args) { Direct(engine, args).run(); }
+void runDirect(const HostCall& call) { Direct(call).run(); }
 
 }  // namespace ouro

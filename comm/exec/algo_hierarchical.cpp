@@ -21,7 +21,7 @@
 #include <algorithm>
 
 #include "comm/exec/algorithms.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/progress/progress.hpp"
 #include "comm/plan/hierarchy.hpp"
 #include "comm/exec/link_prims.hpp"
 #include "kernels/common/ring_schedule.hpp"
@@ -33,18 +33,18 @@ using kernels::ElementRange;
 
 class HierarchicalAllReduce {
  public:
-  HierarchicalAllReduce(Engine& e, const CollArgs& a, const HostGrid& g, int lag)
-      : a_(a),
-        g_(g),
-        prims_(e, a),
-        me_(e.rank()),
-        host_(g.hostOf(me_)),
-        local_(g.localOf(me_)),
-        es_(a.elementBytes()),
-        slice_elems_(std::max<size_t>(1, e.sliceBytes() / es_)),
-        lag_(lag),
-        in_(static_cast<const std::byte*>(a.send)),
-        out_(static_cast<std::byte*>(a.recv)) {
+  explicit HierarchicalAllReduce(const HostCall& h)
+      : a_(h.args),
+        g_(h.plan.grid),
+        prims_(h.progress, h.args),
+        me_(h.progress.rank()),
+        host_(g_.hostOf(me_)),
+        local_(g_.localOf(me_)),
+        es_(a_.elementBytes()),
+        slice_elems_(std::max<size_t>(1, h.plan.slice_bytes / es_)),
+        lag_(h.plan.lag),
+        in_(static_cast<const std::byte*>(a_.send)),
+        out_(static_cast<std::byte*>(a_.recv)) {
     // The fold's sources for this rank's chunk: the previous host's partial, then this host's
     // ranks in rank order.
     if (host_ > 0) fold_sources_.push_back(g_.rankAt(host_ - 1, local_));
@@ -132,8 +132,6 @@ class HierarchicalAllReduce {
 
 }  // namespace
 
-void runHierarchicalAllReduce(Engine& engine, const CollArgs& args, const HostGrid& grid, int lag) {
-  HierarchicalAllReduce(engine, args, grid, lag).run();
-}
+void runHierarchicalAllReduce(const HostCall& call) { HierarchicalAllReduce(call).run(); }
 
 }  // namespace ouro

@@ -1,5 +1,5 @@
 // Algorithms over links (shm FIFOs and TCP), for communicators that span hosts or that were told
-// to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=ring).
+// to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=pairwise or one-shot).
 //
 // Every collective starts with a descriptor exchange: each rank sends every peer a kDescriptor
 // message naming its call, and waits for one from every peer. Everyone sees every descriptor, so
@@ -13,7 +13,9 @@
 #include <cstring>
 
 #include "comm/exec/algorithms.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/exec/host_state.hpp"
+#include "comm/progress/progress.hpp"
+#include "comm/exec/driver_call.hpp"
 #include "comm/exec/link_prims.hpp"
 #include "core/strings.hpp"
 #include "kernels/common/collective_driver.hpp"
@@ -27,60 +29,32 @@ using transport::MessageHeader;
 using transport::MessageKind;
 using transport::ReceivedMessage;
 
-constexpr size_t kOneShotMaxBytes = size_t(32) << 10;  // per peer
-constexpr int kOneShotMaxRanks = 16;
-
 class OverLinks {
  public:
-  OverLinks(Engine& e, const CollArgs& a)
-      : e_(e),
-        a_(a),
-        n_(e.size()),
-        me_(e.rank()),
-        call_(e.call()),
-        desc_(describeCall(a)),
-        es_(a.elementBytes()),
-        in_(static_cast<const std::byte*>(a.send)),
-        out_(static_cast<std::byte*>(a.recv)) {}
+  explicit OverLinks(const HostCall& h)
+      : h_(h),
+        e_(h.progress),
+        a_(h.args),
+        n_(h.progress.size()),
+        me_(h.progress.rank()),
+        call_(h.progress.call()),
+        desc_(describeCall(h.args)),
+        es_(h.args.elementBytes()),
+        in_(static_cast<const std::byte*>(h.args.send)),
+        out_(static_cast<std::byte*>(h.args.recv)) {}
 
   void run() {
-    const std::string& algo = e_.algo();
-    // Decided from what every rank agrees on (count, dtype, world, settings), never from this
-    // rank's role: a broadcast's root and its receivers must pick the same algorithm.
-    const size_t call_bytes = a_.kind == CollKind::kBarrier ? 0 : a_.count * es_;
-    if (algo != "ring" && algo != "hierarchical" && n_ <= kOneShotMaxRanks && call_bytes + sizeof(CallDescriptor) <= e_.sliceBytes() &&
-        call_bytes <= kOneShotMaxBytes) {
-      e_.noteAlgorithm(a_.kind, "one-shot (data inside the descriptor exchange)");
-      return oneShot();
+    if (h_.plan.algorithm == Algorithm::kOneShot) return oneShot();
+    if (h_.plan.check || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
+    switch (h_.plan.algorithm) {
+      case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
+      case Algorithm::kPairwiseRing: return runDriver();
+      case Algorithm::kPairwiseTransfers: return allToAll();
+      case Algorithm::kDescriptorExchange: return;
+      default: break;
     }
-    static const char* const kNames[] = {"",
-                                         "pairwise reduce-scatter + ring all-gather",
-                                         "pairwise reduce-scatter",
-                                         "ring",
-                                         "pipelined chain",
-                                         "pairwise reduce-scatter + gather to the root",
-                                         "pairwise transfers",
-                                         "descriptor exchange",
-                                         ""};
-    HierarchyChoice hierarchy;
-    if (a_.kind == CollKind::kAllReduce) hierarchy = e_.chooseHierarchical(call_bytes);
-    if (hierarchy.hierarchical)
-      e_.noteAlgorithm(a_.kind, "hierarchical (inside each host, a chain between hosts)", hierarchy.reason);
-    else
-      e_.noteAlgorithm(a_.kind, kNames[int(a_.kind)], hierarchy.reason);
-    if (e_.checkEnabled() || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
-    switch (a_.kind) {
-      case CollKind::kAllReduce:
-        if (hierarchy.hierarchical) return runHierarchicalAllReduce(e_, a_, e_.hostGrid(), e_.hierarchyLagSlices());
-        return runDriver(kernels::DriverCollective::kAllReduce);
-      case CollKind::kReduceScatter: return runDriver(kernels::DriverCollective::kReduceScatter);
-      case CollKind::kAllGather: return runDriver(kernels::DriverCollective::kAllGather);
-      case CollKind::kBroadcast: return runDriver(kernels::DriverCollective::kBroadcast);
-      case CollKind::kReduce: return runDriver(kernels::DriverCollective::kReduce);
-      case CollKind::kAllToAll: return allToAll();
-      case CollKind::kBarrier: return;
-      case CollKind::kSendRecv: break;
-    }
+    raise(Result::kInternalError, "rank %d: %s: the links family was given a %s plan; please report this as a bug",
+          me_, collName(a_.kind), algorithmName(h_.plan.algorithm));
   }
 
  private:
@@ -163,11 +137,11 @@ class OverLinks {
 
   void oneShot() {
     const size_t bytes = a_.count * es_;
-    std::byte* gathered = e_.scratch(size_t(n_) * std::max<size_t>(bytes, 1));
+    std::byte* gathered = h_.state.scratch(size_t(n_) * std::max<size_t>(bytes, 1));
     exchangeDescriptors([&](int p, const std::byte* data, size_t got) {
       if (got) std::memcpy(gathered + size_t(p) * bytes, data, got);
     });
-    std::vector<const void*>& srcs = e_.sources();
+    std::vector<const void*>& srcs = h_.state.sources();
     auto finish = [&](std::byte* dst, size_t count) {
       if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
     };
@@ -198,17 +172,8 @@ class OverLinks {
   }
 
   // ---- slices over links: the driver, one channel ----
-  void runDriver(kernels::DriverCollective kind) {
-    kernels::DriverCall call;
-    call.kind = kind;
-    call.rank = me_;
-    call.nranks = n_;
-    call.root = a_.root;
-    call.count = a_.count;
-    call.elem_bytes = es_;
-    call.slice_elems = std::max<size_t>(1, e_.sliceBytes() / es_);
-    call.in = in_;
-    call.out = out_;
+  void runDriver() {
+    const kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
     LinkPrims prims(e_, a_);
     kernels::runCollective(prims, call);
   }
@@ -222,7 +187,7 @@ class OverLinks {
     const size_t block = a_.count * es_;
     if (in_ == out_ && block) {
       // In place, the block we receive from p lands where the block for p still waits to go.
-      std::byte* copy = e_.scratch(size_t(n_) * block);
+      std::byte* copy = h_.state.scratch(size_t(n_) * block);
       std::memcpy(copy, in_, size_t(n_) * block);
       in_ = copy;
     }
@@ -250,7 +215,8 @@ class OverLinks {
     runTransfers(e_, transfers);
   }
 
-  Engine& e_;
+  const HostCall& h_;
+  Progress& e_;
   const CollArgs& a_;
   const int n_, me_;
   const uint64_t call_;
@@ -262,6 +228,6 @@ class OverLinks {
 
 }  // namespace
 
-void runOverLinks(Engine& engine, const CollArgs& args) { OverLinks(engine, args).run(); }
+void runOverLinks(const HostCall& call) { OverLinks(call).run(); }
 
 }  // namespace ouro

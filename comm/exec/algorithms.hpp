@@ -1,26 +1,35 @@
-// Entry points of the algorithm families the engine dispatches to (see engine.hpp).
+// Entry points of the host algorithm families (comm/exec/algo_*.cpp), run by runHostCollective
+// (comm/exec/host_state.hpp) as the call's plan says. None of them chooses: the plan names the
+// algorithm, the slice size and, for the hierarchical one, the host grid and the lag.
 #pragma once
 
 #include <vector>
 
-#include "comm/plan/collective.hpp"
+#include "comm/plan/plan.hpp"
 
 namespace ouro {
 
-class Engine;
+class Progress;
+class HostState;
 struct Transfer;
 
+// One host call: where it waits, what it keeps between calls, how it runs, and its arguments.
+struct HostCall {
+  Progress& progress;
+  HostState& state;
+  const Plan& plan;
+  const CollArgs& args;
+};
+
 // Every rank on this host, shared memory: ranks read each other's staging buffers directly.
-void runDirect(Engine& engine, const CollArgs& args);
-// Messages over links (shm FIFOs, TCP): one-shot exchange for small calls; otherwise the shared
-// collective driver (kernels/common/collective_driver.hpp: pairwise reduce-scatter folding in rank
-// order, ring all-gather, chain broadcast, reduce-scatter + gather for reduce) run by LinkPrims,
-// and pairwise transfers for all-to-all.
-void runOverLinks(Engine& engine, const CollArgs& args);
+void runDirect(const HostCall& call);
+// Messages over links (shm FIFOs, TCP): the descriptor exchange, then one-shot, the collective
+// driver (kernels/common/collective_driver.hpp) run by LinkPrims, pairwise transfers for
+// all-to-all, or the hierarchical all-reduce.
+void runOverLinks(const HostCall& call);
 // All-reduce in two levels, for ranks on several hosts placed host by host (comm/plan/hierarchy.hpp).
-struct HostGrid;
-void runHierarchicalAllReduce(Engine& engine, const CollArgs& args, const HostGrid& grid, int lag);
+void runHierarchicalAllReduce(const HostCall& call);
 // Moves every transfer to completion together, in order per peer and direction.
-void runTransfers(Engine& engine, std::vector<Transfer>& transfers);
+void runTransfers(Progress& progress, std::vector<Transfer>& transfers);
 
 }  // namespace ouro

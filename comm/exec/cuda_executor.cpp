@@ -12,6 +12,8 @@
 
 #include "comm/setup/bootstrap.hpp"
 #include "comm/exec/device_errors.hpp"
+#include "comm/exec/driver_call.hpp"
+#include "comm/exec/host_state.hpp"
 #include "comm/setup/gpu_topology.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
@@ -45,31 +47,6 @@ int launchCollectiveKernel(const kc::DeviceCall&, void*) { noKernels(); }
 int launchPointToPointKernel(const kc::DevicePointToPoint&, void*) { noKernels(); }
 #endif
 
-kernels::DriverCollective driverKind(CollKind k) {
-  switch (k) {
-    case CollKind::kAllReduce: return kernels::DriverCollective::kAllReduce;
-    case CollKind::kReduceScatter: return kernels::DriverCollective::kReduceScatter;
-    case CollKind::kAllGather: return kernels::DriverCollective::kAllGather;
-    case CollKind::kBroadcast: return kernels::DriverCollective::kBroadcast;
-    case CollKind::kReduce: return kernels::DriverCollective::kReduce;
-    case CollKind::kAllToAll: return kernels::DriverCollective::kAllToAll;
-    case CollKind::kBarrier:
-    case CollKind::kSendRecv: break;
-  }
-  raise(Result::kInternalError, "%s has no CUDA kernel; please report this as a bug", collName(k));
-}
-
-// The largest buffer of a call, which picks its protocol (OURO_CUDA_LL_MAX_BYTES).
-size_t largestBuffer(const CollArgs& a, int nranks) {
-  const size_t bytes = a.count * a.elementBytes();
-  switch (a.kind) {
-    case CollKind::kAllGather:
-    case CollKind::kReduceScatter:
-    case CollKind::kAllToAll: return bytes * size_t(nranks);
-    default: return bytes;
-  }
-}
-
 // The most data bytes one message carries: a slot, or half an LL slot (the other half is flags).
 size_t messageBytes(const tc::ArenaLayout& l, bool ll) { return ll ? l.ll_slot_bytes / 2 : l.slot_bytes; }
 
@@ -94,8 +71,8 @@ std::vector<std::string> storeAllGather(Communicator& c, const std::string& step
 class CudaComm final : public ExecutorState {
  public:
   static CudaComm& of(Communicator& c) {
-    if (!c.executorState()) c.setExecutorState(std::make_unique<CudaComm>());
-    auto* cc = dynamic_cast<CudaComm*>(c.executorState());
+    if (!c.executorState(ExecutorKind::kCuda)) c.setExecutorState(ExecutorKind::kCuda, std::make_unique<CudaComm>());
+    auto* cc = dynamic_cast<CudaComm*>(c.executorState(ExecutorKind::kCuda));
     OURO_ASSERT(cc != nullptr);
     return *cc;
   }
@@ -114,6 +91,7 @@ class CudaComm final : public ExecutorState {
 
   tc::Arena& ready(Communicator& c);
   uint64_t nextCall() { return ++calls_; }
+  uint64_t calls() const { return calls_; }
   // The ring order (DriverCall::ring) in device memory, the same on every rank.
   const int* ringDevice() const { return ring_device_; }
   // Calls whose largest buffer is at most this many bytes use the LL protocol (the same on every
@@ -148,7 +126,7 @@ tc::Arena& CudaComm::ready(Communicator& c) {
     setUp(c);
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(who);
-    c.engine().fail(e.message());
+    c.progress().fail(e.message());
     // Ends the other ranks' set-up waits with this message instead of their timeout.
     try {
       failJob(c.store(), c.prefix() + "cuda/", e.code(), e.message());
@@ -228,7 +206,7 @@ void CudaComm::setUp(Communicator& c) {
 // Host check that the ranks agree on a device collective (OURO_CHECK): the descriptors go round in
 // a host all-gather and every rank compares all of them, so every rank reports the same pair.
 void checkAgreement(Communicator& c, const CollArgs& a, const std::string& what) {
-  if (!c.engine().checkEnabled() || c.size() == 1) return;
+  if (!c.planner().world().check || c.size() == 1) return;
   const CallDescriptor mine = describeCall(a);
   std::vector<CallDescriptor> all(size_t(c.size()));
   CollArgs g;
@@ -238,7 +216,7 @@ void checkAgreement(Communicator& c, const CollArgs& a, const std::string& what)
   g.count = sizeof mine;
   g.dtype = DataType::kUint8;
   try {
-    c.engine().collective(g);
+    runHostCollective(c, g);
   } catch (Error& e) {
     e.addContext(strprintf("rank %d: %s (CUDA): comparing the ranks' calls", c.rank(), what.c_str()));
     throw;
@@ -346,7 +324,7 @@ struct CudaExecutor::Impl {
     if (!first_error) {
       OURO_INFO("%s", e.message().c_str());
       CudaComm::of(comm).abort();  // this rank's later kernels end at once
-      comm.engine().fail(e.message());
+      comm.progress().fail(e.message());
       first_error = std::move(e);
     }
   }
@@ -397,20 +375,17 @@ struct CudaExecutor::Impl {
     checkAgreement(comm, a, what);
     if (a.count == 0) return;
     const tc::ArenaLayout& l = arena.layout();
+    DeviceFacts facts;
+    facts.ll_max_bytes = cc.llMaxBytes();
+    facts.simple_message_bytes = messageBytes(l, false);
+    facts.ll_message_bytes = messageBytes(l, true);
+    facts.channels = l.nchannels;
+    facts.ring = cc.ringDevice();
+    const Plan plan = comm.planner().planDevice(a, facts);
+    comm.planner().note(plan, cc.calls());
     kc::DeviceCall call;
-    call.call.kind = driverKind(a.kind);
-    call.call.rank = comm.rank();
-    call.call.nranks = comm.size();
-    call.call.root = std::max(a.root, 0);
-    call.call.count = a.count;
-    call.call.elem_bytes = a.elementBytes();
-    const bool ll = largestBuffer(a, comm.size()) <= cc.llMaxBytes();
-    call.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
-    call.call.slice_elems = std::max<size_t>(1, messageBytes(l, ll) / a.elementBytes());
-    call.call.in = static_cast<const std::byte*>(a.send);
-    call.call.out = static_cast<std::byte*>(a.recv);
-    call.call.nchannels = l.nchannels;
-    call.call.ring = cc.ringDevice();
+    call.call = driverCall(a, plan, comm.rank(), comm.size());
+    call.protocol = plan.protocol == Protocol::kLL ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
     call.dtype = uint8_t(a.dtype);
     call.op = uint8_t(a.op);
     call.channels = arena.deviceChannels();
@@ -510,7 +485,7 @@ CudaExecutor::~CudaExecutor() {
 void CudaExecutor::enqueue(uint64_t ticket, Operation op) {
   Communicator& c = impl_->comm;
   c.runInTurn(ticket, [&] {
-    c.engine().requireUsable(op.call);
+    c.progress().requireUsable(op.call);
     if (op.collective)
       impl_->collective(op.args);
     else

@@ -1,5 +1,5 @@
 // What a kernel's DeviceError record (kernels/cuda/device_call.hpp) means to the user: the same
-// message shape as the host engine's ("rank R: allreduce #N ... rank P ...", then what to do),
+// message shape as the host path's ("rank R: allreduce #N ... rank P ...", then what to do),
 // built on the host from the record after the call's event completed.
 #pragma once
 

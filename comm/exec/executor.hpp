@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/plan/collective.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/progress/progress.hpp"
 #include "core/error.hpp"
 
 namespace ouro {

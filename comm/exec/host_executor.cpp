@@ -1,5 +1,7 @@
 #include "comm/exec/host_executor.hpp"
 
+#include "comm/exec/host_state.hpp"
+
 #include <utility>
 
 namespace ouro {
@@ -23,12 +25,11 @@ HostExecutor::~HostExecutor() {
 
 void HostExecutor::enqueue(uint64_t ticket, Operation op) {
   std::function<void()> run = [this, op = std::move(op)]() mutable {
-    Engine& e = comm_.engine();
-    e.requireUsable(op.call);
+    comm_.progress().requireUsable(op.call);
     if (op.collective)
-      e.collective(op.args);
+      runHostCollective(comm_, op.args);
     else
-      e.sendRecv(op.transfers);
+      runHostTransfers(comm_, op.transfers);
   };
   {
     std::lock_guard lock(mu_);

@@ -27,7 +27,6 @@ class HostExecutor final : public Executor {
   void enqueue(uint64_t ticket, Operation op) override;
   bool idle() override;
   std::optional<Error> synchronize() override;
-  Communicator& communicator() { return comm_; }
 
  private:
   void work();

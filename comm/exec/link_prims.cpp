@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "comm/progress/engine.hpp"
+#include "comm/progress/progress.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu/reduce.hpp"
 
@@ -13,8 +13,8 @@ using transport::MessageHeader;
 using transport::MessageKind;
 using transport::ReceivedMessage;
 
-LinkPrims::LinkPrims(Engine& engine, const CollArgs& args)
-    : e_(engine), a_(args), n_(engine.size()), me_(engine.rank()), call_(engine.call()), es_(args.elementBytes()) {
+LinkPrims::LinkPrims(Progress& progress, const CollArgs& args)
+    : e_(progress), a_(args), n_(progress.size()), me_(progress.rank()), call_(progress.call()), es_(args.elementBytes()) {
   pending_.reserve(size_t(n_));
   for (int r = 0; r < n_; r++) all_ranks_.push_back(r);
 }

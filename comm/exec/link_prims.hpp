@@ -1,7 +1,7 @@
 // The CPU executor's primitives for the collective driver (kernels/common/collective_driver.hpp,
 // which holds the algorithms and names the vocabulary): one data message per primitive over the
-// Engine's links (shm FIFOs, TCP), reductions by kernels::reduceMany in rank order, every wait
-// through Engine::waitUntil (deadline, dead and aborted peers named).
+// the progress service's links (shm FIFOs, TCP), reductions by kernels::reduceMany in rank order, every wait
+// through Progress::waitUntil (deadline, dead and aborted peers named).
 //
 // Copies: as few as the link allows. TCP sends from the caller's buffer (Link::sendsFromCaller: the
 // bytes stay unchanged until the call ends, which the driver's order guarantees: a region is only
@@ -21,11 +21,11 @@
 
 namespace ouro {
 
-class Engine;
+class Progress;
 
 class LinkPrims {
  public:
-  LinkPrims(Engine& engine, const CollArgs& args);
+  LinkPrims(Progress& progress, const CollArgs& args);
 
   // The driver's vocabulary; counts in elements, pointers into this rank's buffers.
   void send(int peer, const std::byte* src, size_t count);
@@ -55,7 +55,7 @@ class LinkPrims {
   // arrive; ordered_[k] then points at source k's slice. Released by the caller.
   void receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes);
 
-  Engine& e_;
+  Progress& e_;
   const CollArgs& a_;
   const int n_, me_;
   const uint64_t call_;

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "comm/exec/algorithms.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/progress/progress.hpp"
 #include "core/strings.hpp"
 
 namespace ouro {
@@ -27,7 +27,7 @@ bool finished(const Transfer& t) { return t.started && t.done == t.bytes; }
 
 // Sends to this rank itself need no link: the k-th send to self pairs with the k-th receive
 // from self (NCCL's rule within a group) and is a copy. Sizes must agree, like any pair.
-void runSelfTransfers(Engine& e, std::vector<Transfer>& transfers) {
+void runSelfTransfers(Progress& e, std::vector<Transfer>& transfers) {
   std::vector<Transfer*> sends, recvs;
   for (Transfer& t : transfers) {
     if (t.peer != e.rank()) continue;
@@ -55,7 +55,7 @@ void runSelfTransfers(Engine& e, std::vector<Transfer>& transfers) {
 
 }  // namespace
 
-void runTransfers(Engine& e, std::vector<Transfer>& transfers) {
+void runTransfers(Progress& e, std::vector<Transfer>& transfers) {
   const int n = e.size();
   runSelfTransfers(e, transfers);
   std::vector<Mismatch> mismatch(static_cast<size_t>(n));

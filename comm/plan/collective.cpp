@@ -4,20 +4,6 @@
 
 namespace ouro {
 
-const char* collName(CollKind kind) {
-  switch (kind) {
-    case CollKind::kAllReduce: return "allreduce";
-    case CollKind::kReduceScatter: return "reducescatter";
-    case CollKind::kAllGather: return "allgather";
-    case CollKind::kBroadcast: return "broadcast";
-    case CollKind::kReduce: return "reduce";
-    case CollKind::kAllToAll: return "alltoall";
-    case CollKind::kBarrier: return "barrier";
-    case CollKind::kSendRecv: return "send/recv";
-  }
-  return "unknown-collective";
-}
-
 CallDescriptor describeCall(const CollArgs& args) {
   CallDescriptor d;
   d.collective = uint8_t(args.kind);

@@ -1,4 +1,4 @@
-// One collective call as the engine sees it: what kind, which buffers, how many elements, and
+// One collective call as the planner and the executors see it: what kind, which buffers, how many elements, and
 // the descriptor ranks compare to prove they agree on the call (API.md "Bad input").
 #pragma once
 
@@ -6,24 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "core/collective_kind.hpp"
 #include "core/dtype.hpp"
 #include "comm/plan/call_descriptor.hpp"
 
 namespace ouro {
-
-enum class CollKind : uint8_t {
-  kAllReduce = 1,
-  kReduceScatter = 2,
-  kAllGather = 3,
-  kBroadcast = 4,
-  kReduce = 5,
-  kAllToAll = 6,
-  kBarrier = 7,
-  kSendRecv = 8,  // not a collective: names send/recv calls in diagnostics
-};
-
-// "allreduce", "reducescatter", ... as the messages print them.
-const char* collName(CollKind kind);
 
 struct CollArgs {
   CollKind kind = CollKind::kAllReduce;
@@ -35,9 +22,7 @@ struct CollArgs {
   RedOp op = RedOp::kSum;
   int root = -1;     // broadcast and reduce only
 
-  bool reduces() const {
-    return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
-  }
+  bool reduces() const { return collReduces(kind); }
   size_t elementBytes() const { return dataTypeSize(dtype); }
 };
 

@@ -37,34 +37,38 @@ HostLayout describeHosts(const std::vector<int>& host_of) {
   return out;
 }
 
-HierarchyChoice chooseHierarchy(const HostLayout& layout, const std::string& algo, size_t bytes, size_t min_bytes) {
-  HierarchyChoice c;
-  const bool forced = algo == "hierarchical";
-  if (!forced && algo != "auto") return c;  // the setting named the algorithm; the log line says which
-  if (!layout.regular) {
-    c.reason = "hierarchical not possible: " + layout.why_not;
-    return c;
-  }
+HierarchyChoice chooseHierarchy(const HostLayout& layout, AlgoSetting setting, size_t bytes, size_t min_bytes) {
+  using R = HierarchyReason;
+  const bool forced = setting == AlgoSetting::kHierarchical;
+  if (!forced && setting != AlgoSetting::kAuto) return {false, R::kSettingNamedAnother};
+  if (!layout.regular) return {false, R::kNotHostByHost};
+  if (layout.grid.hosts < 2) return {false, R::kOneHost};
+  if (layout.grid.per_host < 2) return {false, R::kOneRankPerHost};
+  if (forced) return {true, R::kForced};
+  if (bytes < min_bytes) return {false, R::kBelowMinBytes};
+  return {true, R::kAtLeastMinBytes};
+}
+
+std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout& layout, size_t bytes,
+                                size_t min_bytes) {
   const HostGrid& g = layout.grid;
-  if (g.hosts < 2) {
-    c.reason = "hierarchical not used: every rank is on one host";
-    return c;
+  switch (choice.reason) {
+    case HierarchyReason::kSettingNamedAnother: return "";  // the plan line names the setting
+    case HierarchyReason::kNotHostByHost: return "hierarchical not possible: " + layout.why_not;
+    case HierarchyReason::kOneHost: return "hierarchical not used: every rank is on one host";
+    case HierarchyReason::kOneRankPerHost:
+      return "hierarchical not used: one rank per host, nothing to share inside a host";
+    case HierarchyReason::kBelowMinBytes:
+      return strprintf("hierarchical not used: %zu bytes < OURO_HIER_MIN_BYTES=%zu (the chain's %d host hops cost "
+                       "more than they save on small calls)",
+                       bytes, min_bytes, g.hosts);
+    case HierarchyReason::kForced:
+      return strprintf("%d hosts x %d ranks, placed host by host; OURO_ALGO=hierarchical", g.hosts, g.per_host);
+    case HierarchyReason::kAtLeastMinBytes:
+      return strprintf("%d hosts x %d ranks, placed host by host; %zu bytes >= OURO_HIER_MIN_BYTES=%zu", g.hosts,
+                       g.per_host, bytes, min_bytes);
   }
-  if (g.per_host < 2) {
-    c.reason = "hierarchical not used: one rank per host, nothing to share inside a host";
-    return c;
-  }
-  if (!forced && bytes < min_bytes) {
-    c.reason = strprintf("hierarchical not used: %zu bytes < OURO_HIER_MIN_BYTES=%zu (the chain's %d host hops cost "
-                         "more than they save on small calls)",
-                         bytes, min_bytes, g.hosts);
-    return c;
-  }
-  c.hierarchical = true;
-  c.reason = strprintf("%d hosts x %d ranks, placed host by host; %s", g.hosts, g.per_host,
-                       forced ? "OURO_ALGO=hierarchical"
-                              : strprintf("%zu bytes >= OURO_HIER_MIN_BYTES=%zu", bytes, min_bytes).c_str());
-  return c;
+  return "";
 }
 
 int hierarchyLag(int hosts, int inter_host_slots) { return std::max(1, std::min(hosts, inter_host_slots - 1)); }

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/plan/algo_setting.hpp"
+
 namespace ouro {
 
 // Where the ranks run, as the hierarchical algorithms need it.
@@ -43,14 +45,28 @@ struct HostLayout {
 };
 HostLayout describeHosts(const std::vector<int>& host_of);
 
+// Why the planner did or did not pick two levels; decided without allocating (every all-reduce
+// over links asks), and put into words only for the OURO_DEBUG=info line.
+enum class HierarchyReason : uint8_t {
+  kSettingNamedAnother,  // OURO_ALGO named a flat algorithm
+  kNotHostByHost,        // the layout has no grid (HostLayout::why_not says why)
+  kOneHost,
+  kOneRankPerHost,
+  kBelowMinBytes,        // bytes < OURO_HIER_MIN_BYTES
+  kForced,               // OURO_ALGO=hierarchical
+  kAtLeastMinBytes,      // bytes >= OURO_HIER_MIN_BYTES
+};
 struct HierarchyChoice {
   bool hierarchical = false;
-  std::string reason;  // one sentence for OURO_DEBUG=info
+  HierarchyReason reason = HierarchyReason::kSettingNamedAnother;
 };
 
-// algo: OURO_ALGO (auto|ring|direct|latency|hierarchical). bytes: the call's bytes per rank (the
-// all-reduce count times the element size). min_bytes: OURO_HIER_MIN_BYTES.
-HierarchyChoice chooseHierarchy(const HostLayout& layout, const std::string& algo, size_t bytes, size_t min_bytes);
+// setting: OURO_ALGO. bytes: the call's bytes per rank (the all-reduce count times the element
+// size). min_bytes: OURO_HIER_MIN_BYTES.
+HierarchyChoice chooseHierarchy(const HostLayout& layout, AlgoSetting setting, size_t bytes, size_t min_bytes);
+// One sentence for the info line: "3 hosts x 2 ranks, placed host by host; 1048576 bytes >= ...".
+std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout& layout, size_t bytes,
+                                size_t min_bytes);
 
 // How many slices the hosts other than the last may run ahead of the finished values coming back
 // around the ring (comm/exec/algo_hierarchical.cpp): as many as the chain is long, to keep it full,

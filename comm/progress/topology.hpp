@@ -15,7 +15,7 @@ struct HostTopology {
 
 const HostTopology& hostTopology();
 
-// How a wait behaves before it blocks (see Engine::waitUntil): spin while the peers are likely
+// How a wait behaves before it blocks (see Progress::waitUntil): spin while the peers are likely
 // running on other cores, then yield so oversubscribed peers get the core, then sleep.
 struct WaitPolicy {
   int64_t spin_ns = 0;

@@ -33,7 +33,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
   self.tcp_address = listener.address();
   comm->membership_ = exchangeMembership(*comm->store_, comm->prefix_, rank, nranks, self, deadline, what);
   try {
-    comm->engine_ = connectTransports(*comm->store_, comm->prefix_, rank, nranks, comm->membership_, listener, deadline);
+    Connection connection =
+        connectTransports(*comm->store_, comm->prefix_, rank, nranks, comm->membership_, listener, deadline);
+    comm->progress_ = std::make_unique<Progress>(std::move(connection.progress));
+    comm->planner_ = std::make_unique<Planner>(std::move(connection.world));
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(strprintf("rank %d: %s: connecting transports", rank, what));
     throw;
@@ -81,13 +84,14 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 
 void Communicator::setTimeoutSeconds(double seconds) {
   timeout_s_ = seconds;
-  engine_->setTimeoutNs(int64_t(seconds * 1e9));
+  progress_->setTimeoutNs(int64_t(seconds * 1e9));
 }
 
 void Communicator::abort() {
   OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_);
-  if (executor_state_) executor_state_->abort();  // kernels still running stop at their next poll
-  if (engine_) engine_->fail(strprintf("rank %d called ouroCommAbort", rank_));
+  for (auto& state : executor_state_)
+    if (state) state->abort();  // kernels still running stop at their next poll
+  if (progress_) progress_->fail(strprintf("rank %d called ouroCommAbort", rank_));
 }
 
 // Waiters re-check every millisecond, so a turn published without the lock (finishTurn while no

@@ -1,6 +1,7 @@
 // A communicator: the membership (who the ranks are and which share this host), the rendezvous
-// store it was built from (kept for ouroCommSplit), and, once connected, the transports and the
-// collective engine. One object per ouroComm_t handle.
+// store it was built from (kept for ouroCommSplit), and, once connected, the progress service
+// (links, waits, failures), the planner, and what each executor kind keeps per communicator.
+// One object per ouroComm_t handle.
 #pragma once
 
 #include <atomic>
@@ -13,13 +14,14 @@
 #include <vector>
 
 #include "comm/setup/bootstrap.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/plan/planner.hpp"
+#include "comm/progress/progress.hpp"
 #include "comm/setup/store/store.hpp"
 
 namespace ouro {
 
-// Per-communicator state an executor kind keeps beside the host engine (the CUDA executor's
-// device FIFOs, comm/exec/cuda_executor.cpp). The communicator owns it, so it goes with
+// Per-communicator state an executor kind keeps (the host algorithms' scratch and probes,
+// comm/exec/host_state.hpp; the CUDA executor's device FIFOs, comm/exec/cuda_executor.cpp). The communicator owns it, so it goes with
 // ouroCommDestroy, and tells it about ouroCommAbort so work running on a device ends. Declared
 // here, not with the executors, because the communicator is below them: it holds the state
 // without knowing its kind.
@@ -41,7 +43,6 @@ class Communicator {
   int size() const { return nranks_; }
   int localRank() const { return membership_.local_rank; }
   int localCount() const { return membership_.local_count; }
-  const Membership& membership() const { return membership_; }
 
   // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
   std::unique_ptr<Communicator> split(int color, int key);
@@ -53,15 +54,18 @@ class Communicator {
   // ouroCommAbort: stop now without waiting for peers; they fail with ouroRemoteError.
   void abort();
 
-  Engine& engine() { return *engine_; }
+  Progress& progress() { return *progress_; }
+  const Planner& planner() const { return *planner_; }
   // The rendezvous store and this communicator's key prefix in it (for set-up done later, such
   // as the CUDA executor's device FIFOs at the first call with device buffers).
   store::Store& store() { return *store_; }
   const std::string& prefix() const { return prefix_; }
-  // State an executor kind keeps per communicator (comm/exec/executor.hpp); null until one sets it.
+  // State an executor kind keeps per communicator (above); null until that kind sets it.
   // Destroyed with the communicator; abort() is passed on to it.
-  ExecutorState* executorState() { return executor_state_.get(); }
-  void setExecutorState(std::unique_ptr<ExecutorState> state) { executor_state_ = std::move(state); }
+  ExecutorState* executorState(ExecutorKind kind) { return executor_state_[size_t(kind)].get(); }
+  void setExecutorState(ExecutorKind kind, std::unique_ptr<ExecutorState> state) {
+    executor_state_[size_t(kind)] = std::move(state);
+  }
 
   // Operations run in the order they were issued, whichever thread runs them (the caller for
   // blocking calls, a stream's worker for queued ones): every rank must see the same order.
@@ -96,8 +100,10 @@ class Communicator {
   Membership membership_;
   int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
   double timeout_s_ = 0;  // this communicator's wait limit; 0: OURO_TIMEOUT_S
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<ExecutorState> executor_state_;  // declared after engine_: goes first
+  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<Planner> planner_;
+  // Per ExecutorKind; declared after progress_, so it goes first (kernels stop before the links).
+  std::unique_ptr<ExecutorState> executor_state_[2];
 
   std::atomic<uint64_t> issued_{0};
   std::atomic<uint64_t> executed_{0};

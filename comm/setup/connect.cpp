@@ -39,35 +39,36 @@ std::string listenerHost(const store::Store& store) {
   return transport::tcp::advertisedHost(via_store.empty() ? firstNonLoopbackIPv4() : via_store);
 }
 
-std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string& prefix, int rank, int nranks,
-                                          const Membership& m, transport::tcp::Listener& listener,
-                                          Deadline deadline) {
+Connection connectTransports(store::Store& store, const std::string& prefix, int rank, int nranks,
+                              const Membership& m, transport::tcp::Listener& listener, Deadline deadline) {
   std::string mode = envString("OURO_TRANSPORT");
   if (mode != "auto" && mode != "shm" && mode != "tcp" && mode != "ib")
     raise(Result::kInvalidArgument, "OURO_TRANSPORT=%s is not one of auto, shm, tcp, ib", mode.c_str());
-  std::string algo = envString("OURO_ALGO");
-  if (algo != "auto" && algo != "ring" && algo != "direct" && algo != "latency" && algo != "hierarchical")
-    raise(Result::kInvalidArgument, "OURO_ALGO=%s is not one of auto, ring, direct, latency, hierarchical",
-          algo.c_str());
+  const AlgoSetting algo = parseAlgoSetting(envString("OURO_ALGO"));
 
-  Engine::Setup setup;
-  setup.rank = rank;
-  setup.nranks = nranks;
+  Connection out;
+  Progress::Setup& setup = out.progress;
+  PlannerWorld& world = out.world;
+  setup.rank = world.rank = rank;
+  setup.nranks = world.nranks = nranks;
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
-  setup.algo = algo;
+  world.setting = algo;
+  world.check = envInt("OURO_CHECK") != 0;
+  world.hier_min_bytes = size_t(envInt("OURO_HIER_MIN_BYTES"));
   // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay
   // below the slots of either.
-  setup.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));
+  world.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));
   std::map<std::string, int> host_index;  // host_id -> index, in the order of each host's lowest rank
   for (const PeerInfo& p : m.peers) {
     host_index.emplace(p.host_id, int(host_index.size()));
     setup.host_of.push_back(host_index[p.host_id]);
+    world.host_of.push_back(host_index[p.host_id]);
     setup.hostnames.push_back(p.hostname);
   }
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
-  ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, setup, {}, {}, {}};
+  ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};
   for (int p = 0; p < nranks; p++)
     if (p != rank && !ctx.sameHost(p)) ctx.remote_peers.push_back(p);
   const auto table = transportTable();
@@ -92,10 +93,10 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   for (int a = 0; a < nranks; a++)
     for (int b = a + 1; b < nranks; b++)
       (m.peers[size_t(a)].host_id == m.peers[size_t(b)].host_id ? world_same : world_cross) = true;
-  setup.slice_bytes = SIZE_MAX;
+  world.slice_bytes = SIZE_MAX;
   for (const TransportEntry& t : table)
-    if (size_t bytes = t.worldSlotBytes(ctx, world_same, world_cross)) setup.slice_bytes = std::min(setup.slice_bytes, bytes);
-  if (setup.slice_bytes == SIZE_MAX) setup.slice_bytes = 4096;
+    if (size_t bytes = t.worldSlotBytes(ctx, world_same, world_cross)) world.slice_bytes = std::min(world.slice_bytes, bytes);
+  if (world.slice_bytes == SIZE_MAX) world.slice_bytes = 4096;
 
   auto peersOf = [&](const char* name) {
     for (size_t t = 0; t < table.size(); t++)
@@ -104,14 +105,15 @@ std::unique_ptr<Engine> connectTransports(store::Store& store, const std::string
   };
   const std::vector<int> shm_peers = peersOf("shm"), ib_peers = peersOf("ib"), tcp_peers = peersOf("tcp");
   const bool all_local_shm = int(shm_peers.size()) == nranks - 1;
-  setup.direct_family = nranks > 1 && all_local_shm && (algo == "auto" || algo == "direct");
-  if (algo == "direct" && !setup.direct_family && nranks > 1)
+  world.direct = nranks > 1 && all_local_shm && (algo == AlgoSetting::kAuto || algo == AlgoSetting::kDirect);
+  setup.peers_publish_calls = world.direct;
+  if (algo == AlgoSetting::kDirect && !world.direct && nranks > 1)
     OURO_WARN("OURO_ALGO=direct needs every rank on one host with shared memory; using messages over links instead");
   const std::string ib_part = ib_peers.empty() ? "" : ", InfiniBand with ranks " + rankList(ib_peers);
   OURO_INFO("rank %d: shared memory with ranks %s%s, TCP with ranks %s; %s algorithms (OURO_ALGO=%s)", rank,
             rankList(shm_peers).c_str(), ib_part.c_str(), rankList(tcp_peers).c_str(),
-            setup.direct_family ? "one-host direct" : "link-based", algo.c_str());
-  return std::make_unique<Engine>(std::move(setup));
+            world.direct ? "one-host direct" : "link-based", algoSettingName(algo));
+  return out;
 }
 
 }  // namespace ouro

@@ -43,7 +43,8 @@ void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   if (peers.empty()) return;
   const Membership& m = ctx.m;
   const int rank = ctx.rank;
-  Engine::Setup& setup = ctx.setup;
+  Progress::Setup& setup = ctx.out.progress;
+  DirectWrites& writes = ctx.out.world.direct_writes;
   transport::shm::Layout layout;
   layout.local_ranks = m.local_count;
   layout.staging_bytes = size_t(envInt("OURO_SHM_STAGING_BYTES"));
@@ -56,12 +57,12 @@ void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
     if (bytes < 0) raise(Result::kInvalidArgument, "rank %d: %s=%lld: must be >= 0 (0 = never)", rank, name, (long long)bytes);
     return size_t(bytes);
   };
-  setup.stream_output_bytes = threshold("OURO_SHM_STREAM_OUTPUT_BYTES");
-  setup.stream_staging_bytes = threshold("OURO_SHM_STREAM_STAGING_BYTES");
+  writes.stream_output_bytes = threshold("OURO_SHM_STREAM_OUTPUT_BYTES");
+  writes.stream_staging_bytes = threshold("OURO_SHM_STREAM_STAGING_BYTES");
   const std::string stream_staging = envString("OURO_SHM_STREAM_STAGING");
-  if (stream_staging == "auto") setup.stream_staging = StreamStaging::kAuto;
-  else if (stream_staging == "always") setup.stream_staging = StreamStaging::kAlways;
-  else if (stream_staging == "never") setup.stream_staging = StreamStaging::kNever;
+  if (stream_staging == "auto") writes.stream_staging = StreamStaging::kAuto;
+  else if (stream_staging == "always") writes.stream_staging = StreamStaging::kAlways;
+  else if (stream_staging == "never") writes.stream_staging = StreamStaging::kNever;
   else
     raise(Result::kInvalidArgument, "rank %d: OURO_SHM_STREAM_STAGING=%s: must be auto, always or never", rank,
           stream_staging.c_str());
@@ -187,7 +188,7 @@ void ibConnectPeers(ConnectContext& ctx, const std::vector<int>& peers) {
   std::vector<std::string> endpoints, ready;
   for (int p : peers) {
     std::string endpoint;
-    ctx.setup.links[size_t(p)] = ctx.ib_fabric->createLink(ctx.rank, p, &endpoint);
+    ctx.out.progress.links[size_t(p)] = ctx.ib_fabric->createLink(ctx.rank, p, &endpoint);
     ctx.store.set(ctx.prefix + "ib/ep/" + std::to_string(p) + "/" + me, endpoint);
     endpoints.push_back(ctx.prefix + "ib/ep/" + me + "/" + std::to_string(p));
     ready.push_back(ctx.prefix + "ib/ready/" + std::to_string(p));
@@ -195,7 +196,7 @@ void ibConnectPeers(ConnectContext& ctx, const std::vector<int>& peers) {
   waitForRanks(ctx.store, ctx.prefix, endpoints, ctx.deadline, who, "to publish their queue pairs", "start every rank");
   for (size_t i = 0; i < peers.size(); i++) {
     try {
-      ctx.ib_fabric->connectLink(*ctx.setup.links[size_t(peers[i])], ctx.store.get(endpoints[i], ctx.deadline));
+      ctx.ib_fabric->connectLink(*ctx.out.progress.links[size_t(peers[i])], ctx.store.get(endpoints[i], ctx.deadline));
     } catch (Error& e) {
       e.addContext(who);
       throw;
@@ -243,7 +244,7 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   int slots = int(envInt("OURO_TCP_SLOTS"));
   if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
   for (auto& [p, fds] : sockets)
-    ctx.setup.links[size_t(p)] =
+    ctx.out.progress.links[size_t(p)] =
         std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots, ctx.m.peers[size_t(p)].hostname,
                                                   options.keepalive.giveUpS());
 }

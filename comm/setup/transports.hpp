@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm/setup/bootstrap.hpp"
-#include "comm/progress/engine.hpp"
+#include "comm/setup/connect.hpp"
 #include "comm/setup/store/store.hpp"
 #include "core/clock.hpp"
 #include "transport/ib/ib_transport.hpp"
@@ -30,7 +30,7 @@ struct ConnectContext {
   transport::tcp::Listener& listener;
   Deadline deadline;
   std::string mode;        // OURO_TRANSPORT: auto, shm, tcp, ib
-  Engine::Setup& setup;    // links, shm world and settings land here
+  Connection& out;         // links, shm world and settings land here
   std::vector<int> remote_peers;  // ranks on other hosts
 
   bool sameHost(int peer) const { return m.peers[size_t(peer)].host_id == m.peers[size_t(rank)].host_id; }

@@ -1,12 +1,12 @@
 // The collective algorithms over links, written once as a template over a small vocabulary of
 // primitives, and run by both executors:
-//   - the CPU executor (comm/link_prims.hpp): primitives over transport::Link (shm FIFOs, TCP) and
+//   - the CPU executor (comm/exec/link_prims.hpp): primitives over transport::Link (shm FIFOs, TCP) and
 //     the vectorised reductions of kernels/cpu; one "channel";
 //   - the CUDA executor (kernels/cuda/device_prims.cuh): primitives over FIFOs in peer memory
 //     (kernels/common/fifo.hpp) and the element ops of kernels/common/element_ops.hpp, one thread
 //     block per channel, each channel owning its part of every chunk.
 // The host tests that run this driver (tests/kernels/test_collective_driver.cpp, and the emulated
-// CUDA kernels of tests/cuda_emulation) therefore prove the schedule of both.
+// CUDA kernels of tests/cuda_kernels) therefore prove the schedule of both.
 //
 // Algorithms, and why these and not NCCL's rings (docs/API.md "Reproducible reductions"): every
 // reduced element must be the left fold over the ranks in rank order. A ring reduce-scatter folds
@@ -35,18 +35,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/collective_kind.hpp"
 #include "kernels/common/host_device.hpp"
 #include "kernels/common/ring_schedule.hpp"
 
 namespace ouro::kernels {
 
-enum class DriverCollective : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
-
 // One channel's view of one call. Buffers as in the C API: all-reduce/broadcast/reduce count
 // elements; reduce-scatter n blocks of count in, one out; all-gather one block in, n out;
 // all-to-all n blocks each way.
 struct DriverCall {
-  DriverCollective kind = DriverCollective::kAllReduce;
+  CollKind kind = CollKind::kAllReduce;  // barrier and send/recv have no driver schedule
   int rank = 0;
   int nranks = 1;
   int root = 0;              // broadcast and reduce
@@ -71,14 +70,16 @@ class CollectiveDriver {
   OURO_HOST_DEVICE void run() {
     if (c_.nranks == 1) return runAlone();
     switch (c_.kind) {
-      case DriverCollective::kAllReduce:
+      case CollKind::kAllReduce:
         scatterReduce(false, -1);
         return ringAllGather(false);
-      case DriverCollective::kReduceScatter: return scatterReduce(true, -1);
-      case DriverCollective::kAllGather: return ringAllGather(true);
-      case DriverCollective::kBroadcast: return chainBroadcast();
-      case DriverCollective::kReduce: return scatterReduce(false, c_.root);
-      case DriverCollective::kAllToAll: return allToAll();
+      case CollKind::kReduceScatter: return scatterReduce(true, -1);
+      case CollKind::kAllGather: return ringAllGather(true);
+      case CollKind::kBroadcast: return chainBroadcast();
+      case CollKind::kReduce: return scatterReduce(false, c_.root);
+      case CollKind::kAllToAll: return allToAll();
+      case CollKind::kBarrier:
+      case CollKind::kSendRecv: return;  // never planned onto the driver
     }
   }
 
@@ -161,10 +162,9 @@ class CollectiveDriver {
     const int n = c_.nranks, me = c_.rank, pos = myPosition();
     const int next = rankAt((pos + 1) % n), prev = rankAt((pos - 1 + n) % n);
     const size_t slices = sliceTotal(chunkOf(blocks, 0));
-    const RingCollective coll = RingCollective::kAllGather;
     for (size_t j = 0; j < slices; j++) {
-      for (int s = 0; s < ringStepCount(coll, n); s++) {
-        const RingStep step = ringStep(coll, pos, n, s);  // step.chunk: a ring position
+      for (int s = 0; s < ringAllGatherSteps(n); s++) {
+        const RingStep step = ringAllGatherStep(pos, n, s);  // step.chunk: a ring position
         const ElementRange sl = slice(chunkOf(blocks, rankAt(step.chunk)), j);
         if (sl.count == 0) continue;
         std::byte* dst = out(sl.offset);

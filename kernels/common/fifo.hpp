@@ -8,7 +8,7 @@
 //   receiver: wait until acquire(tail) != head; read payload(head); release(head + 1)
 // tail is written only by the sender, head only by the receiver; tail - head is in [0, slot_count].
 // Each counter sits on its own line (the owner of the memory decides where: see
-// transport/shm/layout.hpp and kernels/cuda/device_fifo.hpp).
+// transport/shm/layout.hpp and transport/cuda/arena_layout.hpp).
 #pragma once
 
 #include <cstddef>

@@ -1,16 +1,13 @@
-// The ring schedule as pure functions: which chunk each rank sends and receives at each step of a
-// ring reduce-scatter, all-gather or all-reduce, and where chunk and slice boundaries fall when
-// nranks does not divide the count. The CPU executor (comm/) and a CUDA executor run exactly this
-// schedule, so the host tests that prove it prove both (DESIGN.md "The path of one allreduce").
+// The ring all-gather schedule and the chunk/slice partitions, as pure functions: which chunk
+// each rank copies, sends and receives at each step of a ring all-gather, and where chunk and
+// slice boundaries fall when nranks does not divide the count. Both executors run them through
+// the collective driver (kernels/common/collective_driver.hpp), so the host tests that prove
+// them prove both (tests/comm/test_ring_schedule.cpp). Reductions are not ring-scheduled: a ring
+// would fold each chunk in a different rank order (collective_driver.hpp says why).
 //
-// Ring: rank r sends to r+1 and receives from r-1 (mod n). Chunk c is finished (reduce-scatter)
-// by rank c, so rank r's reduce-scatter output is chunk r, as NCCL's layout requires.
-//   all-reduce, 2n-1 steps: step 0 sends chunk r-1; step s in 1..2n-2 receives chunk r-s-1 from
-//     r-1 and (except the last) forwards it: reduce while s <= n-1 (s == n-1 finishes chunk r),
-//     copy afterwards.
-//   reduce-scatter, n steps: the first n steps of all-reduce, the last one only reduce-copying.
-//   all-gather, n steps: step 0 copies and sends chunk r; step s receives chunk r-s and forwards
-//     it, the last step only receiving.
+// Ring: position r sends to r+1 and receives from r-1 (mod n). All-gather, n steps: step 0
+// copies and sends chunk r; step s receives chunk r-s and forwards it, the last step only
+// receiving.
 #pragma once
 
 #include <cstddef>
@@ -20,18 +17,11 @@
 
 namespace ouro::kernels {
 
-enum class RingCollective : uint8_t { kAllReduce, kReduceScatter, kAllGather };
-
-// What one step does with the chunk it names. "Reduce" combines the received slice with this
-// rank's input; "Copy" writes the output; "Send" forwards to the next rank.
+// What one all-gather step does with the chunk it names.
 enum class RingOp : uint8_t {
-  kSend,                // send this rank's input slice
-  kCopySend,            // copy this rank's input slice to the output and send it (all-gather step 0)
-  kRecvReduceSend,      // receive, reduce with input, send on
-  kRecvReduceCopySend,  // receive, reduce with input -> output (finished), send on (all-reduce step n-1)
-  kRecvReduceCopy,      // receive, reduce with input -> output (finished); last reduce-scatter step
-  kRecvCopySend,        // receive a finished slice -> output, send on
-  kRecv,                // receive a finished slice -> output; last step
+  kCopySend,      // copy this rank's input slice to the output and send it (step 0)
+  kRecvCopySend,  // receive a finished slice -> output, send on
+  kRecv,          // receive a finished slice -> output; last step
 };
 
 struct RingStep {
@@ -41,30 +31,13 @@ struct RingStep {
 
 OURO_HOST_DEVICE constexpr int ringMod(int a, int n) { return ((a % n) + n) % n; }
 
-// Steps of one pass over a slice; n >= 2 (one rank needs no ring).
-OURO_HOST_DEVICE constexpr int ringStepCount(RingCollective coll, int n) {
-  return coll == RingCollective::kAllReduce ? 2 * n - 1 : n;
-}
+// Steps of one all-gather pass over a slice: n, for n >= 2 (one rank needs no ring).
+OURO_HOST_DEVICE constexpr int ringAllGatherSteps(int n) { return n; }
 
-OURO_HOST_DEVICE constexpr RingStep ringStep(RingCollective coll, int rank, int n, int step) {
-  if (coll == RingCollective::kAllGather) {
-    int chunk = ringMod(rank - step, n);
-    if (step == 0) return {RingOp::kCopySend, chunk};
-    return {step == n - 1 ? RingOp::kRecv : RingOp::kRecvCopySend, chunk};
-  }
-  int chunk = ringMod(rank - step - 1, n);
-  if (step == 0) return {RingOp::kSend, chunk};
-  if (coll == RingCollective::kReduceScatter)
-    return {step == n - 1 ? RingOp::kRecvReduceCopy : RingOp::kRecvReduceSend, chunk};
-  if (step < n - 1) return {RingOp::kRecvReduceSend, chunk};
-  if (step == n - 1) return {RingOp::kRecvReduceCopySend, chunk};
-  if (step < 2 * n - 2) return {RingOp::kRecvCopySend, chunk};
-  return {RingOp::kRecv, chunk};
-}
-
-OURO_HOST_DEVICE constexpr bool ringOpReceives(RingOp op) { return op != RingOp::kSend && op != RingOp::kCopySend; }
-OURO_HOST_DEVICE constexpr bool ringOpSends(RingOp op) {
-  return op != RingOp::kRecvReduceCopy && op != RingOp::kRecv;
+OURO_HOST_DEVICE constexpr RingStep ringAllGatherStep(int rank, int n, int step) {
+  const int chunk = ringMod(rank - step, n);
+  if (step == 0) return {RingOp::kCopySend, chunk};
+  return {step == n - 1 ? RingOp::kRecv : RingOp::kRecvCopySend, chunk};
 }
 
 struct ElementRange {

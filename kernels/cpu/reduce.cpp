@@ -59,7 +59,7 @@ void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType d
 // written (the last step reads srcs[n-1] and writes dst element by element), and a tile writes
 // only its own elements. Streaming stores are used only when dst is none of the sources (the
 // point is not to read dst's lines; an in-place result is in the cache already).
-void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op, Store store) {
+void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op, WritePolicy store) {
   OURO_ASSERT(n >= 1);
   const cpu::TypeKernels& table = kernelsFor(dtype);
   const cpu::OpKernels& k = opKernelsFor(dtype, op);
@@ -69,7 +69,7 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     if (dst != srcs[0]) std::memmove(dst, srcs[0], count * size);
     return;
   }
-  bool streaming = store == Store::kStreaming;
+  bool streaming = store == WritePolicy::kStreaming;
   for (int s = 0; s < n && streaming; s++) streaming = srcs[s] != dst;
   if (n == 2) {
     (streaming ? k.twoStreaming : k.two)(dst, srcs[0], srcs[1], count);
@@ -88,8 +88,8 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
   }
 }
 
-void copy(void* dst, const void* src, size_t bytes, Store store) {
-  if (store == Store::kStreaming)
+void copy(void* dst, const void* src, size_t bytes, WritePolicy store) {
+  if (store == WritePolicy::kStreaming)
     cpu::copyStreaming(dst, src, bytes);
   else if (bytes > 0)
     std::memcpy(dst, src, bytes);

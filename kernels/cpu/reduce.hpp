@@ -21,17 +21,17 @@ void reduceTwo(void* dst, const void* a, const void* b, size_t count, DataType d
 
 // How a result reaches dst: through the cache (ordinary stores), or streamed around it with
 // non-temporal stores, for results larger than the cache that will not be read back soon.
-enum class Store { kCached, kStreaming };
+enum class WritePolicy { kCached, kStreaming };
 
 // dst[i] = op(...op(op(srcs[0][i], srcs[1][i]), srcs[2][i])..., srcs[n-1][i]): the left fold in
 // source order, rounded to the dtype after every op (so it equals n-1 reduceTwo calls, in one pass
 // over memory). Pass the sources in rank order for the canonical result. n >= 1; dst may equal one
 // of the sources (then the store is always cached).
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
-                Store store = Store::kCached);
+                WritePolicy store = WritePolicy::kCached);
 
 // memcpy (dst and src must not overlap) with the given store.
-void copy(void* dst, const void* src, size_t bytes, Store store);
+void copy(void* dst, const void* src, size_t bytes, WritePolicy store);
 
 // Avg's last step: dst[i] = dst[i] / nranks (integers truncate toward zero; floats divide in their
 // own precision, fp16/bf16 in fp32 with one rounding).

@@ -10,11 +10,11 @@ using namespace ouro;
 
 const Config kDefault{"default transport and algorithm, file:// rendezvous", {}, Init::kFile};
 const Config kTcp{"OURO_TRANSPORT=tcp, tcp:// rendezvous", {{"OURO_TRANSPORT", "tcp"}}, Init::kTcp};
-const Config kRing{"OURO_TRANSPORT=shm OURO_ALGO=ring, ouroCommInitFromEnv",
-                   {{"OURO_TRANSPORT", "shm"}, {"OURO_ALGO", "ring"}},
+const Config kRing{"OURO_TRANSPORT=shm OURO_ALGO=pairwise, ouroCommInitFromEnv",
+                   {{"OURO_TRANSPORT", "shm"}, {"OURO_ALGO", "pairwise"}},
                    Init::kEnv};
-const Config kTcpRing{"OURO_TRANSPORT=tcp OURO_ALGO=ring, file:// rendezvous",
-                      {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "ring"}},
+const Config kTcpRing{"OURO_TRANSPORT=tcp OURO_ALGO=pairwise, file:// rendezvous",
+                      {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "pairwise"}},
                       Init::kFile};
 const Config kDirect{"OURO_ALGO=direct, tcp:// rendezvous", {{"OURO_ALGO", "direct"}}, Init::kTcp};
 // Every write the direct algorithms may stream (all-reduce outputs, staging copies) streamed at
@@ -25,7 +25,7 @@ const Config kDirectStreaming{"OURO_ALGO=direct, every output and staging copy s
                                {"OURO_SHM_STREAM_STAGING", "always"},
                                {"OURO_SHM_STREAM_STAGING_BYTES", "1"}},
                               Init::kFile};
-const Config kLatency{"OURO_ALGO=latency, file:// rendezvous", {{"OURO_ALGO", "latency"}}, Init::kFile};
+const Config kLatency{"OURO_ALGO=one-shot, file:// rendezvous", {{"OURO_ALGO", "one-shot"}}, Init::kFile};
 
 
 Run launch(int n, const Config& cfg, const std::vector<std::string>& args, double timeout_s,

@@ -5,7 +5,9 @@
 // must pick the two levels only where it can keep that order, and say why (OURO_DEBUG=info).
 // The same algorithm across real network namespaces: tests/netns.
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "launch_ranks.hpp"
 
@@ -52,6 +54,16 @@ std::set<std::string> algorithmsLogged(const Run& run) {
   return found;
 }
 
+// Each rank's plan lines ("allreduce #N uses the ...") with the call number taken out.
+std::vector<std::string> planLines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (size_t at = err.find("allreduce #"); at != std::string::npos; at = err.find("allreduce #", at + 1)) {
+    const size_t end = err.find('\n', at), uses = err.find(" uses the ", at);
+    if (uses < end) lines.push_back(err.substr(uses, end - uses));
+  }
+  return lines;
+}
+
 }  // namespace
 
 TEST_CASE("hierarchical all-reduce: exact and canonical on 2 and 3 simulated hosts", "[hierarchical]") {
@@ -84,6 +96,11 @@ TEST_CASE("hierarchical planner: chosen where it keeps the rank order, and says 
       CHECK(res.err.find("hierarchical (inside each host, a chain between hosts) algorithm (OURO_ALGO=auto): 3 hosts "
                          "x 2 ranks, placed host by host") != std::string::npos);
       CHECK(res.err.find("< OURO_HIER_MIN_BYTES=262144") != std::string::npos);
+      // The matrix makes many all-reduces of each size: each distinct plan is printed once, and
+      // there are three here (one-shot, flat, two levels).
+      const std::vector<std::string> lines = planLines(res.err);
+      CHECK(std::set<std::string>(lines.begin(), lines.end()).size() == lines.size());
+      CHECK(lines.size() >= 3);
     }
   }
   SECTION("ranks placed round-robin over hosts: flat, naming the interleaving") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "comm/plan/hierarchy.hpp"
+#include "core/error.hpp"
 
 using namespace ouro;
 
@@ -30,17 +31,39 @@ TEST_CASE("describeHosts: hosts of equal size with contiguous ranks form a grid"
 
 TEST_CASE("chooseHierarchy: by setting, placement and size, with a reason", "[hierarchy]") {
   const HostLayout grid = describeHosts({0, 0, 1, 1, 2, 2});
-  HierarchyChoice big = chooseHierarchy(grid, "auto", 1 << 20, 1 << 20);
+  const auto kAuto = AlgoSetting::kAuto, kForced = AlgoSetting::kHierarchical;
+  HierarchyChoice big = chooseHierarchy(grid, kAuto, 1 << 20, 1 << 20);
   CHECK(big.hierarchical);
-  CHECK(big.reason.find("3 hosts x 2 ranks") != std::string::npos);
-  HierarchyChoice small = chooseHierarchy(grid, "auto", 1000, 1 << 20);
+  CHECK(hierarchyReasonText(big, grid, 1 << 20, 1 << 20).find("3 hosts x 2 ranks") != std::string::npos);
+  HierarchyChoice small = chooseHierarchy(grid, kAuto, 1000, 1 << 20);
   CHECK_FALSE(small.hierarchical);
-  CHECK(small.reason.find("OURO_HIER_MIN_BYTES") != std::string::npos);
-  CHECK(chooseHierarchy(grid, "hierarchical", 8, 1 << 20).hierarchical);  // forced: every size
-  CHECK_FALSE(chooseHierarchy(grid, "ring", 1 << 30, 1).hierarchical);
-  CHECK_FALSE(chooseHierarchy(describeHosts({0, 1, 0, 1}), "hierarchical", 1 << 30, 1).hierarchical);
-  CHECK_FALSE(chooseHierarchy(describeHosts({0, 1, 2}), "hierarchical", 1 << 30, 1).hierarchical);  // one per host
-  CHECK_FALSE(chooseHierarchy(describeHosts({0, 0, 0, 0}), "hierarchical", 1 << 30, 1).hierarchical);
+  CHECK(hierarchyReasonText(small, grid, 1000, 1 << 20).find("OURO_HIER_MIN_BYTES") != std::string::npos);
+  CHECK(chooseHierarchy(grid, kForced, 8, 1 << 20).hierarchical);  // forced: every size
+  CHECK_FALSE(chooseHierarchy(grid, AlgoSetting::kPairwise, 1 << 30, 1).hierarchical);
+  const HostLayout interleaved = describeHosts({0, 1, 0, 1});
+  const HierarchyChoice no_grid = chooseHierarchy(interleaved, kForced, 1 << 30, 1);
+  CHECK_FALSE(no_grid.hierarchical);
+  CHECK(hierarchyReasonText(no_grid, interleaved, 1 << 30, 1).find("not placed host by host") != std::string::npos);
+  CHECK_FALSE(chooseHierarchy(describeHosts({0, 1, 2}), kForced, 1 << 30, 1).hierarchical);  // one per host
+  CHECK_FALSE(chooseHierarchy(describeHosts({0, 0, 0, 0}), kForced, 1 << 30, 1).hierarchical);
+}
+
+TEST_CASE("parseAlgoSetting: the names and the first spellings, anything else refused", "[hierarchy]") {
+  CHECK(parseAlgoSetting("pairwise") == AlgoSetting::kPairwise);
+  CHECK(parseAlgoSetting("ring") == AlgoSetting::kPairwise);
+  CHECK(parseAlgoSetting("one-shot") == AlgoSetting::kOneShot);
+  CHECK(parseAlgoSetting("latency") == AlgoSetting::kOneShot);
+  CHECK(parseAlgoSetting("direct") == AlgoSetting::kDirect);
+  CHECK(parseAlgoSetting("hierarchical") == AlgoSetting::kHierarchical);
+  CHECK(parseAlgoSetting("auto") == AlgoSetting::kAuto);
+  try {
+    parseAlgoSetting("tree");
+    FAIL("OURO_ALGO=tree was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == Result::kInvalidArgument);
+    CHECK(e.message().find("OURO_ALGO=tree is not one of auto, direct, pairwise, one-shot, hierarchical") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("hierarchyLag: the chain's length, below the slots between hosts, at least 1", "[hierarchy]") {

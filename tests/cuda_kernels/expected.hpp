@@ -15,14 +15,16 @@
 
 namespace ouro::kernels::cuda::test {
 
-inline const char* collectiveName(DriverCollective kind) {
+inline const char* collectiveName(CollKind kind) {
   switch (kind) {
-    case DriverCollective::kAllReduce: return "all-reduce";
-    case DriverCollective::kReduceScatter: return "reduce-scatter";
-    case DriverCollective::kAllGather: return "all-gather";
-    case DriverCollective::kBroadcast: return "broadcast";
-    case DriverCollective::kReduce: return "reduce";
-    case DriverCollective::kAllToAll: return "all-to-all";
+    case CollKind::kAllReduce: return "all-reduce";
+    case CollKind::kReduceScatter: return "reduce-scatter";
+    case CollKind::kAllGather: return "all-gather";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kReduce: return "reduce";
+    case CollKind::kAllToAll: return "all-to-all";
+    case CollKind::kBarrier:
+    case CollKind::kSendRecv: break;  // no driver schedule
   }
   return "?";
 }
@@ -46,9 +48,9 @@ inline Sizes sizesOf(const Case& c) {
   const size_t n = size_t(c.nranks), k = c.count;
   if (c.point_to_point) return {k, k};
   switch (c.kind) {
-    case DriverCollective::kReduceScatter: return {n * k, k};
-    case DriverCollective::kAllGather: return {k, n * k};
-    case DriverCollective::kAllToAll: return {n * k, n * k};
+    case CollKind::kReduceScatter: return {n * k, k};
+    case CollKind::kAllGather: return {k, n * k};
+    case CollKind::kAllToAll: return {n * k, n * k};
     default: return {k, k};
   }
 }
@@ -80,19 +82,21 @@ inline std::vector<unsigned char> expectedOutput(const Case& c, const std::vecto
     return out;
   }
   switch (c.kind) {
-    case DriverCollective::kAllReduce: fold(0); break;
-    case DriverCollective::kReduceScatter: fold(size_t(rank)); break;
-    case DriverCollective::kReduce:
+    case CollKind::kAllReduce: fold(0); break;
+    case CollKind::kReduceScatter: fold(size_t(rank)); break;
+    case CollKind::kReduce:
       if (rank != c.root) return {};
       fold(0);
       break;
-    case DriverCollective::kAllGather:
+    case CollKind::kAllGather:
       for (int q = 0; q < n; q++) input(q, 0, out.data() + size_t(q) * k * e, k);
       break;
-    case DriverCollective::kBroadcast: input(c.root, 0, out.data(), k); break;
-    case DriverCollective::kAllToAll:
+    case CollKind::kBroadcast: input(c.root, 0, out.data(), k); break;
+    case CollKind::kAllToAll:
       for (int q = 0; q < n; q++) input(q, size_t(rank) * k, out.data() + size_t(q) * k * e, k);
       break;
+    case CollKind::kBarrier:
+    case CollKind::kSendRecv: break;  // no driver schedule
   }
   return out;
 }

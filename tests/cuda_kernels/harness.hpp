@@ -20,7 +20,7 @@ enum class Mode { kThreads, kProcesses };
 
 struct Case {
   bool point_to_point = false;  // even ranks send to rank + 1 (instead of a collective)
-  DriverCollective kind = DriverCollective::kAllReduce;
+  CollKind kind = CollKind::kAllReduce;
   DataType dtype = DataType::kFloat32;
   RedOp op = RedOp::kSum;
   int nranks = 2;

@@ -14,13 +14,13 @@
 namespace ouro::kernels::cuda::test {
 namespace {
 
-constexpr DriverCollective kAllCollectives[] = {DriverCollective::kAllReduce, DriverCollective::kReduceScatter,
-                                                DriverCollective::kAllGather, DriverCollective::kBroadcast,
-                                                DriverCollective::kReduce,    DriverCollective::kAllToAll};
+constexpr CollKind kAllCollectives[] = {CollKind::kAllReduce, CollKind::kReduceScatter,
+                                                CollKind::kAllGather, CollKind::kBroadcast,
+                                                CollKind::kReduce,    CollKind::kAllToAll};
 
-bool reduces(DriverCollective kind) {
-  return kind == DriverCollective::kAllReduce || kind == DriverCollective::kReduceScatter ||
-         kind == DriverCollective::kReduce;
+bool reduces(CollKind kind) {
+  return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter ||
+         kind == CollKind::kReduce;
 }
 
 void requireMatch(const Case& c) {
@@ -44,7 +44,7 @@ constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol
 TEST_CASE("emulated kernels: every collective x dtype x op matches the host reductions", "[cuda][emulation]") {
   uint64_t seed = 1;
   for (DeviceProtocol protocol : kProtocols)
-  for (DriverCollective kind : kAllCollectives)
+  for (CollKind kind : kAllCollectives)
     for (DataType dtype : ouro::kernels::test::kAllDataTypes)
       for (RedOp op : ouro::kernels::test::kAllRedOps) {
         if (!reduces(kind) && op != RedOp::kSum) continue;
@@ -78,7 +78,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
   uint64_t seed = 1000;
   for (int nranks = 2; nranks <= 8; nranks++)
     for (int nchannels = 1; nchannels <= 4; nchannels++)
-      for (DriverCollective kind : kAllCollectives) {
+      for (CollKind kind : kAllCollectives) {
         const Pair& pair = pairs[size_t(seed) % 4];
         Case c;
         c.kind = kind;
@@ -89,7 +89,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
         c.root = nranks - 1;
         c.count = size_t(97 * nranks + seed % 7);  // several slices per channel
         c.offset_elems = seed % 2;
-        c.in_place = (kind == DriverCollective::kAllReduce || kind == DriverCollective::kAllToAll) && seed % 3 == 0;
+        c.in_place = (kind == CollKind::kAllReduce || kind == CollKind::kAllToAll) && seed % 3 == 0;
         // Half the cases run the ring in a reversed, rotated order (an NVLink order from
         // comm/gpu_topology would permute it so): the bits must not change.
         if ((nranks + nchannels) % 2 == 1)  // every kind, half the shapes
@@ -124,7 +124,7 @@ TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
 // MAP_SHARED memory mapped before the fork (as CUDA IPC maps a peer's memory).
 TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulation][processes]") {
   uint64_t seed = 3000;
-  for (DriverCollective kind : kAllCollectives)
+  for (CollKind kind : kAllCollectives)
     for (int nranks : {2, 5}) {
       Case c;
       c.mode = Mode::kProcesses;
@@ -160,7 +160,7 @@ TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cud
     Case c;
     c.mode = mode;
     c.protocol = protocol;
-    c.kind = DriverCollective::kAllToAll;
+    c.kind = CollKind::kAllToAll;
     c.nranks = 3;
     c.nchannels = 2;
     c.count = 200;
@@ -188,7 +188,7 @@ TEST_CASE("emulated kernels: the abort word ends waiting kernels", "[cuda][emula
     Case c;
     c.mode = mode;
     c.protocol = protocol;
-    c.kind = DriverCollective::kAllReduce;
+    c.kind = CollKind::kAllReduce;
     c.nranks = 4;
     c.nchannels = 3;
     c.count = 1000;

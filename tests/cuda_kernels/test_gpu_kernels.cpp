@@ -151,15 +151,15 @@ int main() {
   const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
                         {DataType::kInt8, RedOp::kProd},   {DataType::kBfloat16, RedOp::kMax},
                         {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum}};
-  const DriverCollective kinds[] = {DriverCollective::kAllReduce, DriverCollective::kReduceScatter,
-                                    DriverCollective::kAllGather, DriverCollective::kBroadcast,
-                                    DriverCollective::kReduce,    DriverCollective::kAllToAll};
+  const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter,
+                                    CollKind::kAllGather, CollKind::kBroadcast,
+                                    CollKind::kReduce,    CollKind::kAllToAll};
   int failures = 0, cases = 0;
   uint64_t seed = 1;
   for (cuda::DeviceProtocol protocol : {cuda::DeviceProtocol::kSimple, cuda::DeviceProtocol::kLL})
   for (int nranks : {2, 3, 8})
     for (int nchannels : {1, 4})
-      for (DriverCollective kind : kinds)
+      for (CollKind kind : kinds)
         for (const Pair& pair : pairs)
           for (size_t count : {size_t(0), size_t(1), size_t(nranks + 1), size_t(300001)}) {
             Case c;

@@ -21,7 +21,7 @@ constexpr DeviceProtocol kPlantedIn = DeviceProtocol::kSimple;
 TEST_CASE("planted bug: " PLANTED_BUG " gives wrong results", "[cuda][emulation][planted]") {
   int mismatches = 0;
   for (uint64_t seed = 1; seed <= 4; seed++)
-    for (DriverCollective kind : {DriverCollective::kAllReduce, DriverCollective::kAllGather}) {
+    for (CollKind kind : {CollKind::kAllReduce, CollKind::kAllGather}) {
       Case c;
       c.kind = kind;
       c.protocol = kPlantedIn;

@@ -28,7 +28,7 @@ namespace {
 using test::hex;
 using test::kAllDataTypes;
 using test::kAllRedOps;
-using Kind = DriverCollective;
+using Kind = CollKind;
 
 constexpr Kind kAllKinds[] = {Kind::kAllReduce, Kind::kReduceScatter, Kind::kAllGather,
                               Kind::kBroadcast, Kind::kReduce,        Kind::kAllToAll};
@@ -36,11 +36,8 @@ constexpr uint32_t kSlotBytes = 24;     // 24 int8, 12 fp16, 6 fp32 or 3 fp64 el
 constexpr uint32_t kHeaderBytes = 8;    // the message's element count, checked by the receiver
 constexpr auto kWaitLimit = std::chrono::seconds(20);  // per batch of calls
 
-const char* kindName(Kind k) {
-  static const char* const kNames[] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce", "alltoall"};
-  return kNames[int(k)];
-}
-bool reduces(Kind k) { return k == Kind::kAllReduce || k == Kind::kReduceScatter || k == Kind::kReduce; }
+const char* kindName(Kind k) { return collName(k); }
+bool reduces(Kind k) { return collReduces(k); }
 // Buffers count n blocks of count (else count elements).
 bool blocksIn(Kind k) { return k == Kind::kReduceScatter || k == Kind::kAllToAll; }
 bool blocksOut(Kind k) { return k == Kind::kAllGather || k == Kind::kAllToAll; }
@@ -340,6 +337,8 @@ std::string check(const Prepared& p) {
         case Kind::kReduce:  // only the root's output is written
           return r == c.root ? fold(i) : c.in_place ? p.inputs[size_t(r)][i] : kUntouched & test::widthMask(c.t);
         case Kind::kAllToAll: return p.inputs[i / c.count][size_t(r) * c.count + i % c.count];
+        case Kind::kBarrier:
+        case Kind::kSendRecv: break;  // no driver schedule
       }
       return 0;
     };

@@ -24,7 +24,7 @@ using test::kAllRedOps;
 // else dst is its own buffer, `dst_offset` elements past a 64-byte boundary.
 // Returns "" or the first element that differs from the reference.
 std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_source, std::mt19937_64& rng,
-                            Store store = Store::kCached, size_t dst_offset = 3) {
+                            WritePolicy store = WritePolicy::kCached, size_t dst_offset = 3) {
   std::vector<std::vector<uint64_t>> values;
   std::vector<ElementBuffer> buffers;
   buffers.reserve(size_t(n) + 1);
@@ -48,7 +48,7 @@ std::string checkReduceMany(DataType t, RedOp op, int n, size_t count, int dst_s
     if (out.get(i) != expected)
       return std::string(dataTypeName(t)) + " " + redOpName(op) + " n " + std::to_string(n) + " count " +
              std::to_string(count) + " dst source " + std::to_string(dst_source) + " dst offset " +
-             std::to_string(dst_offset) + (store == Store::kStreaming ? " streaming" : "") + ": element " + std::to_string(i) +
+             std::to_string(dst_offset) + (store == WritePolicy::kStreaming ? " streaming" : "") + ": element " + std::to_string(i) +
              " gave " + hex(out.get(i)) + ", expected " + hex(expected);
   }
   return "";
@@ -81,12 +81,12 @@ TEST_CASE("reduceMany with streaming stores gives the same bits, at every alignm
       for (int n : {2, 3, 8})
         for (size_t count : {size_t(1), size_t(100), size_t(513), size_t(4097)})
           for (size_t dst_offset : {size_t(0), size_t(1), size_t(5)}) {
-            const std::string mismatch = checkReduceMany(t, op, n, count, -1, rng, Store::kStreaming, dst_offset);
+            const std::string mismatch = checkReduceMany(t, op, n, count, -1, rng, WritePolicy::kStreaming, dst_offset);
             if (!mismatch.empty()) FAIL_CHECK(mismatch);
           }
   // Streaming in place falls back to ordinary stores; the result is the same.
   for (DataType t : kAllDataTypes) {
-    const std::string mismatch = checkReduceMany(t, RedOp::kSum, 2, 1000, 1, rng, Store::kStreaming);
+    const std::string mismatch = checkReduceMany(t, RedOp::kSum, 2, 1000, 1, rng, WritePolicy::kStreaming);
     if (!mismatch.empty()) FAIL_CHECK(mismatch);
   }
 }
@@ -97,7 +97,7 @@ TEST_CASE("copy with streaming stores copies every byte and nothing more", "[red
   for (size_t offset : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(100)})
     for (size_t bytes : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65), size_t(4096), size_t(5000)}) {
       std::fill(dst.begin(), dst.end(), static_cast<unsigned char>(0xEE));
-      copy(dst.data() + offset, src.data(), bytes, Store::kStreaming);
+      copy(dst.data() + offset, src.data(), bytes, WritePolicy::kStreaming);
       INFO("offset " << offset << " bytes " << bytes);
       CHECK(std::equal(src.begin(), src.begin() + long(bytes), dst.begin() + long(offset)));
       CHECK(std::all_of(dst.begin(), dst.begin() + long(offset), [](unsigned char c) { return c == 0xEE; }));

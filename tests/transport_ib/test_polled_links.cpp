@@ -1,7 +1,7 @@
-// The engine with links that move only when progress() is called and have no descriptor to
-// poll (as InfiniBand's completion queues): two engines on two threads in one process, joined by
-// an in-memory fake link pair (test-only). Collectives complete only because the engine calls
-// progress() while it waits; a link whose peerAlive() turns false ends a wait with kRemoteError
+// The progress service with links that move only when progress() is called and have no descriptor
+// to poll (as InfiniBand's completion queues): two ranks on two threads in one process, joined by
+// an in-memory fake link pair (test-only), each with its progress service, planner and host
+// algorithm state. Collectives complete only because the waits call progress(); a link whose peerAlive() turns false ends a wait with kRemoteError
 // naming the peer instead of waiting for the timeout.
 #include <catch2/catch.hpp>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "comm/progress/engine.hpp"
+#include "comm/exec/host_state.hpp"
 #include "core/error.hpp"
 
 using namespace ouro;
@@ -83,8 +83,16 @@ class PolledLink final : public Link {
   FakeMessage held_;
 };
 
-std::unique_ptr<Engine> makeEngine(int rank, std::shared_ptr<Wire> wire, PolledLink** link) {
-  Engine::Setup s;
+// One rank of the fake world: what a communicator holds for host calls, without the bootstrap.
+struct FakeRank {
+  std::unique_ptr<Progress> progress;
+  std::unique_ptr<Planner> planner;
+  std::unique_ptr<HostState> state;
+  void collective(const CollArgs& a) { runHostCollective(*state, a); }
+};
+
+std::unique_ptr<FakeRank> makeEngine(int rank, std::shared_ptr<Wire> wire, PolledLink** link) {
+  Progress::Setup s;
   s.rank = rank;
   s.nranks = 2;
   s.shm_local_index.assign(2, -1);
@@ -94,11 +102,18 @@ std::unique_ptr<Engine> makeEngine(int rank, std::shared_ptr<Wire> wire, PolledL
   auto l = std::make_unique<PolledLink>(wire, rank, 1 - rank, 4096, 2);
   *link = l.get();
   s.links[size_t(1 - rank)] = std::move(l);
-  s.algo = "ring";
-  s.slice_bytes = 4096;
-  auto engine = std::make_unique<Engine>(std::move(s));
-  engine->setTimeoutNs(20'000'000'000);
-  return engine;
+  PlannerWorld world;
+  world.rank = rank;
+  world.nranks = 2;
+  world.setting = AlgoSetting::kPairwise;
+  world.slice_bytes = 4096;
+  world.host_of = {0, 1};
+  auto r = std::make_unique<FakeRank>();
+  r->progress = std::make_unique<Progress>(std::move(s));
+  r->progress->setTimeoutNs(20'000'000'000);
+  r->planner = std::make_unique<Planner>(std::move(world));
+  r->state = std::make_unique<HostState>(*r->progress, *r->planner);
+  return r;
 }
 
 }  // namespace
@@ -106,7 +121,7 @@ std::unique_ptr<Engine> makeEngine(int rank, std::shared_ptr<Wire> wire, PolledL
 TEST_CASE("links without descriptors are progressed by the engine's waits", "[ib]") {
   auto wire = std::make_shared<Wire>();
   PolledLink* links[2];
-  std::unique_ptr<Engine> engines[2] = {makeEngine(0, wire, &links[0]), makeEngine(1, wire, &links[1])};
+  std::unique_ptr<FakeRank> engines[2] = {makeEngine(0, wire, &links[0]), makeEngine(1, wire, &links[1])};
   const size_t count = 100'000;  // many 4 KiB slices through 2 slots: only moves if progressed
   std::vector<float> in[2], out[2];
   std::string errors[2];

@@ -68,7 +68,7 @@ struct ControlBlock {
   // Diagnostics: the call the owner is in, or was last in: kind << 56 | call number.
   Padded64 current_call;
   // The CPU the owner last ran on (kUnknownCpu until it says). A waiter that finds a peer on its
-  // own CPU yields instead of spinning: that peer cannot run while it spins (comm/progress/engine.cpp).
+  // own CPU yields instead of spinning: that peer cannot run while it spins (comm/progress/progress.cpp).
   Padded32 cpu;
   ArrivalLine arrival[2];
   // Reduce-scatter phase of the direct all-reduce: chunks whose slice this rank has reduced.

@@ -1,4 +1,4 @@
-#include "comm/progress/engine.hpp"
+#include "comm/progress/progress.hpp"
 
 #include <poll.h>
 #include <sched.h>
@@ -8,11 +8,9 @@
 
 #include <cstring>
 
-#include "comm/exec/algorithms.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
-#include "kernels/cpu/reduce.hpp"
 #include "transport/shm/doorbell.hpp"
 
 namespace ouro {
@@ -47,7 +45,7 @@ bool processGone(int pidfd, int pid) {
 
 }  // namespace
 
-Engine::Engine(Setup setup)
+Progress::Progress(Setup setup)
     : rank_(setup.rank),
       nranks_(setup.nranks),
       shm_(std::move(setup.shm)),
@@ -55,25 +53,15 @@ Engine::Engine(Setup setup)
       links_(std::move(setup.links)),
       host_of_(std::move(setup.host_of)),
       hostnames_(std::move(setup.hostnames)),
-      hier_min_bytes_(size_t(envInt("OURO_HIER_MIN_BYTES"))),
-      inter_host_slots_(setup.inter_host_slots),
-      direct_family_(setup.direct_family),
-      algo_(setup.algo),
-      slice_bytes_(setup.slice_bytes),
-      stream_output_bytes_(setup.stream_output_bytes),
-      stream_staging_bytes_(setup.stream_staging_bytes),
-      stream_staging_(setup.stream_staging),
-      check_(envInt("OURO_CHECK") != 0),
+      peers_publish_calls_(setup.peers_publish_calls),
       timeout_ns_(envInt("OURO_TIMEOUT_S") * 1'000'000'000),
       send_calls_(size_t(nranks_), 0),
       recv_calls_(size_t(nranks_), 0),
-      peer_last_call_(size_t(nranks_), 0),
-      sources_(size_t(nranks_), nullptr) {
+      peer_last_call_(size_t(nranks_), 0) {
   shm_local_index_.resize(size_t(nranks_), -1);
   links_.resize(size_t(nranks_));
   host_of_.resize(size_t(nranks_), 0);
   hostnames_.resize(size_t(nranks_));
-  host_layout_ = describeHosts(host_of_);
   pidfds_.assign(size_t(nranks_), -1);
   int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
   if (shm_) {
@@ -100,31 +88,14 @@ Engine::Engine(Setup setup)
   }
 }
 
-Engine::~Engine() {
+Progress::~Progress() {
   for (int fd : pidfds_)
     if (fd >= 0) ::close(fd);
 }
 
-std::byte* Engine::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
-}
+void Progress::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
 
-void Engine::noteAlgorithm(CollKind kind, const char* algorithm) { noteAlgorithm(kind, algorithm, ""); }
-
-void Engine::noteAlgorithm(CollKind kind, const std::string& algorithm, const std::string& why) {
-  if (!logEnabled(LogLevel::kInfo)) return;
-  // Once per algorithm: the first call's reason stands for the rest (sizes differ, the rule not).
-  for (auto& [k, a] : noted_)
-    if (k == kind && a == algorithm) return;
-  noted_.emplace_back(kind, algorithm);
-  OURO_INFO("rank %d: %s #%llu uses the %s algorithm (OURO_ALGO=%s)%s%s", rank_, collName(kind),
-            (unsigned long long)call_, algorithm.c_str(), algo_.c_str(), why.empty() ? "" : ": ", why.c_str());
-}
-
-void Engine::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
-
-void Engine::throwUnusable(const char* call) const {
+void Progress::throwUnusable(const char* call) const {
   std::lock_guard lock(failure_mu_);
   raise(Result::kInvalidUsage,
           "rank %d: %s: this communicator failed earlier and cannot be used (%s); destroy it (ouroCommAbort) and "
@@ -132,7 +103,7 @@ void Engine::throwUnusable(const char* call) const {
           rank_, call, failure_.c_str());
 }
 
-void Engine::fail(const std::string& reason) {
+void Progress::fail(const std::string& reason) {
   {
     std::lock_guard lock(failure_mu_);
     if (!failure_.empty()) return;
@@ -152,62 +123,32 @@ void Engine::fail(const std::string& reason) {
     if (l) l->sendAbort(reason);
 }
 
-void Engine::collective(const CollArgs& args) {
-  call_ = ++calls_;
-  call_name_ = collName(args.kind);
-  whole_world_call_ = true;
+void Progress::beginCall(CollKind kind) {
+  whole_world_call_ = kind != CollKind::kSendRecv;
+  call_ = whole_world_call_ ? ++calls_ : ++p2p_calls_;
+  call_name_ = collName(kind);
   deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
   if (shm_) {
-    shm_->control(shm_->localRank())->current_call.value.store(packCall(args.kind, call_), std::memory_order_relaxed);
-    notePeersOnMyCpu({});
-  }
-  try {
-    if (nranks_ == 1)
-      runLocally(args);
-    else if (direct_family_)
-      runDirect(*this, args);
-    else
-      runOverLinks(*this, args);
-    flushLinks();
-  } catch (Error& e) {
-    std::string prefix = strprintf("rank %d: %s #%llu", rank_, call_name_, (unsigned long long)call_);
-    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
-    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
-    throw;
+    // send/recv publishes the collective count it follows, as peers compare collectives only.
+    shm_->control(shm_->localRank())->current_call.value.store(packCall(kind, calls_), std::memory_order_relaxed);
+    if (whole_world_call_) notePeersOnMyCpu({});
   }
 }
 
-void Engine::sendRecv(std::vector<Transfer>& transfers) {
-  call_name_ = collName(CollKind::kSendRecv);
-  call_ = ++p2p_calls_;
-  whole_world_call_ = false;
-  deadline_ = Deadline::never();
-  if (shm_)
-    shm_->control(shm_->localRank())->current_call.value.store(packCall(CollKind::kSendRecv, calls_),
-                                                                std::memory_order_relaxed);
-  try {
-    runTransfers(*this, transfers);
-    flushLinks();
-  } catch (Error& e) {
-    std::string prefix = strprintf("rank %d: send/recv #%llu", rank_, (unsigned long long)call_);
-    if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
-    if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
-    throw;
-  }
+void Progress::endCallWithError(Error& e) {
+  const std::string prefix = whole_world_call_
+                                 ? strprintf("rank %d: %s #%llu", rank_, call_name_, (unsigned long long)call_)
+                                 : strprintf("rank %d: send/recv #%llu", rank_, (unsigned long long)call_);
+  if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
+  if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
 }
 
-void Engine::runLocally(const CollArgs& a) {
-  // One rank: every collective is a copy (or nothing, in place).
-  size_t bytes = a.count * a.elementBytes();
-  if (a.kind != CollKind::kBarrier && bytes && a.send != a.recv) std::memcpy(a.recv, a.send, bytes);
-}
-
-void Engine::progressLinks() {
+void Progress::progressLinks() {
   for (transport::Link* l : polled_links_) l->progress();
   for (transport::Link* l : progressed_links_) l->progress();
 }
 
-void Engine::checkLinksAlive(const std::vector<int>& waited_on) {
+void Progress::checkLinksAlive(const std::vector<int>& waited_on) {
   auto fail = [&](int p, transport::Link* l) {
     raise(Result::kRemoteError, "rank %d: %s #%llu: the %s link to rank %d on %s failed: %s", rank_, call_name_,
           (unsigned long long)call_, l->transportName(), p, hostnames_[size_t(p)].c_str(), l->peerFailure().c_str());
@@ -230,7 +171,7 @@ void Engine::checkLinksAlive(const std::vector<int>& waited_on) {
   }
 }
 
-void Engine::flushLinks() {
+void Progress::flushLinks() {
   if (polled_links_.empty() && progressed_links_.empty()) return;
   auto pending = [&] {
     std::vector<int> peers;
@@ -241,7 +182,7 @@ void Engine::flushLinks() {
   waitUntil([&] { return pending().empty(); }, pending);
 }
 
-void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missing) {
+void Progress::waitSlow(const std::function<bool()>& ready, const MissingFn& missing) {
   const int64_t start = nowNs();
   if (deadline_.atNs() == INT64_MAX) deadline_ = Deadline(start + timeout_ns_);  // the call's first slow wait
   const int64_t spin_end = start + policy_.spin_ns;
@@ -277,7 +218,7 @@ void Engine::waitSlow(const std::function<bool()>& ready, const MissingFn& missi
   }
 }
 
-void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, const std::vector<int>& waited_on) {
+void Progress::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, const std::vector<int>& waited_on) {
   int64_t slice = std::max<int64_t>(std::min<int64_t>(max_ns, 10'000'000), 100'000);
   if (!progressed_links_.empty()) {
     // A completion queue rings no descriptor: look at the sockets without waiting, then sleep
@@ -323,7 +264,7 @@ void Engine::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, co
   ::usleep(1000);
 }
 
-bool Engine::notePeersOnMyCpu(const std::vector<int>& peers) {
+bool Progress::notePeersOnMyCpu(const std::vector<int>& peers) {
   if (!shm_) return false;
   // sched_getcpu reads the rseq area glibc registers: no system call.
   const auto cpu = uint32_t(sched_getcpu());
@@ -336,7 +277,7 @@ bool Engine::notePeersOnMyCpu(const std::vector<int>& peers) {
   return false;
 }
 
-void Engine::checkPeers(const std::vector<int>& waited_on) {
+void Progress::checkPeers(const std::vector<int>& waited_on) {
   for (int p : waited_on) {
     int local = shm_local_index_[size_t(p)];
     if (p == rank_ || local < 0) continue;  // TCP peers report through their link
@@ -351,10 +292,10 @@ void Engine::checkPeers(const std::vector<int>& waited_on) {
   }
 }
 
-std::string Engine::lastSeen(int peer) const {
+std::string Progress::lastSeen(int peer) const {
   uint64_t packed = peer_last_call_[size_t(peer)];
   int local = shm_local_index_[size_t(peer)];
-  if (direct_family_ && local >= 0) packed = shm_->control(local)->current_call.value.load(std::memory_order_relaxed);
+  if (peers_publish_calls_ && local >= 0) packed = shm_->control(local)->current_call.value.load(std::memory_order_relaxed);
   uint64_t call = packed & ((1ULL << 56) - 1);
   auto kind = CollKind(packed >> 56);
   if (packed == 0) return "not seen in any call yet";
@@ -362,7 +303,7 @@ std::string Engine::lastSeen(int peer) const {
   return strprintf("last seen in %s #%llu", collName(kind), (unsigned long long)call);
 }
 
-void Engine::throwTimeout(const std::vector<int>& waited_on) {
+void Progress::throwTimeout(const std::vector<int>& waited_on) {
   // Each rank waited for is named with its host: when a host dies or loses its network, every
   // rank waiting on it says which host, and the hint points at the host before the program.
   std::string who;

@@ -1,0 +1,64 @@
+#include "comm/exec/host_state.hpp"
+
+#include <cstring>
+
+#include "comm/exec/algorithms.hpp"
+
+namespace ouro {
+
+HostState::HostState(Progress& progress, const Planner& planner)
+    : progress_(progress),
+      planner_(planner),
+      writes_(planner.world().direct_writes),
+      sources_(size_t(progress.size()), nullptr) {}
+
+HostState& HostState::of(Communicator& comm) {
+  ExecutorState* state = comm.executorState(ExecutorKind::kHost);
+  if (!state) {
+    comm.setExecutorState(ExecutorKind::kHost, std::make_unique<HostState>(comm.progress(), comm.planner()));
+    state = comm.executorState(ExecutorKind::kHost);
+  }
+  return static_cast<HostState&>(*state);  // only HostState is ever set for kHost
+}
+
+std::byte* HostState::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+void runHostCollective(Communicator& comm, const CollArgs& args) { runHostCollective(HostState::of(comm), args); }
+
+void runHostCollective(HostState& state, const CollArgs& args) {
+  const Plan plan = state.planner().planHost(args);
+  Progress& progress = state.progress();
+  progress.runCall(args.kind, [&] {
+    state.planner().note(plan, progress.call());
+    const HostCall call{progress, state, plan, args};
+    switch (plan.algorithm) {
+      case Algorithm::kCopy: {
+        // One rank: every collective is a copy (or nothing, in place).
+        const size_t bytes = args.count * args.elementBytes();
+        if (args.kind != CollKind::kBarrier && bytes && args.send != args.recv) std::memcpy(args.recv, args.send, bytes);
+        return;
+      }
+      case Algorithm::kDirectInline:
+      case Algorithm::kDirectSymmetric:
+      case Algorithm::kDirectStaged: return runDirect(call);
+      case Algorithm::kHierarchical:
+      case Algorithm::kOneShot:
+      case Algorithm::kPairwiseRing:
+      case Algorithm::kPairwiseTransfers:
+      case Algorithm::kDescriptorExchange: return runOverLinks(call);
+      case Algorithm::kDeviceDriver: break;
+    }
+    raise(Result::kInternalError, "rank %d: the host executor was given a %s plan; please report this as a bug",
+          progress.rank(), algorithmName(plan.algorithm));
+  });
+}
+
+void runHostTransfers(Communicator& comm, std::vector<Transfer>& transfers) {
+  Progress& progress = comm.progress();
+  progress.runCall(CollKind::kSendRecv, [&] { runTransfers(progress, transfers); });
+}
+
+}  // namespace ouro

@@ -1,0 +1,72 @@
+// What the host algorithms keep per communicator between calls, and the entry points that run a
+// host call: plan it (comm/plan/planner.hpp), then run the planned algorithm through the progress
+// service (comm/progress/progress.hpp). The progress service knows nothing of the algorithms;
+// what only they need lives here: scratch memory, the direct algorithms' generation counter, and
+// their core-distance probe with the write policy it feeds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/plan/planner.hpp"
+#include "comm/progress/progress.hpp"
+#include "comm/setup/communicator.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace ouro {
+
+// The direct algorithms' latest measure of how far apart two local ranks' cores are (2 ranks).
+struct CoreDistance {
+  uint64_t next_probe_call = 0;  // the first call number that may probe again
+  int64_t round_trip_ns = -1;    // -1 until measured
+  bool far = false;
+};
+
+class HostState final : public ExecutorState {
+ public:
+  HostState(Progress& progress, const Planner& planner);
+  // The communicator's host state, made at its first host call. Call only in the call's turn
+  // (Communicator::runInTurn), which also orders the making.
+  static HostState& of(Communicator& comm);
+  void abort() override {}  // nothing runs outside a caller's thread or a host worker
+
+  Progress& progress() { return progress_; }
+  const Planner& planner() const { return planner_; }
+
+  // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
+  std::byte* scratch(size_t bytes);
+  // A reusable array of one source pointer per rank (for kernels::reduceMany).
+  std::vector<const void*>& sources() { return sources_; }
+  uint64_t& directGeneration() { return direct_generation_; }
+  CoreDistance& coreDistance() { return core_distance_; }
+  // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
+  kernels::WritePolicy outputStore(size_t bytes) const { return storeFor(bytes, writes_.stream_output_bytes); }
+  kernels::WritePolicy stagingStore(size_t bytes) const {
+    if (writes_.stream_staging == StreamStaging::kNever ||
+        (writes_.stream_staging == StreamStaging::kAuto && !core_distance_.far))
+      return kernels::WritePolicy::kCached;
+    return storeFor(bytes, writes_.stream_staging_bytes);
+  }
+
+ private:
+  static kernels::WritePolicy storeFor(size_t bytes, size_t threshold) {
+    return threshold != 0 && bytes >= threshold ? kernels::WritePolicy::kStreaming : kernels::WritePolicy::kCached;
+  }
+
+  Progress& progress_;
+  const Planner& planner_;
+  const DirectWrites writes_;
+  CoreDistance core_distance_;
+  uint64_t direct_generation_ = 0;
+  std::vector<std::byte> scratch_;
+  std::vector<const void*> sources_;
+};
+
+// Runs one collective on this thread, from its plan to its last byte (arguments already
+// validated; the caller holds the call's turn).
+void runHostCollective(Communicator& comm, const CollArgs& args);
+void runHostCollective(HostState& state, const CollArgs& args);
+// Runs send/recv transfers together (ouroGroupStart/End semantics).
+void runHostTransfers(Communicator& comm, std::vector<Transfer>& transfers);
+
+}  // namespace ouro

@@ -1,0 +1,30 @@
+#include "comm/plan/algo_setting.hpp"
+
+#include "core/error.hpp"
+
+namespace ouro {
+
+AlgoSetting parseAlgoSetting(const std::string& text) {
+  if (text == "auto") return AlgoSetting::kAuto;
+  if (text == "direct") return AlgoSetting::kDirect;
+  if (text == "pairwise" || text == "ring") return AlgoSetting::kPairwise;
+  if (text == "one-shot" || text == "latency") return AlgoSetting::kOneShot;
+  if (text == "hierarchical") return AlgoSetting::kHierarchical;
+  raise(Result::kInvalidArgument,
+        "OURO_ALGO=%s is not one of auto, direct, pairwise, one-shot, hierarchical (ring and latency are accepted "
+        "for pairwise and one-shot); see docs/SETTINGS.md",
+        text.c_str());
+}
+
+const char* algoSettingName(AlgoSetting setting) {
+  switch (setting) {
+    case AlgoSetting::kAuto: return "auto";
+    case AlgoSetting::kDirect: return "direct";
+    case AlgoSetting::kPairwise: return "pairwise";
+    case AlgoSetting::kOneShot: return "one-shot";
+    case AlgoSetting::kHierarchical: return "hierarchical";
+  }
+  return "unknown";
+}
+
+}  // namespace ouro

@@ -1,0 +1,76 @@
+// The plan of one call: everything about how it runs, decided once by the planner (one per
+// communicator, comm/plan/planner.cpp) before an executor touches it. The executors consume it
+// and choose nothing again. Decided only from what every rank shares (the call's arguments as
+// every rank must pass them, the world, the settings), never from this rank's role, so every
+// rank plans the same: a broadcast's root and its receivers run the same algorithm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "comm/plan/algo_setting.hpp"
+#include "comm/plan/collective.hpp"
+#include "comm/plan/hierarchy.hpp"
+
+namespace ouro {
+
+// How the direct algorithms write large calls, around the cache or not (OURO_SHM_STREAM_*; read
+// when the shared-memory transport sets up). auto for the staging copies: stream only when the
+// two ranks' cores measure far apart (the probe in comm/exec/algo_direct.cpp).
+enum class StreamStaging : uint8_t { kAuto, kAlways, kNever };
+struct DirectWrites {
+  size_t stream_output_bytes = 0;   // all-reduce outputs of at least this many bytes (0: never)
+  size_t stream_staging_bytes = 0;  // staging copies of calls of at least this many bytes (0: never)
+  StreamStaging stream_staging = StreamStaging::kAuto;
+};
+
+// Which executor runs the call: the host (the caller's thread, or a host stream's worker) or the
+// CUDA executor (a kernel on the user's stream).
+enum class ExecutorKind : uint8_t { kHost, kCuda };
+
+enum class Algorithm : uint8_t {
+  kCopy,               // one rank: the output is the input
+  // One host, every rank mapping every other's shared memory (comm/exec/algo_direct.cpp):
+  kDirectInline,       //   the data rides in the announcement line (at most kInlineBytes)
+  kDirectSymmetric,    //   all-reduce: every rank reduces every staged chunk
+  kDirectStaged,       //   through the staging buffers (all-reduce: reduce-scatter, then all-gather)
+  // Messages over links, shm FIFOs and TCP (comm/exec/algo_links.cpp):
+  kOneShot,            //   the data rides in the descriptor exchange
+  kPairwiseRing,       //   the collective driver: pairwise reduce-scatter, ring all-gather, chain broadcast
+  kHierarchical,       //   all-reduce inside each host, then a chain between hosts
+  kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
+  kDescriptorExchange, //   barrier: the exchange is the whole call
+  // CUDA (comm/exec/cuda_executor.cpp):
+  kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel
+};
+const char* algorithmName(Algorithm a);
+
+// How the device kernels move data: whole slots (Simple) or 8-byte flag+data lines (LL, for small
+// calls). Host plans have no protocol.
+enum class Protocol : uint8_t { kNone, kSimple, kLL };
+
+struct Plan {
+  CollKind kind = CollKind::kAllReduce;
+  ExecutorKind executor = ExecutorKind::kHost;
+  Algorithm algorithm = Algorithm::kCopy;
+  Protocol protocol = Protocol::kNone;
+  bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK)
+  size_t bytes = 0;         // what the choice was made on: the call's bytes per rank (all-to-all,
+                            // reduce-scatter and all-gather: the largest buffer)
+  size_t slice_bytes = 0;   // pipelining unit: one link slot (host) or one device message
+  int channels = 1;         // device: thread blocks, each with its share of every chunk
+  const int* ring = nullptr;  // device: ring order in device memory; nullptr: rank order
+  HostGrid grid;            // hierarchical: the hosts and their ranks
+  int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
+  HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
+
+  // Two calls with equal keys run the same way; OURO_DEBUG=info prints each key once.
+  bool sameWay(const Plan& o) const {
+    return kind == o.kind && executor == o.executor && algorithm == o.algorithm && protocol == o.protocol &&
+           check == o.check && slice_bytes == o.slice_bytes && channels == o.channels &&
+           hierarchy.reason == o.hierarchy.reason;
+  }
+};
+
+}  // namespace ouro

@@ -1,0 +1,60 @@
+// The planner: one per communicator, built when it connects, from facts every rank shares. It
+// turns a call (CollArgs) into its Plan; both executors ask it, and nothing downstream chooses
+// again. OURO_DEBUG=info prints the plan of a call once per distinct plan.
+#pragma once
+
+#include <mutex>
+#include <vector>
+
+#include "comm/plan/plan.hpp"
+
+namespace ouro {
+
+// What the planner decides from, the same on every rank.
+struct PlannerWorld {
+  int rank = 0;
+  int nranks = 1;
+  AlgoSetting setting = AlgoSetting::kAuto;  // OURO_ALGO
+  bool direct = false;       // every rank on this host with shared memory, and the setting allows it
+  size_t slice_bytes = 4096;  // the smallest link slot anywhere in the world (slices fit every link)
+  std::vector<int> host_of;   // per rank: its host's index (hosts numbered by their lowest rank)
+  size_t hier_min_bytes = 1 << 20;  // OURO_HIER_MIN_BYTES
+  int inter_host_slots = 2;  // slots per direction of the links between hosts (bounds the lag)
+  bool check = true;         // OURO_CHECK
+  DirectWrites direct_writes;
+};
+
+// What the CUDA executor knows once its FIFOs exist (comm/exec/cuda_executor.cpp).
+struct DeviceFacts {
+  size_t ll_max_bytes = 0;         // calls whose largest buffer fits use LL (OURO_CUDA_LL_MAX_BYTES)
+  size_t simple_message_bytes = 0;  // a slot
+  size_t ll_message_bytes = 0;      // half an LL slot: the other half is flags
+  int channels = 1;
+  const int* ring = nullptr;
+};
+
+class Planner {
+ public:
+  explicit Planner(PlannerWorld world);
+
+  Plan planHost(const CollArgs& args) const;
+  Plan planDevice(const CollArgs& args, const DeviceFacts& device) const;
+  // Logs the plan at info level the first time a plan of its kind is seen (call: for the line).
+  void note(const Plan& plan, uint64_t call) const;
+
+  const PlannerWorld& world() const { return world_; }
+  const HostLayout& hosts() const { return hosts_; }
+
+ private:
+  std::string describe(const Plan& plan) const;
+
+  PlannerWorld world_;
+  HostLayout hosts_;
+  mutable std::mutex noted_mu_;
+  mutable std::vector<Plan> noted_;
+};
+
+// The largest buffer of a call in bytes: what the protocol and the one-shot choice look at.
+size_t largestBufferBytes(const CollArgs& args, int nranks);
+
+}  // namespace ouro
