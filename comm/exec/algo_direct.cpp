@@ -15,9 +15,11 @@
 // reads, one more synchronisation). Reductions always combine sources in rank order, so every rank
 // computes bit-identical results.
 //
-// Large calls write around the cache where that measured faster (docs/PERFORMANCE.md): all-reduce
-// outputs of OURO_SHM_STREAM_OUTPUT_BYTES and more (no read-for-ownership of lines nobody reads
-// soon), and, when two ranks' cores turn out far apart, the staging copies (see the probe below).
+// Large calls write around the cache with streaming stores: all-reduce outputs of
+// OURO_SHM_STREAM_OUTPUT_BYTES and more (no read-for-ownership of lines nobody reads soon, no
+// eviction of the inputs), and, when two ranks' cores turn out far apart, the staging copies (see
+// the probe below). For the figures behind the thresholds, see
+// docs/PERFORMANCE.md "Figures behind the code's constants".
 #include <algorithm>
 #include <cstring>
 
@@ -40,18 +42,18 @@ using transport::shm::ControlBlock;
 // Core distance probe (two local ranks): calls of at least kProbeMinBytes per rank measure a
 // cache-line round trip between the two ranks' cores, at most once every kProbeEveryCalls calls.
 // The conditions depend only on the call (identical on both ranks once announce has checked it),
-// never on a rank's settings, so both ranks always probe together. On the 2-core VM the round
-// trip was 50-70 ns or 360-720 ns depending on where the host had put the vCPUs (it moves them
-// within minutes). When far, a peer reads staged lines faster from memory than from this core's
-// cache; when near, the other way round (a standalone model of the 2-rank 16 MiB all-reduce:
-// 10.8 vs 7.5-7.9 GB/s streaming vs cached when far, 5.8-6.8 vs 9.2-10.0 when near; ouro itself
-// 8.2-9.2 vs 6.9-7.4 when far). So OURO_SHM_STREAM_STAGING=auto streams staging only when far.
+// never on a rank's settings, so both ranks always probe together. It repeats because the distance
+// can change while a job runs (a hypervisor may move vCPUs between near and far places). When the
+// cores are far apart, a peer can read staged lines faster from memory than from this core's cache,
+// so streaming stores pay; when near, reading them from the cache is faster, so cached stores pay.
+// So OURO_SHM_STREAM_STAGING=auto streams staging only when far: a median round trip of
+// kFarRoundTripNs or more (docs/PERFORMANCE.md "Figures behind the code's constants").
 constexpr size_t kProbeMinBytes = size_t(256) << 10;
 constexpr uint64_t kProbeEveryCalls = 64;
 constexpr int kProbeRounds = 16;
 constexpr int64_t kFarRoundTripNs = 200;
-// Round trips of microseconds mean the two ranks take turns on one CPU (measured ~10 us with both
-// bound to CPU 0): they share its cache, and streaming measured 4.4-4.5 vs 4.7-4.9 GB/s there.
+// Round trips of kSharedCpuRoundTripNs or more mean the two ranks take turns on one CPU (every
+// round waits for a context switch): they share its cache, so staging stays cached there.
 constexpr int64_t kSharedCpuRoundTripNs = 2000;
 
 class Direct {
@@ -215,7 +217,7 @@ class Direct {
   }
   // Times kProbeRounds cache-line round trips with the other rank (rank 0 serves, rank 1 answers)
   // and updates this rank's staging store. The median round counts: neither a preempted round nor
-  // one lucky round (a minimum of 190 ns was seen once among rounds of 360-390) decides.
+  // one unusually fast round (which can fall below kFarRoundTripNs between far cores) decides.
   void probeCoreDistance() {
     CoreDistance& d = s_.coreDistance();
     std::atomic<uint64_t>& mine = control(me_)->probe.value;
@@ -424,9 +426,10 @@ class Direct {
   const std::byte* in_;
   std::byte* out_;
   const bool inline_;  // the plan: the data rides in the announcement lines
-  // Large calls copy into the staging buffers with streaming stores: on the 2-core VM a peer
-  // reading lines that sit modified in this core's cache was slower than reading them from
-  // memory (2 ranks, 16 MiB all-reduce 9.7-10.3 vs 6.7-8.1 GB/s; docs/PERFORMANCE.md).
+  // Large calls copy into the staging buffers with streaming stores when the probe finds the cores
+  // far apart, where a peer reads lines from memory faster than lines that sit modified in this
+  // core's cache; otherwise through the cache
+  // (docs/PERFORMANCE.md "Figures behind the code's constants").
   kernels::WritePolicy stage_store_;  // updated by probeCoreDistance
   uint64_t& generation_;
 };

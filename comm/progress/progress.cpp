@@ -65,9 +65,10 @@ Progress::Progress(Setup setup)
   pidfds_.assign(size_t(nranks_), -1);
   int local_ranks = 1, usable_cpus = hostTopology().hardware_threads;
   if (shm_) {
-    // Judged on the union of the local ranks' CPUs: ranks a launcher bound to one CPU each do
-    // not oversubscribe anything, and must spin rather than yield (yielding at once measured
-    // 1.6-2.9 us vs 0.4 us at 2 ranks bound to 2 CPUs).
+    // Judged on the union of the local ranks' CPUs: ranks a launcher bound to one CPU each do not
+    // oversubscribe anything, and must spin rather than yield (yielding at once puts a trip through
+    // the scheduler into every small call; see
+    // docs/PERFORMANCE.md "Figures behind the code's constants").
     local_ranks = shm_->localCount();
     uint64_t all[16] = {};
     for (int local = 0; local < local_ranks; local++)
@@ -203,7 +204,7 @@ void Progress::waitSlow(const std::function<bool()>& ready, const MissingFn& mis
     if (now < spin_end) {
       // A peer we wait for that last ran on our CPU is queued behind us (oversubscribed, or the
       // scheduler stacked two busy ranks on one core): spinning would only delay it. Peers on
-      // our CPU that merely wait too gain nothing from the CPU: handing it over costs ~5 us a
+      // our CPU that merely wait too gain nothing from the CPU: handing it over costs a context
       // switch and delays noticing a peer on another core.
       if ((iter == 1 ? policy_.oversubscribed : (iter & 15) == 0) && shm_ && notePeersOnMyCpu(missing()))
         sched_yield();
@@ -234,8 +235,10 @@ void Progress::blockBriefly(const std::function<bool()>& ready, int64_t max_ns, 
   // Shared memory and TCP together (ranks on several hosts): a shared-memory peer rings a futex,
   // a socket wakes poll(2), and no one call waits for both. So: waiting only on local peers with
   // nothing queued for the sockets, sleep on the doorbell (woken at once); else poll the sockets,
-  // in slices of 100 us when a local peer may be the one to answer (a 1 ms slice there cost the
-  // hierarchical all-reduce most of its speed: every slice waits on a local peer at least once).
+  // in slices of 100 us when a local peer may be the one to answer: its doorbell does not wake
+  // poll(2), so its answer is seen only when the slice ends, and the hierarchical all-reduce waits
+  // on a local peer at least once every slice
+  // (docs/PERFORMANCE.md "Figures behind the code's constants").
   bool local_only = shm_ && !waited_on.empty();
   bool local_too = false;
   for (int p : waited_on) {

@@ -50,12 +50,13 @@ const HostTopology& hostTopology() {
 WaitPolicy waitPolicyFor(int local_ranks, int usable_cpus) {
   WaitPolicy p;
   const bool oversubscribed = local_ranks > usable_cpus;
-  // Enough ranks for every core: a peer is running and will answer within microseconds, so
-  // spin (a cross-core wake-up costs ~60 us here, MACHINE-FACTS.md; the waiter still yields when
-  // it finds a peer it waits for stacked on its own core). Oversubscribed: a waited-for peer on
-  // our core needs it, so the waiter checks at once and yields (a blind 2 us spin measured 2x
-  // slower at 4 ranks on 2 cores, 8-byte all-reduce ~21 us vs ~9 us, since every hand-over paid
-  // it); peers on other cores get a short spin before the waiter yields anyway.
+  // Enough ranks for every core: a peer is running and will answer soon, so spin (a blocking wait's
+  // cross-core wake-up goes through the scheduler and costs far more than a spin; the waiter still
+  // yields when it finds a peer it waits for stacked on its own core). Oversubscribed: a waited-for
+  // peer on our core needs it, so the waiter checks at once and yields (a spin before that check
+  // would delay every hand-over of the core); peers on other cores get a short spin before the
+  // waiter yields anyway. For the figures, see
+  // docs/PERFORMANCE.md "Figures behind the code's constants".
   p.oversubscribed = oversubscribed;
   p.spin_ns = oversubscribed ? 2'000 : 200'000;
   p.yield_ns = 20'000'000;

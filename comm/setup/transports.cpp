@@ -24,10 +24,10 @@ bool shmCanConnect(const ConnectContext& ctx, int peer) { return ctx.sameHost(pe
 
 // OURO_SHM_SLOT_BYTES; when unset in a world that spans hosts, the TCP slot if the host's shared
 // memory stays within what 8 ranks on one host map by default. The links' algorithms slice every
-// call by the smallest slot in the world, and 128 KiB slices left the links between hosts half
-// idle (each slice waits on several hosts in turn): 3 namespace hosts x 2 ranks, hierarchical
-// all-reduce at 16-256 MiB, 0.42-0.48 GB/s busbw at 128 KiB slices against 0.56-0.58 at 512 KiB
-// (docs/PERFORMANCE.md). One-host worlds keep 128 KiB: their links gain nothing from larger slots.
+// call by the smallest slot in the world, and each slice waits on several hosts in turn, so slices
+// smaller than the network's messages leave the links between hosts idle between slices
+// (docs/PERFORMANCE.md "Figures behind the code's constants"). One-host worlds keep 128 KiB: their
+// links gain nothing from larger slots.
 size_t shmSlotBytes(const ConnectContext& ctx, bool world_cross_host_pair) {
   const size_t bytes = size_t(envInt("OURO_SHM_SLOT_BYTES"));
   if (!world_cross_host_pair || envIsSet("OURO_SHM_SLOT_BYTES")) return bytes;

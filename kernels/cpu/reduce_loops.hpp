@@ -61,10 +61,11 @@ struct ScalarLoops {
 // writing a result that will not be read soon costs no read-for-ownership of its lines and
 // evicts nothing from the cache. Blocks of kStreamingBlockBytes are computed into an L1-resident
 // temporary by the ordinary (vectorised) loop and then streamed out whole lines at a time. The
-// block is long enough that GCC keeps it a vector loop (16 elements were fully unrolled into
-// scalar code and ran at half speed) and short enough that loads and streaming stores interleave
-// finely (a 16 KiB block measured 10-20% slower). Unaligned ends take the ordinary loop. d must
-// not overlap a or b.
+// block is long enough that GCC keeps it a vector loop (a block of 16 elements it unrolled into
+// scalar code) and short enough that loads and streaming stores interleave finely rather than in
+// long runs of each. For the figures, see
+// docs/PERFORMANCE.md "Figures behind the code's constants". Unaligned ends take the ordinary loop.
+// d must not overlap a or b.
 constexpr size_t kStreamingBlockBytes = 512;
 
 template <class Loops, RedOp Op, class D, class A, class B>

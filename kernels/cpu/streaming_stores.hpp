@@ -1,7 +1,7 @@
 // Non-temporal ("streaming") stores of whole 64-byte lines, with the widest vectors this build
 // was compiled for. They write around the cache: no read-for-ownership of the destination line
 // and no eviction of data that will be reused, which pays for outputs larger than the cache that
-// are not read back soon (measured on the 2-core VM: 2-rank 16 MiB all-reduce, docs/PERFORMANCE.md).
+// are not read back soon (docs/PERFORMANCE.md "Figures behind the code's constants").
 // They are weakly ordered: streamingFence() after the last one orders them before any later store
 // (a flag another thread acquires, a lock release).
 #pragma once

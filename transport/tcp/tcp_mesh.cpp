@@ -21,10 +21,10 @@ namespace {
 // in *why, what was done (for the one info line per communicator).
 //
 // Why "auto" avoids bbr: bbr releases every segment at a paced rate, its estimate of the path's
-// bandwidth, and with no pacing qdisc (loopback, most hosts) the kernel paces from hrtimers.
-// Measured on the 2-core development VM: bidirectional loopback streams carry 1.7-2.0 GB/s each
-// way under bbr and 4.3-4.7 GB/s under cubic or reno. cubic is what Linux defaults to; reno is
-// the one every process may set.
+// bandwidth, and with no pacing qdisc (loopback, most hosts) the kernel paces from hrtimers, which
+// can hold a stream well below what the link carries
+// (docs/PERFORMANCE.md "Figures behind the code's constants"). cubic is what Linux defaults to;
+// reno is the one every process may set.
 std::string applyCongestionControl(int fd, const MeshOptions& options, std::string* why) {
   const std::string current = congestionControl(fd);
   const std::string& want = options.congestion;
