@@ -118,7 +118,7 @@ std::unique_ptr<FakeRank> makeEngine(int rank, std::shared_ptr<Wire> wire, Polle
 
 }  // namespace
 
-TEST_CASE("links without descriptors are progressed by the engine's waits", "[ib]") {
+TEST_CASE("links without descriptors are progressed by the waits of the progress service", "[ib]") {
   auto wire = std::make_shared<Wire>();
   PolledLink* links[2];
   std::unique_ptr<FakeRank> engines[2] = {makeEngine(0, wire, &links[0]), makeEngine(1, wire, &links[1])};

@@ -1,0 +1,121 @@
+// The planner (comm/plan/planner.hpp), pure: one plan per call, from what every rank shares. The
+// choices the algorithms used to make for themselves are made here once: direct inline,
+// symmetric or staged; one-shot, the driver, two levels or pairwise transfers over links; the
+// device protocol and slice. And OURO_ALGO's setting is honoured the same way everywhere.
+#include <catch2/catch.hpp>
+
+#include "comm/plan/planner.hpp"
+
+using namespace ouro;
+
+namespace {
+
+CollArgs call(CollKind kind, size_t count, DataType dtype = DataType::kFloat32) {
+  CollArgs a;
+  a.kind = kind;
+  a.count = count;
+  a.dtype = dtype;
+  a.root = 0;
+  return a;
+}
+
+PlannerWorld oneHost(int n, bool direct) {
+  PlannerWorld w;
+  w.nranks = n;
+  w.direct = direct;
+  w.slice_bytes = 128 << 10;
+  w.host_of.assign(size_t(n), 0);
+  return w;
+}
+
+PlannerWorld hosts(int h, int per_host, AlgoSetting setting = AlgoSetting::kAuto) {
+  PlannerWorld w;
+  w.nranks = h * per_host;
+  w.setting = setting;
+  w.slice_bytes = 128 << 10;
+  for (int r = 0; r < w.nranks; r++) w.host_of.push_back(r / per_host);
+  w.hier_min_bytes = 1 << 20;
+  w.inter_host_slots = 4;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("planner: one rank copies", "[planner]") {
+  Planner p(oneHost(1, false));
+  CHECK(p.planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm == Algorithm::kCopy);
+}
+
+TEST_CASE("planner: direct inline, symmetric or staged by what the call carries", "[planner]") {
+  Planner two(oneHost(2, true)), four(oneHost(4, true));
+  CHECK(two.planHost(call(CollKind::kAllReduce, 8)).algorithm == Algorithm::kDirectInline);  // 32 bytes
+  CHECK(two.planHost(call(CollKind::kAllReduce, 9)).algorithm == Algorithm::kDirectSymmetric);
+  CHECK(two.planHost(call(CollKind::kAllReduce, 1 << 24)).algorithm == Algorithm::kDirectSymmetric);  // 2 ranks
+  CHECK(four.planHost(call(CollKind::kAllReduce, 16 << 10)).algorithm == Algorithm::kDirectSymmetric);  // 64 KiB
+  CHECK(four.planHost(call(CollKind::kAllReduce, (16 << 10) + 1)).algorithm == Algorithm::kDirectStaged);
+  // Reduce-scatter and all-to-all carry n blocks: 4 ranks x 2 floats fit a 32-byte line, x 3 do not.
+  CHECK(four.planHost(call(CollKind::kReduceScatter, 2)).algorithm == Algorithm::kDirectInline);
+  CHECK(four.planHost(call(CollKind::kReduceScatter, 3)).algorithm == Algorithm::kDirectStaged);
+  CHECK(four.planHost(call(CollKind::kAllToAll, 3)).algorithm == Algorithm::kDirectStaged);
+  CHECK(four.planHost(call(CollKind::kBroadcast, 8)).algorithm == Algorithm::kDirectInline);
+  CHECK(four.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kDirectInline);
+}
+
+TEST_CASE("planner: over links, one-shot while it fits, then the driver or pairwise transfers", "[planner]") {
+  Planner p(oneHost(4, false));
+  const Plan small = p.planHost(call(CollKind::kAllReduce, 1024));
+  CHECK(small.algorithm == Algorithm::kOneShot);
+  CHECK(p.planHost(call(CollKind::kAllReduce, 8 << 10)).algorithm == Algorithm::kOneShot);  // 32 KiB
+  const Plan big = p.planHost(call(CollKind::kAllReduce, (8 << 10) + 1));
+  CHECK(big.algorithm == Algorithm::kPairwiseRing);
+  CHECK(big.slice_bytes == size_t(128) << 10);
+  CHECK(p.planHost(call(CollKind::kAllToAll, 1 << 20)).algorithm == Algorithm::kPairwiseTransfers);
+  CHECK(p.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kOneShot);
+  // Named settings: pairwise never goes one-shot, and the barrier is then the descriptor exchange.
+  PlannerWorld pairwise = oneHost(4, false);
+  pairwise.setting = AlgoSetting::kPairwise;
+  Planner flat(pairwise);
+  CHECK(flat.planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kPairwiseRing);
+  CHECK(flat.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kDescriptorExchange);
+  // A world of more than 16 ranks: every rank would send every other one its data.
+  Planner wide(oneHost(17, false));
+  CHECK(wide.planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kPairwiseRing);
+}
+
+TEST_CASE("planner: two levels across hosts from OURO_HIER_MIN_BYTES, with the grid and lag", "[planner]") {
+  Planner p(hosts(3, 2));
+  const Plan below = p.planHost(call(CollKind::kAllReduce, (1 << 18) - 1));  // 1 MiB - 4 bytes
+  CHECK(below.algorithm == Algorithm::kPairwiseRing);
+  CHECK(below.hierarchy.reason == HierarchyReason::kBelowMinBytes);
+  const Plan at = p.planHost(call(CollKind::kAllReduce, 1 << 18));
+  CHECK(at.algorithm == Algorithm::kHierarchical);
+  CHECK(at.grid.hosts == 3);
+  CHECK(at.grid.per_host == 2);
+  CHECK(at.lag == 3);
+  CHECK_FALSE(at.sameWay(below));
+  // Only all-reduce has two levels.
+  CHECK(p.planHost(call(CollKind::kReduceScatter, 1 << 20)).algorithm == Algorithm::kPairwiseRing);
+  Planner forced(hosts(3, 2, AlgoSetting::kHierarchical));
+  CHECK(forced.planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kHierarchical);
+  Planner flat(hosts(3, 2, AlgoSetting::kPairwise));
+  CHECK(flat.planHost(call(CollKind::kAllReduce, 1 << 24)).algorithm == Algorithm::kPairwiseRing);
+}
+
+TEST_CASE("planner: device calls pick LL or Simple by the largest buffer, and its message size", "[planner]") {
+  Planner p(oneHost(4, true));
+  DeviceFacts d;
+  d.ll_max_bytes = 64 << 10;
+  d.simple_message_bytes = 512 << 10;
+  d.ll_message_bytes = 8 << 10;
+  d.channels = 4;
+  const Plan small = p.planDevice(call(CollKind::kAllReduce, 16 << 10), d);  // 64 KiB
+  CHECK(small.executor == ExecutorKind::kCuda);
+  CHECK(small.algorithm == Algorithm::kDeviceDriver);
+  CHECK(small.protocol == Protocol::kLL);
+  CHECK(small.slice_bytes == size_t(8) << 10);
+  CHECK(small.channels == 4);
+  // An all-gather's largest buffer is its output, n times the count.
+  const Plan gather = p.planDevice(call(CollKind::kAllGather, 16 << 10), d);
+  CHECK(gather.protocol == Protocol::kSimple);
+  CHECK(gather.slice_bytes == size_t(512) << 10);
+}
