@@ -6,71 +6,22 @@
 
 namespace ouro::bench {
 
-namespace {
-
-struct DTypeInfo {
-  DType type;
-  std::string_view name;
-  size_t size;
-  bool floating;
-  bool is_signed;
-};
-
-constexpr DTypeInfo kDTypes[] = {
-    {DType::kInt8, "int8", 1, false, true},          {DType::kUint8, "uint8", 1, false, false},
-    {DType::kInt32, "int32", 4, false, true},        {DType::kUint32, "uint32", 4, false, false},
-    {DType::kInt64, "int64", 8, false, true},        {DType::kUint64, "uint64", 8, false, false},
-    {DType::kFloat16, "float16", 2, true, true},     {DType::kFloat32, "float32", 4, true, true},
-    {DType::kFloat64, "float64", 8, true, true},     {DType::kBfloat16, "bfloat16", 2, true, true},
-};
-
-struct Alias {
-  std::string_view name;
-  DType type;
-};
-constexpr Alias kAliases[] = {{"half", DType::kFloat16}, {"float", DType::kFloat32}, {"double", DType::kFloat64},
-                              {"bf16", DType::kBfloat16}, {"char", DType::kInt8},    {"int", DType::kInt32}};
-
-constexpr std::string_view kOpNames[] = {"sum", "prod", "max", "min", "avg"};
-
-const DTypeInfo& info(DType type) { return kDTypes[static_cast<int>(type)]; }
-
-}  // namespace
-
 const std::vector<DType>& allDTypes() {
   static const std::vector<DType> all = [] {
     std::vector<DType> v;
-    for (const auto& d : kDTypes) v.push_back(d.type);
+    for (const DataTypeInfo& d : kDataTypes) v.push_back(d.type);
     return v;
   }();
   return all;
 }
 
 const std::vector<RedOp>& allRedOps() {
-  static const std::vector<RedOp> all = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+  static const std::vector<RedOp> all = [] {
+    std::vector<RedOp> v;
+    for (int op = 0; op < kNumRedOps; op++) v.push_back(RedOp(op));
+    return v;
+  }();
   return all;
-}
-
-std::string_view dtypeName(DType type) { return info(type).name; }
-
-std::optional<DType> parseDType(std::string_view name) {
-  for (const auto& d : kDTypes)
-    if (d.name == name) return d.type;
-  for (const auto& a : kAliases)
-    if (a.name == name) return a.type;
-  return std::nullopt;
-}
-
-size_t dtypeSize(DType type) { return info(type).size; }
-bool isFloating(DType type) { return info(type).floating; }
-bool isSignedInteger(DType type) { return !info(type).floating && info(type).is_signed; }
-
-std::string_view redOpName(RedOp op) { return kOpNames[static_cast<int>(op)]; }
-
-std::optional<RedOp> parseRedOp(std::string_view name) {
-  for (RedOp op : allRedOps())
-    if (redOpName(op) == name) return op;
-  return std::nullopt;
 }
 
 uint16_t floatToHalf(float value) {

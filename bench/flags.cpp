@@ -81,7 +81,7 @@ std::string usageText(std::string_view program) {
          "  -c, --check N           verified iterations per size; 0 turns the check off (default 1)\n"
          "  -o, --op OP             sum prod max min avg, or all (default sum)\n"
          "  -d, --datatype TYPE     int8 uint8 int32 uint32 int64 uint64 float16 float32 float64 bfloat16, or all\n"
-         "                          (aliases: half float double bf16 char int; default float32)\n"
+         "                          (aliases: char int half fp16 float fp32 double fp64 bf16; default float32)\n"
          "  -r, --root R            root of broadcast and reduce; 'all' (or -1) runs every root (default 0)\n"
          "  -a, --average N         combine the ranks' times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
          "  -z, --blocking 0|1      1: each call blocks (default); 0: ops queued on a stream, synchronized\n"
@@ -230,7 +230,7 @@ ParseOutcome parseArgs(const std::vector<std::string>& args) {
         if (value == "all") {
           o.dtypes = allDTypes();
         } else {
-          auto t = parseDType(value);
+          auto t = parseDataType(value);
           if (!t) return badValue("a type name such as float32, bfloat16, int8, or all");
           o.dtypes = {*t};
         }

@@ -71,7 +71,7 @@ class Sweep {
     const auto sizes = sweepSizes(o_);
     size_t max_bytes = 0;
     for (DType t : o_.dtypes)
-      for (uint64_t s : sizes) max_bytes = std::max(max_bytes, layoutFor(o_.collective, s, dtypeSize(t), n_, me_).bytes);
+      for (uint64_t s : sizes) max_bytes = std::max(max_bytes, layoutFor(o_.collective, s, dataTypeSize(t), n_, me_).bytes);
     // Room for the largest output plus its guard, in each of the two buffers.
     send_ = std::make_unique<HostBuffer>(max_bytes + kGuardBytes);
     recv_ = std::make_unique<HostBuffer>(max_bytes + kGuardBytes);
@@ -96,7 +96,7 @@ class Sweep {
       for (RedOp op : ops) {
         if (!b_.supports(o_.collective, t, op)) {
           report_.skipped(std::string(b_.name()) + " has no " + std::string(collectiveName(o_.collective)) + " for " +
-                          std::string(dtypeName(t)) + (isReduction(o_.collective) ? " " + std::string(redOpName(op)) : ""));
+                          std::string(dataTypeName(t)) + (isReduction(o_.collective) ? " " + std::string(redOpName(op)) : ""));
           continue;
         }
         for (uint64_t size : sizes)
@@ -109,7 +109,7 @@ class Sweep {
  private:
   RowResult measure(uint64_t size, DType t, RedOp op, int root) {
     RowResult row;
-    const Layout layout = layoutFor(o_.collective, size, dtypeSize(t), n_, me_);
+    const Layout layout = layoutFor(o_.collective, size, dataTypeSize(t), n_, me_);
     row.size = layout.bytes;
     row.count = layout.count;
     row.dtype = t;
@@ -173,7 +173,7 @@ class Sweep {
   }
 
   PlacementResult measurePlacement(const Layout& l, const CheckCase& check, bool in_place, int* iters_out) {
-    const size_t es = dtypeSize(check.dtype);
+    const size_t es = dataTypeSize(check.dtype);
     const Placement p = placementFor(l, es, in_place);
     const OpArgs args = argsFor(l, p, check.dtype, check.op, check.root);
     PlacementResult r;

@@ -71,7 +71,7 @@ std::string tableHeader() {
 std::string formatRow(const RowResult& row) {
   const std::string redop = row.reduction ? std::string(redOpName(row.op)) : "none";
   return strf("  %10llu  %12zu  %8s  %6s  %6d", (unsigned long long)row.size, row.count,
-              std::string(dtypeName(row.dtype)).c_str(), redop.c_str(), row.root) +
+              std::string(dataTypeName(row.dtype)).c_str(), redop.c_str(), row.root) +
          placementColumns(row.out_of_place) + placementColumns(row.in_place);
 }
 
@@ -125,7 +125,7 @@ void Report::row(const RowResult& row, size_t index, size_t total) {
   std::fflush(stdout);
   if (progress_ && index < total)
     std::fprintf(stderr, "  [%zu/%zu rows] last: %llu B %s, %.2f GB/s busbw", index, total,
-                 (unsigned long long)row.size, std::string(dtypeName(row.dtype)).c_str(), row.out_of_place.busbw);
+                 (unsigned long long)row.size, std::string(dataTypeName(row.dtype)).c_str(), row.out_of_place.busbw);
 }
 
 void Report::clearProgress() {
@@ -155,7 +155,7 @@ void Report::writeJson() {
   for (size_t i = 0; i < rows_.size(); i++) {
     const RowResult& r = rows_[i];
     f << (i ? ",\n  " : "\n  ") << "{\"size\": " << r.size << ", \"count\": " << r.count << ", \"type\": \""
-      << dtypeName(r.dtype) << "\", \"redop\": \"" << (r.reduction ? redOpName(r.op) : "none")
+      << dataTypeName(r.dtype) << "\", \"redop\": \"" << (r.reduction ? redOpName(r.op) : "none")
       << "\", \"root\": " << r.root << ", \"iters\": " << r.iters
       << ", \"out_of_place\": " << jsonPlacement(r.out_of_place) << ", \"in_place\": " << jsonPlacement(r.in_place)
       << "}";

@@ -45,7 +45,7 @@ void storeElement(DType t, void* buffer, size_t i, double v) {
 
 // The element's bits, widened to 64 (for comparing and for ULP distances).
 uint64_t elementBits(DType t, const void* buffer, size_t i) {
-  const size_t size = dtypeSize(t);
+  const size_t size = dataTypeSize(t);
   uint64_t bits = 0;
   std::memcpy(&bits, static_cast<const unsigned char*>(buffer) + i * size, size);
   return bits;
@@ -54,7 +54,7 @@ uint64_t elementBits(DType t, const void* buffer, size_t i) {
 // Distance in units in the last place between two floating values of the same type, given as
 // bits (sign-magnitude mapped onto a monotonic integer line).
 uint64_t ulpDistance(DType t, uint64_t a, uint64_t b) {
-  const unsigned width = unsigned(dtypeSize(t)) * 8;
+  const unsigned width = unsigned(dataTypeSize(t)) * 8;
   const uint64_t sign = uint64_t(1) << (width - 1);
   auto ordered = [&](uint64_t x) -> int64_t {
     return (x & sign) ? -int64_t(x & (sign - 1)) : int64_t(x);
@@ -67,7 +67,7 @@ uint64_t ulpDistance(DType t, uint64_t a, uint64_t b) {
 // like the implementations do (computed in 64 bits, truncated by storeElement); floats are
 // exact because the inputs are small integers.
 double reduceAt(const CheckCase& c, size_t i) {
-  if (isFloating(c.dtype)) {
+  if (isFloatingType(c.dtype)) {
     double acc = inputValue(c, 0, i);
     for (int r = 1; r < c.nranks; r++) {
       const double v = inputValue(c, r, i);
@@ -118,7 +118,7 @@ double expectedAt(const CheckCase& c, size_t count, size_t j) {
 
 double inputValue(const CheckCase& c, int rank, size_t i) {
   const uint64_t h = splitmix64(splitmix64(splitmix64(c.seed) ^ uint64_t(rank)) ^ i);
-  const bool is_unsigned = !isFloating(c.dtype) && !isSignedInteger(c.dtype);
+  const bool is_unsigned = !isSignedType(c.dtype);
   if (c.op == RedOp::kProd && isReduction(c.collective)) {
     // One factor 2 per element across the ranks, the rest +-1: the product is exactly +-2.
     if ((i + size_t(rank)) % size_t(c.nranks) == 0) return 2;
@@ -159,7 +159,7 @@ uint64_t countWrong(const CheckCase& c, const void* recv, size_t count) {
       break;
     default: break;
   }
-  const bool tolerant = isFloating(c.dtype) && c.op == RedOp::kAvg && isReduction(c.collective);
+  const bool tolerant = isFloatingType(c.dtype) && c.op == RedOp::kAvg && isReduction(c.collective);
   unsigned char expected[8];
   uint64_t wrong = 0;
   for (size_t j = 0; j < recv_count; j++) {

@@ -1,5 +1,8 @@
 // Element types and reduction operators, with the public numeric values (API.md "Types"), their
-// sizes and their names. Pure tables: shared by the planner, kernels, benchmarks and messages.
+// sizes and their names: ouro's one table of them. ouro-bench's harness (which the MPI and Gloo
+// peer programs link without ouro) and the Python extension (which exports it to ouro/comm.py)
+// derive theirs from it, so it is header-only, constexpr and free of the rest of ouro; it also
+// stays C++17 (the Python extensions compile as C++17) and host-only (nvcc includes it).
 #pragma once
 
 #include <cstddef>
@@ -29,32 +32,65 @@ constexpr int kNumRedOps = 5;
 constexpr bool isValidDataType(int v) { return v >= 0 && v < kNumDataTypes; }
 constexpr bool isValidRedOp(int v) { return v >= 0 && v < kNumRedOps; }
 
-constexpr size_t dataTypeSize(DataType t) {
-  switch (t) {
-    case DataType::kInt8:
-    case DataType::kUint8: return 1;
-    case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
-    case DataType::kInt32:
-    case DataType::kUint32:
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64:
-    case DataType::kUint64:
-    case DataType::kFloat64: return 8;
-  }
-  return 0;
-}
+struct DataTypeInfo {
+  DataType type;
+  const char* name;  // canonical: "int8", ..., "bfloat16"
+  size_t size;       // bytes per element
+  bool floating;
+  bool is_signed;    // floating types count as signed
+};
 
-constexpr bool isFloatingType(DataType t) {
-  return t == DataType::kFloat16 || t == DataType::kBfloat16 || t == DataType::kFloat32 || t == DataType::kFloat64;
-}
+// Indexed by the numeric value (checked below).
+inline constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
+    {DataType::kInt8, "int8", 1, false, true},       {DataType::kUint8, "uint8", 1, false, false},
+    {DataType::kInt32, "int32", 4, false, true},     {DataType::kUint32, "uint32", 4, false, false},
+    {DataType::kInt64, "int64", 8, false, true},     {DataType::kUint64, "uint64", 8, false, false},
+    {DataType::kFloat16, "float16", 2, true, true},  {DataType::kFloat32, "float32", 4, true, true},
+    {DataType::kFloat64, "float64", 8, true, true},  {DataType::kBfloat16, "bfloat16", 2, true, true},
+};
 
-// Canonical names: "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
-// "float64", "bfloat16"; and "sum", "prod", "max", "min", "avg".
-const char* dataTypeName(DataType t);
-const char* redOpName(RedOp op);
-// Accepts the canonical names and the nccl-tests / C spellings (half, float, double, bf16, ...).
-std::optional<DataType> parseDataType(std::string_view name);
-std::optional<RedOp> parseRedOp(std::string_view name);
+// The nccl-tests / C spellings parseDataType accepts besides the canonical names.
+struct DataTypeAlias {
+  std::string_view name;
+  DataType type;
+};
+inline constexpr DataTypeAlias kDataTypeAliases[] = {
+    {"char", DataType::kInt8},    {"int", DataType::kInt32},     {"half", DataType::kFloat16},
+    {"fp16", DataType::kFloat16}, {"float", DataType::kFloat32}, {"fp32", DataType::kFloat32},
+    {"double", DataType::kFloat64}, {"fp64", DataType::kFloat64}, {"bf16", DataType::kBfloat16},
+};
+
+// Indexed by the numeric value: "sum", "prod", "max", "min", "avg".
+inline constexpr const char* kRedOpNames[kNumRedOps] = {"sum", "prod", "max", "min", "avg"};
+
+constexpr bool tableMatchesEnum() {
+  for (int i = 0; i < kNumDataTypes; i++)
+    if (int(kDataTypes[i].type) != i) return false;
+  return true;
+}
+static_assert(tableMatchesEnum(), "core/dtype.hpp: kDataTypes must list the types in numeric order");
+
+// An invalid type (a value outside the enum) has size 0 and the name "invalid-dtype".
+constexpr size_t dataTypeSize(DataType t) { return isValidDataType(int(t)) ? kDataTypes[int(t)].size : 0; }
+constexpr bool isFloatingType(DataType t) { return isValidDataType(int(t)) && kDataTypes[int(t)].floating; }
+constexpr bool isSignedType(DataType t) { return isValidDataType(int(t)) && kDataTypes[int(t)].is_signed; }
+constexpr const char* dataTypeName(DataType t) {
+  return isValidDataType(int(t)) ? kDataTypes[int(t)].name : "invalid-dtype";
+}
+constexpr const char* redOpName(RedOp op) { return isValidRedOp(int(op)) ? kRedOpNames[int(op)] : "invalid-op"; }
+
+// Accepts the canonical names and the aliases above.
+constexpr std::optional<DataType> parseDataType(std::string_view name) {
+  for (const DataTypeInfo& d : kDataTypes)
+    if (name == d.name) return d.type;
+  for (const DataTypeAlias& a : kDataTypeAliases)
+    if (name == a.name) return a.type;
+  return std::nullopt;
+}
+constexpr std::optional<RedOp> parseRedOp(std::string_view name) {
+  for (int i = 0; i < kNumRedOps; i++)
+    if (name == kRedOpNames[i]) return RedOp(i);
+  return std::nullopt;
+}
 
 }  // namespace ouro

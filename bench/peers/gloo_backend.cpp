@@ -189,7 +189,7 @@ class GlooBackend final : public Backend {
       withType(a.dtype, [&](auto tag) { runTyped<decltype(tag)>(a); });
     } catch (const std::exception& e) {
       throw std::runtime_error(where() + "gloo " + std::string(collectiveName(a.collective)) + " (" +
-                               std::string(dtypeName(a.dtype)) + ", " + std::to_string(a.count) +
+                               std::string(dataTypeName(a.dtype)) + ", " + std::to_string(a.count) +
                                " elements) failed: " + e.what() + "; " + kAdvice);
     }
   }

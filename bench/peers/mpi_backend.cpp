@@ -118,10 +118,10 @@ class MpiBackend final : public Backend {
     const MPI_Op op = isReduction(a.collective) ? reduceOp(a.op) : MPI_OP_NULL;
     if (type == MPI_DATATYPE_NULL || (isReduction(a.collective) && op == MPI_OP_NULL))
       throw std::runtime_error(where() + std::string(collectiveName(a.collective)) + " with " +
-                               std::string(dtypeName(a.dtype)) + "/" + std::string(redOpName(a.op)) +
+                               std::string(dataTypeName(a.dtype)) + "/" + std::string(redOpName(a.op)) +
                                " has no MPI equivalent; the harness should have skipped it (supports())");
     const int count = intCount(a.count, a.collective);
-    const size_t bytes = a.count * dtypeSize(a.dtype);
+    const size_t bytes = a.count * dataTypeSize(a.dtype);
     const size_t offset = size_t(rank_) * bytes;  // this rank's block in reduce_scatter / all_gather
     auto* recv = static_cast<char*>(a.recv);
     const auto* send = static_cast<const char*>(a.send);

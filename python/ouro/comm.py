@@ -17,12 +17,13 @@ import numpy as np
 from . import _ouro
 
 SUM, PROD, MAX, MIN, AVG = "sum", "prod", "max", "min", "avg"
-_OPS = {SUM: 0, PROD: 1, MAX: 2, MIN: 3, AVG: 4}
-_NATIVE = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
-           np.dtype(np.int64): 4, np.dtype(np.uint64): 5, np.dtype(np.float16): 6, np.dtype(np.float32): 7,
-           np.dtype(np.float64): 8}
-_BFLOAT16 = 9
-_UINT8 = 1
+# ouro's codes by name, from the extension (core/dtype.hpp's table): ops in code order, and numpy's
+# dtype of the same name for every ouro type but bfloat16, which numpy lacks.
+_OPS = {name: code for code, name in _ouro.ops()}
+_CODES = {name: code for code, name, _ in _ouro.dtypes()}
+_NATIVE = {np.dtype(name): code for name, code in _CODES.items() if name != "bfloat16"}
+_BFLOAT16 = _CODES["bfloat16"]
+_UINT8 = _CODES["uint8"]
 
 
 def _op_code(op, call):
@@ -44,7 +45,7 @@ def _reduction(array, op, dtype, call):
     if array.dtype == np.bool_:
         if code == _OPS[AVG]:
             raise TypeError(f"{call}: an average of bool values is not a bool; convert the array first")
-        code = {0: _OPS[MAX], 1: _OPS[MIN]}.get(code, code)  # sum: OR, prod: AND
+        code = {_OPS[SUM]: _OPS[MAX], _OPS[PROD]: _OPS[MIN]}.get(code, code)  # sum: OR, prod: AND
         return array.view(np.uint8).reshape(-1), _UINT8, code
     if array.dtype in (np.complex64, np.complex128):
         if code not in (_OPS[SUM], _OPS[AVG]):

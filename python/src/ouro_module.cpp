@@ -1,13 +1,14 @@
 // ouro._ouro: libouro's communicator for Python buffers (numpy arrays), without torch. Thin by
-// design: ouro/comm.py maps numpy dtypes, shapes and `out=` arrays onto these calls; here every
-// call checks that its buffers are contiguous and large enough (so a wrong count cannot write past
-// an array), releases the GIL while ouro works, and turns a failure into ouro.Error carrying
-// ouro's message.
+// design: ouro/comm.py maps numpy dtypes (by name, from dtypes(): core/dtype.hpp's table), shapes
+// and `out=` arrays onto these calls; here every call checks that its buffers are contiguous and
+// large enough (so a wrong count cannot write past an array), releases the GIL while ouro works,
+// and turns a failure into ouro.Error carrying ouro's message.
 #include <pybind11/pybind11.h>
 
 #include <stdexcept>
 #include <string>
 
+#include "core/dtype.hpp"
 #include "ouro/ouro.h"
 
 namespace py = pybind11;
@@ -23,14 +24,14 @@ void check(ouroResult_t rc) {
     throw OuroError(std::string(ouroGetLastError(nullptr)) + " [" + ouroGetErrorString(rc) + "]");
 }
 
+// The codes exported below are passed to ouro.h's calls as they are.
+static_assert(ouro::kNumDataTypes == ouroNumTypes && ouro::kNumRedOps == ouroNumOps,
+              "core/dtype.hpp and ouro.h must list the same dtypes and ops");
+
+// Bytes per element of an ouro dtype code, from core/dtype.hpp's table (the one ouro itself uses).
 size_t elementBytes(int dtype) {
-  switch (dtype) {
-    case ouroInt8: case ouroUint8: return 1;
-    case ouroFloat16: case ouroBfloat16: return 2;
-    case ouroInt32: case ouroUint32: case ouroFloat32: return 4;
-    case ouroInt64: case ouroUint64: case ouroFloat64: return 8;
-    default: throw std::invalid_argument("unknown ouro dtype code " + std::to_string(dtype));
-  }
+  if (!ouro::isValidDataType(dtype)) throw std::invalid_argument("unknown ouro dtype code " + std::to_string(dtype));
+  return ouro::dataTypeSize(ouro::DataType(dtype));
 }
 
 // The buffer's address after checking it holds count elements of dtype contiguously.
@@ -135,6 +136,18 @@ PYBIND11_MODULE(_ouro, m) {
     check(ouroGetVersion(&v));
     return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
   });
+
+  // core/dtype.hpp's tables, from which ouro/comm.py builds its numpy mapping and op names.
+  m.def("dtypes", [] {
+    py::list table;
+    for (const ouro::DataTypeInfo& d : ouro::kDataTypes) table.append(py::make_tuple(int(d.type), d.name, d.size));
+    return table;
+  }, "[(code, name, bytes)] of ouro's element types, in code order");
+  m.def("ops", [] {
+    py::list table;
+    for (int op = 0; op < ouro::kNumRedOps; op++) table.append(py::make_tuple(op, ouro::redOpName(ouro::RedOp(op))));
+    return table;
+  }, "[(code, name)] of ouro's reduction operators, in code order");
 
   py::class_<Communicator>(m, "Communicator")
       .def_static("init_rank", &Communicator::initRank, py::arg("nranks"), py::arg("rank"), py::arg("init_method"))

@@ -157,13 +157,13 @@ TEST_CASE("verify: expected values are exact and the check catches one wrong ele
           a = op == RedOp::kProd ? a * v : op == RedOp::kMax ? std::max(a, v) : op == RedOp::kMin ? std::min(a, v) : a + v;
         }
         acc[i] = op == RedOp::kAvg ? a / n : a;
-        if (op == RedOp::kAvg && !isFloating(t)) acc[i] = double(int64_t(a) / n);
+        if (op == RedOp::kAvg && !isFloatingType(t)) acc[i] = double(int64_t(a) / n);
       }
-      std::vector<unsigned char> out(count * dtypeSize(t));
+      std::vector<unsigned char> out(count * dataTypeSize(t));
       // Through fillInput with a case whose "input" is the result: store via a one-rank allreduce case is not
       // possible, so write each value with the same representation countWrong uses.
       for (size_t i = 0; i < count; i++) {
-        unsigned char* p = out.data() + i * dtypeSize(t);
+        unsigned char* p = out.data() + i * dataTypeSize(t);
         switch (t) {
           case DType::kInt8: *reinterpret_cast<int8_t*>(p) = int8_t(acc[i]); break;
           case DType::kUint8: *reinterpret_cast<uint8_t*>(p) = uint8_t(acc[i]); break;
@@ -177,9 +177,9 @@ TEST_CASE("verify: expected values are exact and the check catches one wrong ele
           case DType::kBfloat16: *reinterpret_cast<uint16_t*>(p) = floatToBfloat16(float(acc[i])); break;
         }
       }
-      INFO(std::string(dtypeName(t)) << " " << redOpName(op));
+      INFO(std::string(dataTypeName(t)) << " " << redOpName(op));
       CHECK(countWrong(c, out.data(), count) == 0);
-      fillPoison(t, out.data() + 500 * dtypeSize(t), 1);  // the planted wrong element
+      fillPoison(t, out.data() + 500 * dataTypeSize(t), 1);  // the planted wrong element
       CHECK(countWrong(c, out.data(), count) == 1);
     }
   }

@@ -42,6 +42,12 @@ def refused(fn, words, name):
 comm = ouro.Comm.from_env()
 n, r = comm.size, comm.rank
 check(n >= 2 and 0 <= r < n, "rank and size from the environment")
+# ouro.Comm's numpy mapping comes from core/dtype.hpp's table by name: every type but bfloat16 maps,
+# to a numpy dtype of the table's size, and TYPES below covers them all.
+table = ouro._ouro.dtypes()
+check([name for _, name, _ in table if name != "bfloat16"] == [np.dtype(t).name for t in TYPES], "dtype table names")
+check(all(np.dtype(name).itemsize == size for _, name, size in table if name != "bfloat16"), "dtype table sizes")
+check([name for _, name in ouro._ouro.ops()] == ["sum", "prod", "max", "min", "avg"], "op table names")
 for dtype in TYPES:
     stack = ranks_stack(10, dtype)
     for op, want in (("sum", stack.sum(0)), ("prod", stack.prod(0)), ("max", stack.max(0)), ("min", stack.min(0)),
