@@ -42,7 +42,6 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  bool inDeviceMemory() const { return device_memory_; }
   // How peers map this arena: an IPC handle or a shared-memory name.
   std::string record() const;
   void connect(const std::vector<std::string>& records);

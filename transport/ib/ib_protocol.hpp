@@ -148,7 +148,6 @@ class SenderProtocol {
   uint32_t inFlight() const { return uint32_t(next_seq_ - credited_); }
   bool localBusy() const;  // a posted write has not completed locally yet
   uint32_t slots() const { return slots_; }
-  size_t slotPayload() const { return slot_payload_; }
 
  private:
   int peer_;
