@@ -1,4 +1,4 @@
-// Monotonic time and deadlines: every wait in ouro has one (DESIGN.md "Failure").
+// Monotonic time and deadlines: every wait in ouro has one (DESIGN.md "The path of one call").
 #pragma once
 
 #include <chrono>

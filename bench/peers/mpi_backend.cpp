@@ -1,6 +1,6 @@
 // ouro-bench-openmpi / ouro-bench-mpich: the shared harness (bench/harness.hpp) over MPI, so an
 // MPI library is measured by exactly the code that measures ouro. One source, built once per
-// MPI (bench/peers/meson.build sets OURO_BENCH_MPI_NAME and the include/link flags).
+// MPI (bench/peers/meson.build sets OURO_BENCH_MPI_NAME and the include and link flags).
 //
 // Every collective is one MPI call from MPI_COMM_WORLD; the few places where MPI's conventions
 // differ from NCCL's (which the harness follows) add a host copy, included in the timed op:

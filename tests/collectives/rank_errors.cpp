@@ -1,6 +1,6 @@
-// coll_rank modes that provoke failures (API.md "Bad input", DESIGN.md "The path of one
-// collective"): bad arguments, ranks that disagree on a call, a rank that stops calling, and a
-// rank that dies or aborts.
+// coll_rank modes that provoke failures (API.md "Bad input", DESIGN.md "The path of one call"):
+// bad arguments, ranks that disagree on a call, a rank that stops calling, and a rank that dies
+// or aborts.
 #include <unistd.h>
 
 #include <csignal>
