@@ -3,7 +3,7 @@
 // and why. Pure: decided from what every rank agrees on (where each rank runs, the call's size,
 // the settings), so every rank picks the same, and tested on the host (tests/comm).
 //
-// Why two levels pay between hosts (docs/DESIGN.md "Hierarchical collectives"): a flat all-reduce
+// Why two levels pay between hosts (docs/DESIGN.md "Algorithms"): a flat all-reduce
 // sends every rank's share across the host links (pairwise reduce-scatter: each of L local ranks
 // sends (n-L)/n of its data off the host; the ring all-gather adds (n-1)/n); the hierarchical one
 // sends each host's data off it about once per phase, split over the L local ranks so every core

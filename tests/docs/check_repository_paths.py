@@ -32,15 +32,11 @@ import tokenize
 NOT_REPOSITORY_PATHS = {
     "build/": "the default build directory (scripts/run-main.sh builds into ./build): build outputs",
     "bench/results/": "where bench/compare/compare.py writes its results (.gitignore)",
-    # TEMPORARY: the lead is moving comm/'s files into subfolders; references to comm/ paths are
-    # not checked until that move is done. The lead removes this entry then.
-    "comm/": "TEMPORARY while comm/ is reorganised",
 }
 
 # (folder of the file that holds it, the stale reference): why it stays for now. The owners of
 # these folders fix them; remove the entry with the fix (the check then fails if it comes back).
 KNOWN_STALE = {
-    ("comm/", 'docs/DESIGN.md "Hierarchical collectives"'): "comm/: the lead's; the section is now \"Algorithms\"",
 }
 
 MARKDOWN_LINK = re.compile(r"\]\(([^()\s#]+)(?:#[^()\s]*)?\)")  # [text](target), relative to the document
