@@ -1,0 +1,346 @@
+// The GPT model on its own: configuration checks, tensor names and shapes (nanoGPT's state_dict
+// without lm_head.weight), the parameter count formula, nanoGPT's initialisation statistics, the
+// unit-wise interface shared with the MLP (model.hpp) against the whole-model calls, gradient
+// accumulation, causality, sampling helpers, and the errors of calls out of order.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpt_test_params.hpp"
+#include "model/gpt.hpp"
+#include "model/mlp_model.hpp"
+
+namespace ouro::trainer::test {
+namespace {
+
+using Catch::Matchers::Contains;
+
+GptConfig tiny() { return {.n_layer = 2, .n_head = 2, .n_embd = 8, .block_size = 6}; }
+
+struct Stats {
+  double mean = 0, std = 0;
+};
+Stats stats(const float* p, size_t n) {
+  double sum = 0, sum2 = 0;
+  for (size_t i = 0; i < n; ++i) sum += p[i];
+  const double mean = sum / double(n);
+  for (size_t i = 0; i < n; ++i) sum2 += (p[i] - mean) * (p[i] - mean);
+  return {mean, std::sqrt(sum2 / double(n))};
+}
+
+const TensorSlot& find(const GptLayout& layout, const std::string& name) {
+  for (const TensorSlot& t : layout.tensors()) {
+    if (t.name == name) return t;
+  }
+  throw std::runtime_error("no tensor " + name);
+}
+
+TEST_CASE("GPT config: every bad value is refused with its own message", "[trainer][gpt]") {
+  auto with = [](auto change) {
+    GptConfig c = tiny();
+    change(c);
+    return c;
+  };
+  CHECK_NOTHROW(validateGptConfig(tiny()));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.n_layer = 0; })),
+                    Contains("n_layer is 0") && Contains("between 1 and"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.n_head = 0; })), Contains("n_head is 0"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.n_embd = -8; })), Contains("n_embd is -8"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.block_size = 0; })), Contains("block_size is 0"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.vocab_size = 0; })), Contains("vocab_size is 0"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) { c.n_embd = 1 << 20; })), Contains("n_embd is 1048576"));
+  CHECK_THROWS_WITH(GptLayout(with([](GptConfig& c) {
+                      c.n_embd = 10;
+                      c.n_head = 4;
+                    })),
+                    Contains("n_embd 10 is not a multiple of n_head 4"));
+  CHECK_THROWS_WITH(Gpt(GptLayout(tiny()), 0), Contains("at least 1 sequence"));
+  CHECK_THROWS_WITH(Gpt(GptLayout(tiny()), 2, 7), Contains("between 1 and block_size 6"));
+}
+
+TEST_CASE("GPT layout: nanoGPT's state_dict names and shapes, wte stored once, units", "[trainer][gpt]") {
+  const GptLayout layout(tiny());
+  const std::vector<std::string> block = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight",
+                                          "attn.c_attn.bias",   "attn.c_proj.weight", "attn.c_proj.bias",
+                                          "ln_2.weight",        "ln_2.bias",        "mlp.c_fc.weight",
+                                          "mlp.c_fc.bias",      "mlp.c_proj.weight", "mlp.c_proj.bias"};
+  std::vector<std::string> names = {"transformer.wte.weight", "transformer.wpe.weight"};
+  for (int l = 0; l < 2; ++l) {
+    for (const auto& b : block) names.push_back("transformer.h." + std::to_string(l) + "." + b);
+  }
+  names.push_back("transformer.ln_f.weight");
+  names.push_back("transformer.ln_f.bias");
+  const auto& t = layout.tensors();
+  REQUIRE(t.size() == names.size());
+  size_t at = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    CHECK(t[i].name == names[i]);
+    CHECK(t[i].offset == at);  // back to back: one flat buffer, no gaps
+    size_t count = 1;
+    for (int64_t d : t[i].shape) count *= size_t(d);
+    CHECK(t[i].count == count);
+    CHECK(t[i].name.find("lm_head") == std::string::npos);  // the head is wte
+    at += t[i].count;
+  }
+  CHECK(at == layout.paramCount());
+  CHECK(find(layout, "transformer.wte.weight").shape == std::vector<int64_t>{256, 8});
+  CHECK(find(layout, "transformer.wpe.weight").shape == std::vector<int64_t>{6, 8});
+  CHECK(find(layout, "transformer.h.1.attn.c_attn.weight").shape == std::vector<int64_t>{24, 8});
+  CHECK(find(layout, "transformer.h.1.attn.c_proj.weight").shape == std::vector<int64_t>{8, 8});
+  CHECK(find(layout, "transformer.h.0.mlp.c_fc.weight").shape == std::vector<int64_t>{32, 8});
+  CHECK(find(layout, "transformer.h.0.mlp.c_fc.bias").shape == std::vector<int64_t>{32});
+  CHECK(find(layout, "transformer.h.0.mlp.c_proj.weight").shape == std::vector<int64_t>{8, 32});
+  CHECK(find(layout, "transformer.ln_f.bias").shape == std::vector<int64_t>{8});
+
+  // Units: embeddings, each block, ln_f; contiguous; ln_f's also reads the tied wte.
+  const auto& u = layout.units();
+  REQUIRE(u.size() == 4);
+  CHECK(u[0].name == "embeddings");
+  CHECK(u[1].name == "transformer.h.0");
+  CHECK(u[2].name == "transformer.h.1");
+  CHECK(u[3].name == "transformer.ln_f");
+  CHECK(u[0].count == 256 * 8 + 6 * 8);
+  CHECK(u[1].count == layout.block().count);
+  CHECK(u[1].offset == find(layout, "transformer.h.0.ln_1.weight").offset);
+  CHECK(u[3].count == 16);
+  CHECK(u[3].also_reads == std::vector<int>{0});
+  for (size_t i = 0; i + 1 < u.size(); ++i) CHECK(u[i].offset + u[i].count == u[i + 1].offset);
+  CHECK(u.back().offset + u.back().count == layout.paramCount());
+  // Block offsets agree with the tensor list.
+  const size_t h1 = u[2].offset;
+  CHECK(h1 + layout.block().c_fc_weight == find(layout, "transformer.h.1.mlp.c_fc.weight").offset);
+  CHECK(h1 + layout.block().mlp_proj_bias == find(layout, "transformer.h.1.mlp.c_proj.bias").offset);
+  CHECK(layout.describe() == "gpt:n_layer=2,n_head=2,n_embd=8,block_size=6,vocab_size=256");
+}
+
+TEST_CASE("GPT parameter count: V C + T C + L (12 C^2 + 13 C) + 2 C", "[trainer][gpt]") {
+  CHECK(GptLayout(tiny()).paramCount() == 256 * 8 + 6 * 8 + 2 * (12 * 64 + 13 * 8) + 16);
+  const GptConfig shapes[] = {{1, 1, 1, 1}, {3, 4, 64, 128}, {6, 6, 384, 256}};
+  for (const GptConfig& c : shapes) {
+    CHECK(GptLayout(c).paramCount() == GptLayout::paramCountFor(c));
+  }
+  // GPT-2 small (nanoGPT's gpt2 with its 50257-token vocabulary): 124,439,808 parameters.
+  CHECK(GptLayout::paramCountFor({12, 12, 768, 1024, 50257}) == 124439808u);
+}
+
+TEST_CASE("GPT init: nanoGPT's distributions, deterministic per seed", "[trainer][gpt]") {
+  const GptLayout layout({.n_layer = 4, .n_head = 4, .n_embd = 64, .block_size = 64});
+  std::vector<float> a(layout.paramCount()), b(a.size()), c(a.size());
+  initGptParameters(layout, 5, a.data());
+  initGptParameters(layout, 5, b.data());
+  initGptParameters(layout, 6, c.data());
+  CHECK(a == b);
+  CHECK(a != c);
+  const double proj_std = 0.02 / std::sqrt(2.0 * 4);
+  for (const TensorSlot& t : layout.tensors()) {
+    INFO(t.name);
+    const float* p = a.data() + t.offset;
+    const bool ln_weight = t.name.find("ln_") != std::string::npos && t.name.ends_with(".weight");
+    if (t.name.ends_with(".bias")) {
+      CHECK(std::all_of(p, p + t.count, [](float v) { return v == 0.0f; }));
+    } else if (ln_weight) {
+      CHECK(std::all_of(p, p + t.count, [](float v) { return v == 1.0f; }));
+    } else {
+      const double want = t.name.ends_with("c_proj.weight") ? proj_std : 0.02;
+      const Stats s = stats(p, t.count);
+      // 4096 .. 16384 samples: the std within 5%, the mean within a few standard errors.
+      CHECK(s.std == Approx(want).epsilon(0.05));
+      CHECK(std::abs(s.mean) < 5 * want / std::sqrt(double(t.count)));
+      // Normal, not uniform: about 68.3% within one standard deviation.
+      const auto inside = std::count_if(p, p + t.count, [&](float v) { return std::abs(v) < want; });
+      CHECK(double(inside) / double(t.count) == Approx(0.683).margin(0.03));
+    }
+  }
+}
+
+// Each unit's parameters and gradients in a buffer of its own, as a mode that gathers units would
+// hold them.
+struct SplitBuffers {
+  std::vector<std::vector<float>> params, grads;
+  std::vector<const float*> p;
+  std::vector<float*> g;
+  SplitBuffers(const Model& model, const std::vector<float>& flat) {
+    for (const ParamUnit& u : model.units()) {
+      params.emplace_back(flat.begin() + std::ptrdiff_t(u.offset), flat.begin() + std::ptrdiff_t(u.offset + u.count));
+      grads.emplace_back(u.count, 7.0f);
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      p.push_back(params[i].data());
+      g.push_back(grads[i].data());
+    }
+  }
+  std::vector<float> flatGrads() const {
+    std::vector<float> out;
+    for (const auto& v : grads) out.insert(out.end(), v.begin(), v.end());
+    return out;
+  }
+};
+
+// Forward, loss and backward through the Model interface, unit by unit.
+LossResult runUnits(Model& model, const ModelBatch& batch, SplitBuffers& buffers, float grad_scale, bool accumulate) {
+  model.setBatch(batch);
+  const int units = int(model.units().size());
+  for (int u = 0; u < units; ++u) model.forwardUnit(u, buffers.p);
+  const LossResult loss = model.loss(grad_scale);
+  for (int u = units - 1; u >= 0; --u) model.backwardUnit(u, buffers.p, buffers.g, accumulate);
+  return loss;
+}
+
+TEST_CASE("GPT through the model interface: unit buffers give the whole model's bits", "[trainer][gpt]") {
+  const GptLayout layout(tiny());
+  constexpr int B = 2, T = 5;
+  const std::vector<float> params = spreadGptParams(layout, 3, 0.3);
+  const GptTokens batch = gptTokens(B, T, 4);
+  Gpt whole(layout, B);
+  const double mean = whole.forward(params.data(), batch.tokens.data(), batch.targets.data(), B, T);
+  std::vector<float> grads(layout.paramCount());
+  whole.backward(params.data(), grads.data());
+
+  Gpt units(layout, 3);
+  SplitBuffers buffers(units, params);
+  const ModelBatch mb{nullptr, batch.tokens.data(), batch.targets.data(), B, T};
+  const LossResult loss = runUnits(units, mb, buffers, 1.0f, false);
+  CHECK(loss.loss_sum / (B * T) == mean);
+  CHECK(buffers.flatGrads() == grads);
+  CHECK(mean > 0);
+  CHECK(loss.correct >= 0);
+  CHECK(loss.correct <= B * T);
+
+  // Accumulation: a second pass with accumulate adds the same gradient again (up to rounding).
+  runUnits(units, mb, buffers, 1.0f, true);
+  const std::vector<float> twice = buffers.flatGrads();
+  for (size_t i = 0; i < grads.size(); ++i) {
+    REQUIRE(twice[i] == Approx(2.0 * grads[i]).margin(1e-7).epsilon(1e-5));
+  }
+  // grad_scale scales the gradient (the modes pass 1 / micro-batches).
+  runUnits(units, mb, buffers, 0.5f, false);
+  const std::vector<float> half = buffers.flatGrads();
+  for (size_t i = 0; i < grads.size(); ++i) REQUIRE(half[i] == Approx(0.5 * grads[i]).margin(1e-8).epsilon(1e-5));
+}
+
+TEST_CASE("MLP through the model interface gives Mlp's own bits", "[trainer][gpt]") {
+  const MlpLayout layout({6, 5, 4, 3});
+  MlpModel model(layout, 4);
+  std::vector<float> params(layout.paramCount());
+  model.initParameters(9, params.data());
+  std::vector<float> direct(params.size());
+  initParameters(layout, 9, direct.data());
+  CHECK(params == direct);
+  REQUIRE(model.units().size() == 3);
+  CHECK(model.units()[1].name == "2");
+  CHECK(model.units()[1].offset == layout.layerOffset(1));
+  CHECK(model.describe() == "6,5,4,3");
+
+  std::vector<float> x(4 * 6);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 7 % 11) - 5) / 5.0f;
+  const std::vector<int32_t> labels = {2, 0, 1, 1};
+  Mlp mlp(layout, 4);
+  std::copy(x.begin(), x.end(), mlp.input());
+  mlp.forward(params.data(), 4);
+  const LossResult want = mlp.loss(labels.data(), 4);
+  std::vector<float> grads(params.size());
+  mlp.backward(params.data(), grads.data(), 4, false);
+
+  SplitBuffers buffers(model, params);
+  const LossResult got = runUnits(model, {x.data(), nullptr, labels.data(), 4, 1}, buffers, 1.0f, false);
+  CHECK(got.loss_sum == want.loss_sum);
+  CHECK(got.correct == want.correct);
+  CHECK(buffers.flatGrads() == grads);
+  CHECK_THROWS_WITH(model.setBatch({x.data(), nullptr, labels.data(), 4, 2}), Contains("pass seq = 1"));
+}
+
+TEST_CASE("GPT is causal, and its sampling helpers read the last position", "[trainer][gpt]") {
+  const GptLayout layout(tiny());
+  const std::vector<float> params = spreadGptParams(layout, 11, 0.3);
+  const GptTokens batch = gptTokens(2, 6, 12);
+  Gpt gpt(layout, 2);
+  gpt.forward(params.data(), batch.tokens.data(), nullptr, 2, 6);
+  const std::vector<float> full(gpt.logits(), gpt.logits() + 2 * 6 * 256);
+  CHECK(gpt.lastLogits(1) == gpt.logits() + (1 * 6 + 5) * 256);
+
+  // The first 3 tokens of each sequence alone give the same logits at positions 0..2: no
+  // position sees a later one.
+  std::vector<int32_t> prefix;
+  for (int b = 0; b < 2; ++b) {
+    prefix.insert(prefix.end(), batch.tokens.begin() + b * 6, batch.tokens.begin() + b * 6 + 3);
+  }
+  gpt.forward(params.data(), prefix.data(), nullptr, 2, 3);
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 3; ++t) {
+      for (int v = 0; v < 256; ++v) {
+        REQUIRE(gpt.logits()[(b * 3 + t) * 256 + v] ==
+                Approx(full[size_t((b * 6 + t) * 256 + v)]).margin(1e-6));
+      }
+    }
+  }
+  CHECK(gpt.lastLogits(0)[17] == gpt.logits()[2 * 256 + 17]);
+  CHECK_THROWS_WITH(gpt.lastLogits(2), Contains("sequence 2 is not in the batch"));
+
+  // sampleToken: argmax at temperature 0; else the cumulative softmax against the coin.
+  const float logits[3] = {0.0f, std::log(3.0f), -100.0f};  // probabilities 0.25, 0.75, ~0
+  CHECK(sampleToken(logits, 3, 0.0f, 0.9f) == 1);
+  CHECK(sampleToken(logits, 3, 1.0f, 0.2f) == 0);
+  CHECK(sampleToken(logits, 3, 1.0f, 0.3f) == 1);
+  CHECK(sampleToken(logits, 3, 1.0f, 0.999999f) == 1);
+  CHECK_THROWS_WITH(sampleToken(logits, 3, 1.0f, 1.0f), Contains("outside [0, 1)"));
+}
+
+TEST_CASE("GPT calls out of order or with bad input are refused with what to do", "[trainer][gpt]") {
+  const GptLayout layout(tiny());
+  const std::vector<float> params = spreadGptParams(layout, 1, 0.02);
+  std::vector<float> grads(layout.paramCount());
+  Gpt gpt(layout, 2);
+  const std::vector<const float*> p = unitPointers(gpt, params.data());
+  const std::vector<float*> g = unitPointers(gpt, grads.data());
+  const GptTokens batch = gptTokens(2, 4, 2);
+
+  CHECK_THROWS_WITH(gpt.forwardUnit(0, p), Contains("call setBatch first"));
+  std::vector<int32_t> bad = batch.tokens;
+  bad[5] = 256;
+  CHECK_THROWS_WITH(gpt.setBatch({nullptr, bad.data(), nullptr, 2, 4}),
+                    Contains("token 256 at sequence 1, position 1 is outside the vocabulary 0 .. 255"));
+  bad[5] = -1;
+  CHECK_THROWS_WITH(gpt.setBatch({nullptr, batch.tokens.data(), bad.data(), 2, 4}), Contains("target -1"));
+  CHECK_THROWS_WITH(gpt.setBatch({nullptr, batch.tokens.data(), nullptr, 3, 4}), Contains("sized for 1 .. 2"));
+  CHECK_THROWS_WITH(gpt.setBatch({nullptr, batch.tokens.data(), nullptr, 1, 7}), Contains("block_size 6"));
+
+  gpt.setBatch({nullptr, batch.tokens.data(), batch.targets.data(), 2, 4});
+  CHECK_THROWS_WITH(gpt.forwardUnit(1, p), Contains("unit 0 is next"));
+  CHECK_THROWS_WITH(gpt.loss(1.0f), Contains("forward is not complete"));
+  gpt.forwardUnit(0, p);
+  gpt.forwardUnit(1, p);
+  gpt.forwardUnit(2, p);
+  // The tied head needs wte: unit 0's parameters must be at hand for unit 3.
+  std::vector<const float*> only_lnf(p.size(), nullptr);
+  only_lnf[3] = p[3];
+  CHECK_THROWS_WITH(gpt.forwardUnit(3, only_lnf), Contains("parameters of unit 0 (embeddings) are needed"));
+  CHECK_THROWS_WITH(gpt.forwardUnit(3, std::span(p).first(2)), Contains("one pointer per unit (4)"));
+  gpt.forwardUnit(3, p);
+  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, g, false), Contains("call loss() after the forward"));
+  gpt.loss(1.0f);
+  CHECK_THROWS_WITH(gpt.backwardUnit(2, p, g, false), Contains("unit 3 is next"));
+  std::vector<float*> no_wte_grad = g;
+  no_wte_grad[0] = nullptr;
+  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, no_wte_grad, false),
+                    Contains("gradient buffer of unit 0 (embeddings) is needed"));
+  for (int u = 3; u >= 1; --u) gpt.backwardUnit(u, p, g, false);
+  // Unit 0's backward reads no parameters (a ZeRO-3 mode need not gather the embeddings for it).
+  std::vector<const float*> none(p.size(), nullptr);
+  gpt.backwardUnit(0, none, g, false);
+  CHECK_THROWS_WITH(gpt.backwardUnit(0, p, g, false), Contains("this backward is complete"));
+
+  // Without targets: forward for sampling works, the loss says what is missing.
+  gpt.forward(params.data(), batch.tokens.data(), nullptr, 2, 4);
+  CHECK_THROWS_WITH(gpt.loss(1.0f), Contains("without targets"));
+  CHECK(gpt.workspaceBytes() > 0);
+}
+
+}  // namespace
+}  // namespace ouro::trainer::test
