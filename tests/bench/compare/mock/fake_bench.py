@@ -52,7 +52,7 @@ dtype = opts.get("-d", "float32")
 factor_bus = {"all_reduce": 2 * (nranks - 1) / nranks}.get(collective, (nranks - 1) / nranks)
 
 if system == "ouro" and nranks == 2 and os.environ.get("OURO_DEBUG") == "info":
-    # What the real library logs from its core-distance probe (comm/algo_direct.cpp).
+    # What the real library logs from its core-distance probe (comm/exec/algo_direct.cpp).
     print("vm:1 [r0] ouro INFO: rank 0: cache-line round trip to rank 1: 452 ns, cores far apart (200 ns "
           "to 2 us); this call's staging copies go around the cache (OURO_SHM_STREAM_STAGING, ...)",
           file=sys.stderr)
