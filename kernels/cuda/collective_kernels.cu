@@ -121,23 +121,4 @@ int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {
   return OURO_LAUNCH_KERNEL(pointToPointKernel, grid, block, stream, p2p);
 }
 
-// As c++filt prints them (tests/cuda_kernels/check_fatbin.py looks for each in every cubin).
-const char* const* kernelNames() {
-  static const char* const names[] = {
-      "ouro::kernels::cuda::collectiveKernel<signed char>",
-      "ouro::kernels::cuda::collectiveKernel<unsigned char>",
-      "ouro::kernels::cuda::collectiveKernel<int>",
-      "ouro::kernels::cuda::collectiveKernel<unsigned int>",
-      "ouro::kernels::cuda::collectiveKernel<long>",
-      "ouro::kernels::cuda::collectiveKernel<unsigned long>",
-      "ouro::kernels::cuda::collectiveKernel<ouro::kernels::Float16>",
-      "ouro::kernels::cuda::collectiveKernel<float>",
-      "ouro::kernels::cuda::collectiveKernel<double>",
-      "ouro::kernels::cuda::collectiveKernel<ouro::kernels::Bfloat16>",
-      "ouro::kernels::cuda::pointToPointKernel",
-      nullptr,
-  };
-  return names;
-}
-
 }  // namespace ouro::kernels::cuda

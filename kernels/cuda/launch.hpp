@@ -36,9 +36,4 @@ struct DevicePointToPoint {
 };
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream);
 
-// Names of the kernels this library defines, as c++filt prints them, ending with nullptr
-// (tests/cuda_kernels/check_fatbin.py requires each in every architecture the build targets;
-// kernels/cuda/meson.build lists the same names for it).
-const char* const* kernelNames();
-
 }  // namespace ouro::kernels::cuda
