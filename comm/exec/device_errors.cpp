@@ -1,8 +1,57 @@
 #include "comm/exec/device_errors.hpp"
 
+#include <cstring>
+
+#include "comm/plan/collective.hpp"
 #include "core/strings.hpp"
 
 namespace ouro {
+namespace {
+
+static_assert(sizeof(CallDescriptor) == kernels::cuda::kDescriptorBytes,
+              "the kernels compare a call's descriptor as kDescriptorBytes opaque bytes");
+
+// callText of a descriptor that came off the wire, or what it is when it is no call at all.
+std::string describeStamp(const kernels::cuda::CallStamp& stamp) {
+  const CallDescriptor d = stampDescriptor(stamp);
+  const bool known = d.collective >= uint8_t(CollKind::kAllReduce) && d.collective <= uint8_t(CollKind::kAllToAll) &&
+                     isValidDataType(d.dtype) && isValidRedOp(d.op);
+  if (!known)
+    return strprintf("something that is no collective (descriptor bytes %016llx %016llx)",
+                     (unsigned long long)stamp.descriptor[0], (unsigned long long)stamp.descriptor[1]);
+  return callText(d);
+}
+
+Error mismatchError(int rank, const std::string& what, const kernels::cuda::DeviceError& e) {
+  // "rank A calls X but rank B calls Y" in rank order, so both ranks of a pair print one sentence;
+  // a call number unlike this call's says the ranks are out of step.
+  auto side = [&](int r) {
+    const kernels::cuda::CallStamp& s = r == rank ? e.mine : e.theirs;
+    std::string text = strprintf("rank %d calls %s", r, describeStamp(s).c_str());
+    if (r != rank && s.call != e.mine.call) text += strprintf(" as its call #%llu", (unsigned long long)s.call);
+    return text;
+  };
+  const int low = rank < e.peer ? rank : e.peer, high = rank < e.peer ? e.peer : rank;
+  return Error(Result::kInvalidUsage,
+               strprintf("rank %d: %s (CUDA): the ranks disagree on this call: %s but %s; every rank must make the "
+                         "same calls in the same order",
+                         rank, what.c_str(), side(low).c_str(), side(high).c_str()));
+}
+
+}  // namespace
+
+kernels::cuda::CallStamp callStamp(const CallDescriptor& descriptor, uint64_t call) {
+  kernels::cuda::CallStamp s{};
+  std::memcpy(s.descriptor, &descriptor, sizeof descriptor);
+  s.call = call;
+  return s;
+}
+
+CallDescriptor stampDescriptor(const kernels::cuda::CallStamp& stamp) {
+  CallDescriptor d;
+  std::memcpy(&d, stamp.descriptor, sizeof d);
+  return d;
+}
 
 Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& e, int64_t timeout_s) {
   using kernels::cuda::DeviceFailure;
@@ -20,17 +69,23 @@ Error deviceError(int rank, const std::string& what, const kernels::cuda::Device
     case DeviceFailure::kAborted:
       return Error(Result::kRemoteError,
                    strprintf("rank %d: %s (CUDA) was aborted while waiting for %s: the communicator was aborted "
-                             "(ouroCommAbort) or a peer's call failed (see its log); destroy it (ouroCommAbort) and "
-                             "create a new one",
+                             "(ouroCommAbort) or an earlier call of this rank failed (see its log); destroy it "
+                             "(ouroCommAbort) and create a new one",
                              rank, what.c_str(), where.c_str()));
+    case DeviceFailure::kBadCall:  // the host planned a message larger than a slot
+      return Error(Result::kInternalError,
+                   strprintf("rank %d: %s (CUDA): a message was larger than a FIFO slot (channel %d); please report "
+                             "this as a bug, with OURO_CUDA_SLOT_BYTES",
+                             rank, what.c_str(), e.channel));
+    case DeviceFailure::kMismatch: return mismatchError(rank, what, e);
+    case DeviceFailure::kNotACall:
+      return Error(Result::kInvalidUsage,
+                   strprintf("rank %d: %s (CUDA): rank %d sent data that belongs to another operation (a send/recv, "
+                             "or a call this rank did not make) where this call's descriptor was due; every rank must "
+                             "make the same calls in the same order",
+                             rank, what.c_str(), e.peer));
     case DeviceFailure::kNone: break;
-    default: break;
   }
-  if (e.failure == 3)  // DeviceFailure::kBadCall: the host planned a message larger than a slot
-    return Error(Result::kInternalError,
-                 strprintf("rank %d: %s (CUDA): a message was larger than a FIFO slot (channel %d); please report "
-                           "this as a bug, with OURO_CUDA_SLOT_BYTES",
-                           rank, what.c_str(), e.channel));
   return Error(Result::kInternalError,
                strprintf("rank %d: %s (CUDA): the kernel recorded unknown failure code %u (peer %d, channel %d); "
                          "please report this as a bug",

@@ -2,7 +2,8 @@
 // One kernel per element type runs kernels::runCollective with DevicePrims<T>: block b is channel
 // b, the reduction op is dispatched at run time inside the fold (templating on the op too would
 // multiply the driver's code, and nvcc's time, by five for no measurable gain: the switch sits
-// outside the element loops). One byte-wise kernel moves point-to-point messages.
+// outside the element loops). One byte-wise kernel moves point-to-point messages. nvcc compiles
+// exactly these 11 kernels: the bodies' planted-bug parameter is only ever NoPlantedBug here.
 // The same source compiles as C++ against the host emulation (tests/cuda_kernels): see
 // kernels/cuda/device_model.hpp.
 #include <cstddef>
@@ -25,9 +26,10 @@ struct KernelShared {
   DriverCall call;
 };
 
-template <typename T>
-OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) collectiveKernel(const DeviceCall call) {
-  OURO_BLOCK_SHARED(KernelShared, shared);
+// A collective for one block (channel b = block b): the kernel's body, with the protocols' planted-bug
+// policy as a parameter (NoPlantedBug here; tests/cuda_kernels runs the same body with a planted bug).
+template <typename T, class Bug>
+OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared& shared) {
   if (dm::threadIndex() == 0) {
     shared.call = call.call;
     shared.call.channel = dm::blockIndex();
@@ -40,17 +42,23 @@ OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) collectiveKernel(const Dev
     context.abort_word = call.abort_word;
     context.error = call.error;
     context.timeout_ns = call.timeout_ns;
+    // The call check runs on channel 0 only: one hello per link and call (device_call_check.cuh).
+    context.hello = call.check && dm::blockIndex() == 0 && call.call.nranks > 1;
+    context.stamp = call.stamp;
   }
   dm::syncBlock();
-  DevicePrims<T> prims(shared.context, shared.state);
+  DevicePrims<T, Bug> prims(shared.context, shared.state);
   prims.init(-1);
+  prims.sendHellos();
   runCollective(prims, shared.call);
+  prims.finishCall();
 }
 
-// Channel b moves its part of the buffer (chunkRange over the channels) in slices, as the
-// collectives do; both sides compute the same parts and slices.
-OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) pointToPointKernel(const DevicePointToPoint p2p) {
-  OURO_BLOCK_SHARED(KernelShared, shared);
+// Point-to-point for one block: channel b moves its part of the buffer (chunkRange over the
+// channels) in slices, as the collectives do; both sides compute the same parts and slices. No
+// call check: send/recv sizes are not compared (as on the host).
+template <class Bug>
+OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, KernelShared& shared) {
   const int channel = dm::blockIndex();
   if (dm::threadIndex() == 0) {
     PrimsContext& context = shared.context;
@@ -62,7 +70,7 @@ OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) pointToPointKernel(const D
     context.protocol = p2p.protocol;
   }
   dm::syncBlock();
-  DevicePrims<unsigned char> prims(shared.context, shared.state);
+  DevicePrims<unsigned char, Bug> prims(shared.context, shared.state);
   prims.init(p2p.peer);
   const ElementRange part = chunkRange(p2p.count, p2p.nchannels, channel);
   const size_t slices = sliceCount(part.count, p2p.slice_elems);
@@ -77,6 +85,30 @@ OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) pointToPointKernel(const D
   }
 }
 
+template <typename T>
+OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) collectiveKernel(const DeviceCall call) {
+  OURO_BLOCK_SHARED(KernelShared, shared);
+  runCollectiveBlock<T, NoPlantedBug>(call, shared);
+}
+
+OURO_GLOBAL void OURO_LAUNCH_BOUNDS(kThreadsPerBlock) pointToPointKernel(const DevicePointToPoint p2p) {
+  OURO_BLOCK_SHARED(KernelShared, shared);
+  runPointToPointBlock<NoPlantedBug>(p2p, shared);
+}
+
+// The kernels a launch picks from, by element type: the shipped ones. The tests launch kernels of
+// their own (the same bodies with a planted bug) through launchCollectiveWith and
+// launchPointToPointWith below.
+struct ShippedKernels {
+  template <typename T>
+  static int collective(dim3 grid, dim3 block, void* stream, const DeviceCall& call) {
+    return OURO_LAUNCH_KERNEL(collectiveKernel<T>, grid, block, stream, call);
+  }
+  static int pointToPoint(dim3 grid, dim3 block, void* stream, const DevicePointToPoint& p2p) {
+    return OURO_LAUNCH_KERNEL(pointToPointKernel, grid, block, stream, p2p);
+  }
+};
+
 namespace {
 
 constexpr int kInvalidValue = 1;  // cudaErrorInvalidValue
@@ -89,7 +121,8 @@ bool validProtocol(DeviceProtocol p) { return p == DeviceProtocol::kSimple || p 
 
 }  // namespace
 
-int launchCollective(const DeviceCall& call, void* stream) {
+template <class Kernels>
+int launchCollectiveWith(const DeviceCall& call, void* stream) {
   const DriverCall& c = call.call;
   if (!isValidDataType(call.dtype) || !isValidRedOp(call.op) || !validChannels(c.nchannels, call.channels) ||
       !validProtocol(call.protocol) ||
@@ -98,27 +131,35 @@ int launchCollective(const DeviceCall& call, void* stream) {
     return kInvalidValue;
   const dim3 grid(unsigned(c.nchannels)), block(unsigned(dm::launchThreadsPerBlock(kThreadsPerBlock)));
   switch (DataType(call.dtype)) {
-    case DataType::kInt8: return OURO_LAUNCH_KERNEL(collectiveKernel<int8_t>, grid, block, stream, call);
-    case DataType::kUint8: return OURO_LAUNCH_KERNEL(collectiveKernel<uint8_t>, grid, block, stream, call);
-    case DataType::kInt32: return OURO_LAUNCH_KERNEL(collectiveKernel<int32_t>, grid, block, stream, call);
-    case DataType::kUint32: return OURO_LAUNCH_KERNEL(collectiveKernel<uint32_t>, grid, block, stream, call);
-    case DataType::kInt64: return OURO_LAUNCH_KERNEL(collectiveKernel<int64_t>, grid, block, stream, call);
-    case DataType::kUint64: return OURO_LAUNCH_KERNEL(collectiveKernel<uint64_t>, grid, block, stream, call);
-    case DataType::kFloat16: return OURO_LAUNCH_KERNEL(collectiveKernel<Float16>, grid, block, stream, call);
-    case DataType::kFloat32: return OURO_LAUNCH_KERNEL(collectiveKernel<float>, grid, block, stream, call);
-    case DataType::kFloat64: return OURO_LAUNCH_KERNEL(collectiveKernel<double>, grid, block, stream, call);
-    case DataType::kBfloat16: return OURO_LAUNCH_KERNEL(collectiveKernel<Bfloat16>, grid, block, stream, call);
+    case DataType::kInt8: return Kernels::template collective<int8_t>(grid, block, stream, call);
+    case DataType::kUint8: return Kernels::template collective<uint8_t>(grid, block, stream, call);
+    case DataType::kInt32: return Kernels::template collective<int32_t>(grid, block, stream, call);
+    case DataType::kUint32: return Kernels::template collective<uint32_t>(grid, block, stream, call);
+    case DataType::kInt64: return Kernels::template collective<int64_t>(grid, block, stream, call);
+    case DataType::kUint64: return Kernels::template collective<uint64_t>(grid, block, stream, call);
+    case DataType::kFloat16: return Kernels::template collective<Float16>(grid, block, stream, call);
+    case DataType::kFloat32: return Kernels::template collective<float>(grid, block, stream, call);
+    case DataType::kFloat64: return Kernels::template collective<double>(grid, block, stream, call);
+    case DataType::kBfloat16: return Kernels::template collective<Bfloat16>(grid, block, stream, call);
   }
   return kInvalidValue;
 }
 
-int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {
+template <class Kernels>
+int launchPointToPointWith(const DevicePointToPoint& p2p, void* stream) {
   if (!validChannels(p2p.nchannels, p2p.channels) || !validProtocol(p2p.protocol) || p2p.peer < 0 ||
-      p2p.peer >= kMaxDeviceRanks ||
-      p2p.slice_elems < 1 || p2p.elem_bytes < 1)
+      p2p.peer >= kMaxDeviceRanks || p2p.slice_elems < 1 || p2p.elem_bytes < 1)
     return kInvalidValue;
   const dim3 grid(unsigned(p2p.nchannels)), block(unsigned(dm::launchThreadsPerBlock(kThreadsPerBlock)));
-  return OURO_LAUNCH_KERNEL(pointToPointKernel, grid, block, stream, p2p);
+  return Kernels::pointToPoint(grid, block, stream, p2p);
+}
+
+int launchCollective(const DeviceCall& call, void* stream) {
+  return launchCollectiveWith<ShippedKernels>(call, stream);
+}
+
+int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {
+  return launchPointToPointWith<ShippedKernels>(p2p, stream);
 }
 
 }  // namespace ouro::kernels::cuda

@@ -42,20 +42,39 @@ struct DeviceChannel {
   FifoView ll_from[kMaxDeviceRanks];
 };
 
+// What a checked collective (OURO_CHECK=1) tells every peer before anything else: the call's
+// descriptor (comm/plan/call_descriptor.hpp's CallDescriptor, opaque here: the kernels compare
+// bytes) and the call's number among the communicator's device collectives. It travels as the
+// "hello", the first message of the call on channel 0's LL FIFO to each peer (docs/CUDA.md "Call
+// agreement"); equal stamps on both ends of every link mean the ranks agree.
+constexpr size_t kDescriptorBytes = 16;
+struct CallStamp {  // trivial, like DeviceError, which holds two
+  uint64_t descriptor[kDescriptorBytes / 8];
+  uint64_t call;
+  OURO_HOST_DEVICE bool operator==(const CallStamp& o) const {
+    return descriptor[0] == o.descriptor[0] && descriptor[1] == o.descriptor[1] && call == o.call;
+  }
+};
+constexpr size_t kCallStampWords = sizeof(CallStamp) / 8;
+
 // Why a kernel gave up; written once (the first failing block wins) for the host to report as
 // "rank R: <call>: ... peer P ...".
 enum class DeviceFailure : uint32_t {
   kNone = 0,
-  kAborted = 1,   // the abort word was set (ouroCommAbort, or a peer's kernel failed)
+  kAborted = 1,   // the abort word was set (ouroCommAbort, or a failure of this rank's kernel)
   kTimeout = 2,   // a wait passed the deadline: the peer is dead or making other calls
   kBadCall = 3,   // a message larger than the FIFO's slot (slice_elems * elem_bytes > slot_bytes;
                   // LL: > slot_bytes / 2)
+  kMismatch = 4,  // the peer's hello carries another call (mine and theirs say which)
+  kNotACall = 5,  // where the peer's hello was due, its FIFO held data: a send/recv, not this call
 };
 struct DeviceError {
   uint32_t failure;  // DeviceFailure; 0 until a block fails
   int32_t peer;      // the peer waited on, -1 if none
   int32_t channel;
   uint32_t waiting_for_head;  // 1: a free slot in to[peer]; 0: a message in from[peer]
+  CallStamp mine;    // kMismatch: this rank's call
+  CallStamp theirs;  // kMismatch: the peer's
 };
 
 struct DeviceCall {
@@ -63,6 +82,8 @@ struct DeviceCall {
   uint8_t dtype = 0;    // ouro::DataType
   uint8_t op = 0;       // ouro::RedOp
   DeviceProtocol protocol = DeviceProtocol::kSimple;
+  bool check = false;   // exchange and compare `stamp` with every peer first (OURO_CHECK)
+  CallStamp stamp = {};
   const DeviceChannel* channels = nullptr;  // nchannels entries, in device-readable memory
   uint32_t* abort_word = nullptr;           // nonzero: every poll loop returns
   DeviceError* error = nullptr;             // first failure

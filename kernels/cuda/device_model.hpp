@@ -38,6 +38,9 @@ OURO_DEVICE_INLINE int threadIndex() { return int(threadIdx.x); }
 OURO_DEVICE_INLINE int blockIndex() { return int(blockIdx.x); }
 OURO_DEVICE_INLINE int blockSize() { return int(blockDim.x); }
 OURO_DEVICE_INLINE void syncBlock() { __syncthreads(); }
+// A barrier that also tells every thread whether any thread passed true (bar.red.or): one answer
+// for the whole block, with no shared variable a thread could rewrite before a slow one read it.
+OURO_DEVICE_INLINE bool syncBlockAny(bool predicate) { return __syncthreads_or(predicate ? 1 : 0) != 0; }
 // Makes this thread's earlier writes visible system-wide (peer GPUs, host) before its later ones.
 OURO_DEVICE_INLINE void fenceSystem() { __threadfence_system(); }
 
@@ -98,8 +101,9 @@ inline int launchThreadsPerBlock(int preferred) { return preferred; }
 #define OURO_DEVICE_NOINLINE
 #define OURO_LAUNCH_BOUNDS(threads)
 #define OURO_BLOCK_SHARED(Type, name) Type& name = ::ouro::cuda_emu::blockShared<Type>()
+// The arguments are captured by value: the emulated launch may run after the launcher returned.
 #define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...) \
-  (static_cast<void>(stream), ::ouro::cuda_emu::launch((grid), (block), [&] { kernel(__VA_ARGS__); }))
+  ::ouro::cuda_emu::launch((grid), (block), [=] { kernel(__VA_ARGS__); }, (stream))
 
 namespace ouro::kernels::cuda::dm {
 
@@ -107,6 +111,7 @@ inline int threadIndex() { return int(threadIdx.x); }
 inline int blockIndex() { return int(blockIdx.x); }
 inline int blockSize() { return int(blockDim.x); }
 inline void syncBlock() { __syncthreads(); }
+inline bool syncBlockAny(bool predicate) { return __syncthreads_or(predicate ? 1 : 0) != 0; }
 inline void fenceSystem() { __threadfence_system(); }
 inline uint32_t loadAcquire(const uint32_t* p) { return ::ouro::cuda_emu::loadAcquire(p); }
 inline void storeRelease(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeRelease(p, v); }

@@ -4,7 +4,8 @@
 // protocol, chosen by the host from the call's size): the simple one (slots + tail flag,
 // device_prims_simple.cuh) or LL (flag-in-data lines, device_prims_ll.cuh). The choice is made at
 // run time, per primitive, outside the copy and fold loops: a second instantiation of the driver
-// per dtype would double the kernels' code and nvcc's time.
+// per dtype would double the kernels' code and nvcc's time. `Bug` is NoPlantedBug in the shipped
+// kernels (device_prims_common.cuh); only the tests plant a protocol bug through it.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,7 @@
 
 namespace ouro::kernels::cuda {
 
-template <typename T>
+template <typename T, class Bug = NoPlantedBug>
 class DevicePrims {
  public:
   // `context` and `state` live in shared memory.
@@ -25,6 +26,11 @@ class DevicePrims {
   // (point-to-point). Every thread must call it.
   OURO_DEVICE_INLINE void init(int only_peer) { ll_on_ ? ll_.init(only_peer) : simple_.init(only_peer); }
   OURO_DEVICE_INLINE bool failed() const { return ll_on_ ? ll_.failed() : simple_.failed(); }
+  // The call check (device_call_check.cuh), for collectives: the hellos go out after init() and
+  // before the driver; finishCall() after the driver receives those the block has not needed.
+  // Both are no-ops unless the context says this block exchanges hellos.
+  OURO_DEVICE_INLINE void sendHellos() { ll_on_ ? ll_.sendHellos() : simple_.sendHellos(); }
+  OURO_DEVICE_INLINE void finishCall() { ll_on_ ? ll_.finishCall() : simple_.finishCall(); }
 
   // ---- the vocabulary (counts in elements of T) ----
   OURO_DEVICE_INLINE void send(int peer, const std::byte* src, size_t n) {
@@ -48,8 +54,8 @@ class DevicePrims {
   }
 
  private:
-  SimplePrims<T> simple_;
-  LlPrims<T> ll_;
+  SimplePrims<T, Bug> simple_;
+  LlPrims<T, Bug> ll_;
   bool ll_on_;
 };
 

@@ -1,11 +1,13 @@
 // What both protocols of the device primitives share (kernels/cuda/device_prims.cuh picks one per
 // call): the block's bookkeeping in shared memory, the call's context, vector loads and stores,
-// the block-wide copy, and waiting and failing.
+// the block-wide copy, LL lines, waiting and failing, and the planted-bug policy's shipped default.
 //
 // Failure: every wait polls the abort word and a deadline (DeviceCall::timeout_ns per wait). The
-// first failure anywhere wins the error record (compare-and-swap); a timeout also sets the abort
-// word so the other blocks and the peers' kernels stop waiting. The failing block then turns
-// every later primitive into a no-op, so the driver runs out its loops and the kernel returns.
+// first failure anywhere wins the error record (compare-and-swap); any failure but an abort also
+// sets this rank's abort word so the kernel's other blocks, and this rank's later kernels, stop
+// waiting (a peer's kernels learn of it when their waits on this rank reach the deadline). The
+// failing block then turns every later primitive into a no-op, so the driver runs out its loops
+// and the kernel returns.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +27,7 @@ struct BlockState {
   const std::byte* sources[kMaxDeviceRanks];  // the fold's inputs in rank order (ours at our rank)
   uint32_t sent[kMaxDeviceRanks];             // messages sent on to[p] (its tail)
   uint32_t received[kMaxDeviceRanks];         // messages consumed from from[p] (its head)
-  uint32_t failed;                            // nonzero: a wait failed, every primitive is a no-op
+  uint32_t hellos_pending;                    // nonzero: the peers' hellos are still to be received
 };
 
 // What the prims need of a call besides the channel.
@@ -38,6 +40,20 @@ struct PrimsContext {
   uint32_t* abort_word = nullptr;
   DeviceError* error = nullptr;
   uint64_t timeout_ns = 0;
+  bool hello = false;  // this block exchanges the call's stamp with every peer (device_call_check.cuh)
+  CallStamp stamp = {};
+};
+
+// The protocols' test hooks. The shipped kernels use NoPlantedBug, whose hooks do nothing; the
+// host tests (tests/cuda_kernels/planted_bugs.hpp) run the same kernel bodies with a policy that
+// breaks one rule of a protocol, to prove that the emulated tests catch such a bug.
+struct NoPlantedBug {
+  // Simple: called by every thread of a sending block once the slot is free, before it writes the
+  // payload; `tail` is the FIFO's tail and `published` the value finishing the send stores there.
+  OURO_DEVICE_INLINE static void beforePayload(uint32_t* /*tail*/, uint32_t /*published*/) {}
+  // LL: when true, storeLines replaces the two single-access line stores of one 8-byte group.
+  static constexpr bool kReplacesLineStores = false;
+  OURO_DEVICE_INLINE static void storeLines(uint64_t* /*lines*/, uint64_t /*data*/, uint32_t /*flag*/) {}
 };
 
 struct alignas(16) Pack16 {
@@ -93,88 +109,46 @@ OURO_DEVICE_NOINLINE void copyBytes(std::byte* dst, const std::byte* src, size_t
   for (size_t i = done + size_t(dm::threadIndex()); i < bytes; i += size_t(dm::blockSize())) dst[i] = src[i];
 }
 
-// The part of a protocol's primitives that does not depend on how payloads travel: the block's
-// agreement on failure, the polls' abort and deadline checks, the counters of the FIFOs in use.
-class PrimsBlock {
- public:
-  // `context` and `state` live in shared memory (fewer registers to keep across the calls to
-  // the copy and fold loops).
-  OURO_DEVICE_INLINE PrimsBlock(const PrimsContext& context, BlockState& state) : x_(context), s_(state) {}
+// LL lines (device_prims_ll.cuh, and the hellos of device_call_check.cuh): an 8-byte word holding
+// 4 data bytes in the low half and a 4-byte flag in the high half.
+OURO_DEVICE_INLINE uint64_t makeLine(uint32_t data, uint32_t flag) { return uint64_t(flag) << 32 | data; }
+OURO_DEVICE_INLINE uint32_t lineFlag(uint64_t line) { return uint32_t(line >> 32); }
+OURO_DEVICE_INLINE uint64_t* linesOf(const FifoView& f, uint32_t message) {
+  return reinterpret_cast<uint64_t*>(f.payload(message));
+}
 
-  OURO_DEVICE_INLINE bool failed() const { return failed_; }
+// Claims the error record for `why` if no failure was recorded before: the record to fill in, or
+// nullptr (the first failure wins; later ones only stop their block).
+OURO_DEVICE_INLINE DeviceError* claimRecord(const PrimsContext& x, DeviceFailure why) {
+  return x.error && dm::compareAndSwap(&x.error->failure, 0, uint32_t(why)) == 0 ? x.error : nullptr;
+}
 
-  // Every thread passes whether its waits succeeded (threads that did not wait pass true); the
-  // block learns whether all did. Callers return at once when failed_ is already set.
-  OURO_DEVICE_INLINE bool agree(bool ok) {
-    if (!ok) s_.failed = 1;
-    dm::syncBlock();
-    failed_ = s_.failed != 0;
-    return !failed_;
+// Records the failure if it is the first, and (unless it is an abort already) sets the abort word
+// so every other waiter of this rank stops. Returns false.
+OURO_DEVICE inline bool fail(const PrimsContext& x, DeviceFailure why, int peer, bool waiting_for_head) {
+  if (DeviceError* e = claimRecord(x, why)) {
+    e->peer = peer;
+    e->channel = dm::blockIndex();
+    e->waiting_for_head = waiting_for_head ? 1u : 0u;
+    dm::fenceSystem();
   }
+  if (why != DeviceFailure::kAborted && x.abort_word) dm::storeRelease(x.abort_word, 1);
+  return false;
+}
 
-  // One turn of a wait that has not been satisfied yet: false (after recording why) when the
-  // abort word is set or the deadline passed. The abort word and the clock are read every 16th
-  // turn: on a GPU they may be a bus read away, which would slow every poll.
-  OURO_DEVICE static bool keepPolling(const PrimsContext& x, uint64_t start, uint32_t& turns, int peer,
-                                      bool waiting_for_head) {
-    if ((turns++ & 15u) == 15u) {
-      if (x.abort_word && dm::loadAcquire(x.abort_word) != 0)
-        return fail(x, DeviceFailure::kAborted, peer, waiting_for_head);
-      if (x.timeout_ns && dm::clockNs() - start > x.timeout_ns)
-        return fail(x, DeviceFailure::kTimeout, peer, waiting_for_head);
-    }
-    dm::pollPause();
-    return true;
+// One turn of a wait that has not been satisfied yet: false (after recording why) when the abort
+// word is set or the deadline passed. The abort word and the clock are read every 16th turn: on a
+// GPU they may be a bus read away, which would slow every poll.
+OURO_DEVICE inline bool keepPolling(const PrimsContext& x, uint64_t start, uint32_t& turns, int peer,
+                                   bool waiting_for_head) {
+  if ((turns++ & 15u) == 15u) {
+    if (x.abort_word && dm::loadAcquire(x.abort_word) != 0)
+      return fail(x, DeviceFailure::kAborted, peer, waiting_for_head);
+    if (x.timeout_ns && dm::clockNs() - start > x.timeout_ns)
+      return fail(x, DeviceFailure::kTimeout, peer, waiting_for_head);
   }
-
-  // Records the failure if it is the first, and (unless it is an abort already) sets the abort
-  // word so every other waiter stops. Returns false.
-  OURO_DEVICE static bool fail(const PrimsContext& x, DeviceFailure why, int peer, bool waiting_for_head) {
-    if (x.error && dm::compareAndSwap(&x.error->failure, 0, uint32_t(why)) == 0) {
-      x.error->peer = peer;
-      x.error->channel = dm::blockIndex();
-      x.error->waiting_for_head = waiting_for_head ? 1u : 0u;
-      dm::fenceSystem();
-    }
-    if (why != DeviceFailure::kAborted && x.abort_word) dm::storeRelease(x.abort_word, 1);
-    return false;
-  }
-
- protected:
-  // Thread 0 reads the counters this rank owns in the FIFOs `to` and `from` (they run on across
-  // calls); `only_peer` >= 0 limits it to one peer (point-to-point). Every thread must call it.
-  OURO_DEVICE_INLINE void loadCounters(int only_peer, const FifoView* to, const FifoView* from) {
-    if (dm::threadIndex() == 0) {
-      s_.failed = 0;
-      for (int p = 0; p < kMaxDeviceRanks; p++) {
-        const bool used = only_peer >= 0 ? p == only_peer : (p < x_.nranks && p != x_.rank);
-        s_.sent[p] = used ? dm::loadRelaxed(to[p].tail) : 0;
-        s_.received[p] = used ? dm::loadRelaxed(from[p].head) : 0;
-      }
-    }
-    dm::syncBlock();
-  }
-
-  // Thread 0: waits until `f` (a FIFO to `peer`) has a free slot for message s_.sent[peer].
-  OURO_DEVICE_INLINE bool waitSpace(const FifoView& f, int peer) {
-    const uint64_t start = dm::clockNs();
-    uint32_t turns = 0;
-    while (s_.sent[peer] - dm::loadAcquire(f.head) >= f.slot_count)
-      if (!keepPolling(x_, start, turns, peer, true)) return false;
-    return true;
-  }
-
-  // Thread 0, after the block's last read of message s_.received[peer] of `f`: the slot is free.
-  OURO_DEVICE_INLINE void releaseHead(const FifoView& f, int peer) { dm::storeRelease(f.head, ++s_.received[peer]); }
-  // Thread 0, after a fold has read one message from every peer of `from` (the protocol's FIFOs).
-  OURO_DEVICE_INLINE void releaseAllHeads(const FifoView* from) {
-    for (int p = 0; p < x_.nranks; p++)
-      if (p != x_.rank) releaseHead(from[p], p);
-  }
-
-  const PrimsContext& x_;
-  BlockState& s_;
-  bool failed_ = false;
-};
+  dm::pollPause();
+  return true;
+}
 
 }  // namespace ouro::kernels::cuda

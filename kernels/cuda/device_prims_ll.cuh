@@ -19,8 +19,12 @@
 // each time, and LL FIFOs are never written by the simple protocol; so a line still holding an
 // older message's data holds an older flag. (Flags are 32-bit: a line could be misread only if
 // it went unwritten while its FIFO carried 2^32 messages.) docs/CUDA.md "Protocols".
+// The call check's hellos (device_call_check.cuh) are messages of channel 0's LL FIFOs too, with
+// flags of their own (high bit set), so a data line and a hello line never pass for each other.
 // Reductions fold in rank order with the same element ops as the simple protocol, so both give
 // the CPU executor's bits.
+//
+// `Bug` is NoPlantedBug in the shipped kernels; tests/cuda_kernels plants a protocol bug through it.
 #pragma once
 
 #include <cstddef>
@@ -28,14 +32,11 @@
 #include <cstring>
 
 #include "kernels/common/element_ops.hpp"
-#include "kernels/cuda/device_prims_common.cuh"
+#include "kernels/cuda/device_prims_block.cuh"
 
 namespace ouro::kernels::cuda {
 
 constexpr size_t kLlGroupBytes = 8;  // data bytes a thread moves at a time: two lines
-
-OURO_DEVICE_INLINE uint64_t makeLine(uint32_t data, uint32_t flag) { return uint64_t(flag) << 32 | data; }
-OURO_DEVICE_INLINE uint32_t lineFlag(uint64_t line) { return uint32_t(line >> 32); }
 
 // Up to 8 bytes of a message of `bytes` from byte `offset` (a multiple of 8), little-endian in a
 // word; bytes past the message's end read as zero.
@@ -52,25 +53,18 @@ OURO_DEVICE_INLINE void writeGroup(std::byte* dst, size_t offset, size_t bytes, 
   for (size_t i = 0; i < take; i++) dst[offset + i] = std::byte(uint8_t(v >> (8 * i)));
 }
 
-// A planted bug for the tests (tests/cuda_kernels, emulation build only): each line's flag is
-// stored before its data, as two 32-bit stores, which the result comparison must catch.
-#if defined(OURO_TEST_PLANT_FLAG_BEFORE_DATA) && !defined(__CUDACC__)
-inline void storeGroup(uint64_t* lines, size_t group, uint64_t v, uint32_t flag) {
-  for (size_t half = 0; half < 2; half++) {
-    auto* words = reinterpret_cast<uint32_t*>(lines + 2 * group + half);
-    dm::storeRelease(words + 1, flag);
-    for (int i = 0; i < 4; i++) dm::pollPause();  // give the receiver time to read the stale data
-    dm::storeRelease(words, uint32_t(v >> (32 * half)));
+// One group of a message: two lines, each one single-copy-atomic store of 4 data bytes and the flag.
+template <class Bug>
+OURO_DEVICE_INLINE void storeGroup(uint64_t* lines, size_t group, uint64_t v, uint32_t flag) {
+  if constexpr (Bug::kReplacesLineStores) {
+    Bug::storeLines(lines + 2 * group, v, flag);
+  } else {
+    dm::storeLine(lines + 2 * group, makeLine(uint32_t(v), flag));
+    dm::storeLine(lines + 2 * group + 1, makeLine(uint32_t(v >> 32), flag));
   }
 }
-#else
-OURO_DEVICE_INLINE void storeGroup(uint64_t* lines, size_t group, uint64_t v, uint32_t flag) {
-  dm::storeLine(lines + 2 * group, makeLine(uint32_t(v), flag));
-  dm::storeLine(lines + 2 * group + 1, makeLine(uint32_t(v >> 32), flag));
-}
-#endif
 
-template <typename T>
+template <typename T, class Bug = NoPlantedBug>
 class LlPrims : public PrimsBlock {
  public:
   using PrimsBlock::PrimsBlock;
@@ -94,7 +88,8 @@ class LlPrims : public PrimsBlock {
   // to < 0: receive only.
   OURO_DEVICE_INLINE void recvCopySend(int from, int to, std::byte* dst, size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (failed_ || !agree(dm::threadIndex() != 0 || (fits(from, bytes, false) && (to < 0 || waitSpace(to, bytes)))))
+    if (failed_ ||
+        !agree(dm::threadIndex() != 0 || (checkCall() && fits(from, bytes, false) && (to < 0 || waitSpace(to, bytes)))))
       return;
     if (!agree(moveLines(x_, s_, from, to, nullptr, dst, bytes)) || dm::threadIndex() != 0) return;
     releaseHead(x_.channel->ll_from[from], from);
@@ -103,14 +98,14 @@ class LlPrims : public PrimsBlock {
 
   OURO_DEVICE_INLINE void recvReduceCopy(const std::byte* own, std::byte* dst, size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (failed_ || !agree(dm::threadIndex() != 0 || fitsAll(bytes))) return;
+    if (failed_ || !agree(dm::threadIndex() != 0 || (checkCall() && fitsAll(bytes)))) return;
     if (!agree(reduce(own, -1, dst, bytes)) || dm::threadIndex() != 0) return;
     releaseAllHeads(x_.channel->ll_from);
   }
 
   OURO_DEVICE_INLINE void recvReduceSend(const std::byte* own, int peer, size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (failed_ || !agree(dm::threadIndex() != 0 || (fitsAll(bytes) && waitSpace(peer, bytes)))) return;
+    if (failed_ || !agree(dm::threadIndex() != 0 || (checkCall() && fitsAll(bytes) && waitSpace(peer, bytes)))) return;
     if (!agree(reduce(own, peer, nullptr, bytes)) || dm::threadIndex() != 0) return;
     releaseAllHeads(x_.channel->ll_from);
     countSent(peer);
@@ -143,10 +138,6 @@ class LlPrims : public PrimsBlock {
 
   // ---- every thread: lines ----
 
-  OURO_DEVICE_INLINE static uint64_t* linesOf(const FifoView& f, uint32_t message) {
-    return reinterpret_cast<uint64_t*>(f.payload(message));
-  }
-
   // Waits for group `group` of message `message` of `f` (from `peer`); false on abort or deadline.
   OURO_DEVICE_INLINE static bool pollGroup(const PrimsContext& x, const FifoView& f, uint32_t message, size_t group,
                                            int peer, uint64_t& v) {
@@ -178,7 +169,7 @@ class LlPrims : public PrimsBlock {
         v = readGroup(src, g * kLlGroupBytes, bytes);
       else if (!pollGroup(x, x.channel->ll_from[from], s.received[from], g, from, v))
         return false;
-      if (to >= 0) storeGroup(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
       if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
     }
     return true;
@@ -220,7 +211,7 @@ class LlPrims : public PrimsBlock {
         for (size_t e = 0; e < kPerGroup; e++) acc[e] = finishAvgElement(acc[e], x.nranks);
       uint64_t v;
       std::memcpy(&v, acc, sizeof v);
-      if (to >= 0) storeGroup(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
       if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
     }
     return true;

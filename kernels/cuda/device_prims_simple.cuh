@@ -18,6 +18,8 @@
 // fp16/bf16) and finish Avg with finishAvgElement: the same bits as the CPU executor's
 // kernels::reduceMany + finishAvg. 16-byte vectors when every source and the destination share
 // their misalignment (scalar head up to the boundary, scalar tail), element by element otherwise.
+//
+// `Bug` is NoPlantedBug in the shipped kernels; tests/cuda_kernels plants a protocol bug through it.
 #pragma once
 
 #include <cstddef>
@@ -25,11 +27,11 @@
 #include <cstring>
 
 #include "kernels/common/element_ops.hpp"
-#include "kernels/cuda/device_prims_common.cuh"
+#include "kernels/cuda/device_prims_block.cuh"
 
 namespace ouro::kernels::cuda {
 
-template <typename T>
+template <typename T, class Bug = NoPlantedBug>
 class SimplePrims : public PrimsBlock {
  public:
   using PrimsBlock::PrimsBlock;
@@ -42,7 +44,7 @@ class SimplePrims : public PrimsBlock {
     const size_t bytes = n * sizeof(T);
     if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
-    earlyTailForTest(peer);
+    Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
     finishSend(peer);
   }
@@ -51,7 +53,7 @@ class SimplePrims : public PrimsBlock {
     const size_t bytes = n * sizeof(T);
     if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
-    earlyTailForTest(peer);
+    Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
     if (dst != src) copyBytes(dst, src, bytes);
     finishSend(peer);
@@ -70,7 +72,7 @@ class SimplePrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || (waitData(from, bytes) && waitSpace(to, bytes)))) return;
     const std::byte* in = x_.channel->from[from].payload(s_.received[from]);
     std::byte* slot = x_.channel->to[to].payload(s_.sent[to]);
-    earlyTailForTest(to);
+    Bug::beforePayload(x_.channel->to[to].tail, s_.sent[to] + 1);
     copyBytes(slot, in, bytes);
     copyBytes(dst, in, bytes);
     finishSend(to);
@@ -88,7 +90,7 @@ class SimplePrims : public PrimsBlock {
     const size_t bytes = n * sizeof(T);
     if (failed_ || !agree(dm::threadIndex() != 0 || (waitAllData(own, bytes) && waitSpace(peer, bytes)))) return;
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
-    earlyTailForTest(peer);
+    Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     fold(slot, n);
     finishSend(peer);
     if (dm::threadIndex() == 0) releaseAllHeads(x_.channel->from);
@@ -112,11 +114,7 @@ class SimplePrims : public PrimsBlock {
   OURO_DEVICE_INLINE bool waitData(int peer, size_t bytes) {
     const FifoView& f = x_.channel->from[peer];
     if (bytes > f.slot_bytes) return fail(x_, DeviceFailure::kBadCall, peer, false);
-    const uint64_t start = dm::clockNs();
-    uint32_t turns = 0;
-    while (dm::loadAcquire(f.tail) == s_.received[peer])
-      if (!keepPolling(x_, start, turns, peer, false)) return false;
-    return true;
+    return waitTail(f, peer);
   }
 
   // Every other rank's next message, and the fold's sources in rank order.
@@ -138,23 +136,10 @@ class SimplePrims : public PrimsBlock {
     dm::fenceSystem();  // this thread's payload writes, system-wide, before the barrier
     dm::syncBlock();
     if (dm::threadIndex() == 0) {
-      if constexpr (!kEarlyTail) dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
+      dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
       s_.sent[peer]++;
     }
   }
-
-  // A planted bug for the tests (tests/cuda_kernels, emulation build only): the tail is published
-  // before the payload is written, which the result comparison must catch.
-#if defined(OURO_TEST_PLANT_EARLY_TAIL) && !defined(__CUDACC__)
-  static constexpr bool kEarlyTail = true;
-  void earlyTailForTest(int peer) {
-    if (dm::threadIndex() == 0) dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
-    for (int i = 0; i < 16; i++) dm::pollPause();  // give the receiver time to read the stale slot
-  }
-#else
-  static constexpr bool kEarlyTail = false;
-  OURO_DEVICE_INLINE void earlyTailForTest(int) {}
-#endif
 
   // ---- the fold ----
 

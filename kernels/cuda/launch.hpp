@@ -15,7 +15,9 @@ namespace ouro::kernels::cuda {
 constexpr int kThreadsPerBlock = 512;
 
 // Enqueues one collective on `stream`: call.call.nchannels blocks, block b running the collective
-// driver for channel b over call.channels[b]. Returns the launch's cudaError_t (0: enqueued).
+// driver for channel b over call.channels[b]; with call.check, block 0 first exchanges call.stamp
+// with every peer (kernels/cuda/device_call_check.cuh). Returns the launch's cudaError_t (0:
+// enqueued); it never waits for the kernel or for a peer.
 int launchCollective(const DeviceCall& call, void* stream);
 
 // Point-to-point: `count` elements of `elem_bytes` from `buffer` to peer (send) or from peer into

@@ -121,6 +121,7 @@ TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 0}, 16, 8), "OURO_CUDA_SLOT_BYTES=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1u << 20, 1u << 20}, 16, 8), "under 2 GiB"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 4096, 100}, 16, 8), "LL slot of 100 bytes"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 4096, 32}, 16, 8), "at least 48"));  // no room for a hello
   CHECK_FALSE(layoutProblem(ArenaLayout{16, 8, 2, 16}, kernels::cuda::kMaxDeviceRanks, kernels::cuda::kMaxChannels));
 }
 
@@ -155,24 +156,24 @@ TEST_CASE("device identity records round-trip and reject damage", "[cuda][placem
 TEST_CASE("DeviceError records become the usual messages", "[cuda][errors]") {
   using kernels::cuda::DeviceError;
   using kernels::cuda::DeviceFailure;
-  DeviceError timeout{uint32_t(DeviceFailure::kTimeout), 3, 1, 0};
+  DeviceError timeout{uint32_t(DeviceFailure::kTimeout), 3, 1, 0, {}, {}};
   Error t = deviceError(2, "allreduce #17", timeout, 30);
   CHECK(t.code() == Result::kTimeout);
   CHECK(contains(t.message(), "rank 2: allreduce #17 (CUDA) timed out after 30 s waiting for rank 3 (channel 1, for a "
                               "message from it)"));
   CHECK(contains(t.message(), "OURO_TIMEOUT_S"));
-  DeviceError full{uint32_t(DeviceFailure::kTimeout), 0, 2, 1};
+  DeviceError full{uint32_t(DeviceFailure::kTimeout), 0, 2, 1, {}, {}};
   CHECK(contains(deviceError(1, "send #4 to rank 0", full, 5).message(),
                  "rank 1: send #4 to rank 0 (CUDA) timed out after 5 s waiting for rank 0 (channel 2, for a free slot "
                  "in the FIFO to it)"));
-  DeviceError aborted{uint32_t(DeviceFailure::kAborted), 1, 0, 0};
+  DeviceError aborted{uint32_t(DeviceFailure::kAborted), 1, 0, 0, {}, {}};
   Error a = deviceError(0, "broadcast #2", aborted, 30);
   CHECK(a.code() == Result::kRemoteError);
   CHECK(contains(a.message(), "rank 0: broadcast #2 (CUDA) was aborted while waiting for rank 1"));
   CHECK(contains(a.message(), "ouroCommAbort"));
-  DeviceError aborted_idle{uint32_t(DeviceFailure::kAborted), -1, 4, 0};
+  DeviceError aborted_idle{uint32_t(DeviceFailure::kAborted), -1, 4, 0, {}, {}};
   CHECK(contains(deviceError(0, "allgather #9", aborted_idle, 30).message(), "waiting for channel 4"));
-  DeviceError odd{77, 1, 0, 0};
+  DeviceError odd{77, 1, 0, 0, {}, {}};
   Error o = deviceError(0, "reduce #1", odd, 30);
   CHECK(o.code() == Result::kInternalError);
   CHECK(contains(o.message(), "unknown failure code 77"));

@@ -3,7 +3,10 @@
 
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -19,6 +22,10 @@ namespace {
 struct Block {
   explicit Block(int threads) : barrier(threads) {}
   std::barrier<> barrier;
+  // __syncthreads_or: call n of the block's threads votes in votes[n % 3]. Thread 0 clears the
+  // slot of call n + 1 as call n starts: its last readers (call n - 2) all read it before the
+  // barrier of call n - 1, and its next writers (call n + 1) come after the barrier of call n.
+  std::atomic<int> votes[3] = {0, 0, 0};
   alignas(16) unsigned char storage[4096];
 };
 
@@ -26,6 +33,7 @@ std::atomic<uint64_t> g_seed{1};
 std::atomic<int> g_threads{0};
 std::atomic<uint64_t> g_launches{0};
 thread_local Block* t_block = nullptr;
+thread_local unsigned t_or_calls = 0;  // this thread's __syncthreads_or calls in its launch
 thread_local std::minstd_rand t_rng;
 thread_local bool t_yields = false;
 
@@ -35,11 +43,13 @@ void setSeed(uint64_t seed) { g_seed = seed; }
 void setThreadsPerBlock(int threads) { g_threads = threads; }
 int threadsPerBlock(int preferred) { return g_threads > 0 ? g_threads.load() : preferred; }
 
-int launch(dim3 grid, dim3 block, const std::function<void()>& body) {
+namespace {
+
+// One launch: every thread of every block, each a host thread; returns when all have finished.
+void runGrid(dim3 grid, dim3 block, const std::function<void()>& body, uint64_t seed, uint64_t launch_index) {
   const unsigned nblocks = grid.x, nthreads = block.x;
   std::vector<std::unique_ptr<Block>> blocks;
   for (unsigned b = 0; b < nblocks; b++) blocks.push_back(std::make_unique<Block>(int(nthreads)));
-  const uint64_t seed = g_seed.load(), launch_index = g_launches++;
   std::vector<std::thread> threads;
   threads.reserve(size_t(nblocks) * nthreads);
   for (unsigned b = 0; b < nblocks; b++)
@@ -50,11 +60,89 @@ int launch(dim3 grid, dim3 block, const std::function<void()>& body) {
         blockDim = block;
         gridDim = grid;
         t_block = blocks[b].get();
+        t_or_calls = 0;
         t_yields = seed != 0;
         t_rng.seed(uint32_t(seed * 0x9e3779b97f4a7c15ull ^ (launch_index << 20) ^ (uint64_t(b) << 10) ^ t) | 1u);
         body();
       });
   for (std::thread& th : threads) th.join();
+}
+
+}  // namespace
+
+struct Stream::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  uint64_t launched = 0, completed = 0;
+  bool stopping = false;
+  std::thread worker;
+};
+
+Stream::Stream() : state_(new State) {
+  State* st = state_;
+  st->worker = std::thread([st] {
+    std::unique_lock lock(st->mu);
+    for (;;) {
+      st->cv.wait(lock, [st] { return st->stopping || !st->queue.empty(); });
+      if (st->queue.empty()) return;  // stopping, and nothing left
+      std::function<void()> work = std::move(st->queue.front());
+      lock.unlock();
+      work();
+      lock.lock();
+      st->queue.pop_front();
+      st->completed++;
+      st->cv.notify_all();
+    }
+  });
+}
+
+Stream::~Stream() {
+  synchronize();
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  state_->worker.join();
+  delete state_;
+}
+
+void Stream::enqueue(std::function<void()> work) {
+  std::lock_guard lock(state_->mu);
+  state_->queue.push_back(std::move(work));
+  state_->launched++;
+  state_->cv.notify_all();
+}
+
+void Stream::synchronize() {
+  std::unique_lock lock(state_->mu);
+  state_->cv.wait(lock, [this] { return state_->queue.empty(); });
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(state_->mu);
+  return state_->queue.empty();
+}
+
+uint64_t Stream::launched() {
+  std::lock_guard lock(state_->mu);
+  return state_->launched;
+}
+
+uint64_t Stream::completed() {
+  std::lock_guard lock(state_->mu);
+  return state_->completed;
+}
+
+int launch(dim3 grid, dim3 block, std::function<void()> body, void* stream) {
+  const uint64_t seed = g_seed.load(), launch_index = g_launches++;
+  if (!stream) {
+    runGrid(grid, block, body, seed, launch_index);
+    return 0;
+  }
+  static_cast<Stream*>(stream)->enqueue(
+      [grid, block, body = std::move(body), seed, launch_index] { runGrid(grid, block, body, seed, launch_index); });
   return 0;
 }
 
@@ -72,3 +160,13 @@ uint64_t clockNs() {
 }  // namespace ouro::cuda_emu
 
 void __syncthreads() { ouro::cuda_emu::t_block ? ouro::cuda_emu::t_block->barrier.arrive_and_wait() : void(); }
+
+int __syncthreads_or(int predicate) {
+  using namespace ouro::cuda_emu;
+  Block* b = t_block;
+  const unsigned n = t_or_calls++;
+  if (threadIdx.x == 0) b->votes[(n + 1) % 3].store(0, std::memory_order_relaxed);
+  if (predicate) b->votes[n % 3].store(1, std::memory_order_relaxed);
+  b->barrier.arrive_and_wait();  // orders every vote (and the clear) before every read
+  return b->votes[n % 3].load(std::memory_order_relaxed);
+}

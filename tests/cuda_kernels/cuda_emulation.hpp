@@ -2,9 +2,11 @@
 // its portable names onto these), so the real kernel sources compile as C++ and run in the tests:
 // a launch runs every block of the grid and every thread of a block as a host thread; a block's
 // threads meet at a std::barrier (__syncthreads) and share one per-block storage
-// (OURO_BLOCK_SHARED). Flags are std::atomic_ref with the same acquire / release orders the PTX
-// uses, and __threadfence_system is a seq_cst fence: the guarantees the kernels take from PTX,
-// and nothing stronger they could lean on by accident (docs/CUDA.md).
+// (OURO_BLOCK_SHARED). A launch on a Stream is asynchronous, as a CUDA launch is: it returns once
+// queued, and the stream's worker runs its launches one after another. Flags are std::atomic_ref
+// with the same acquire / release orders the PTX uses, and __threadfence_system is a seq_cst
+// fence: the guarantees the kernels take from PTX, and nothing stronger they could lean on by
+// accident (docs/CUDA.md).
 //
 // To shake out ordering bugs, every flag load and store may first yield the thread, decided by a
 // per-thread generator seeded from setSeed() and the thread's (block, thread) index, so a failing
@@ -36,6 +38,7 @@ extern thread_local dim3 gridDim;
 #endif
 
 void __syncthreads();
+int __syncthreads_or(int predicate);
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 namespace ouro::cuda_emu {
@@ -47,9 +50,29 @@ void setSeed(uint64_t seed);
 void setThreadsPerBlock(int threads);
 int threadsPerBlock(int preferred);
 
-// Runs body on grid.x * block.x host threads, each with its threadIdx/blockIdx set; returns when
-// all have finished. Returns 0 (cudaSuccess).
-int launch(dim3 grid, dim3 block, const std::function<void()>& body);
+// A CUDA stream: launches queued on it run in order, on a worker thread of its own.
+class Stream {
+ public:
+  Stream();
+  ~Stream();  // waits for the queued launches
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  void synchronize();            // cudaStreamSynchronize
+  bool idle();                   // cudaStreamQuery == cudaSuccess
+  uint64_t launched();           // launches queued so far
+  uint64_t completed();          // launches that have finished
+  void enqueue(std::function<void()> work);
+
+ private:
+  struct State;
+  State* state_;
+};
+
+// Runs body on grid.x * block.x host threads, each with its threadIdx/blockIdx set. `stream` null:
+// returns when all have finished; else a Stream*: queues the launch there and returns at once
+// (`body` is copied, as a CUDA launch copies the kernel's arguments). Returns 0 (cudaSuccess).
+int launch(dim3 grid, dim3 block, std::function<void()> body, void* stream);
 
 // The calling thread's block storage: 4 KiB, 16-byte aligned, the same for every thread of a block.
 void* blockStorage();

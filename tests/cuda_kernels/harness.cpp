@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <vector>
 #include <thread>
 
 #include "cuda_emulation.hpp"
@@ -50,14 +51,14 @@ class Arena {
 };
 
 struct World {
-  Case c;
-  size_t elem = 0;
-  Sizes sizes{};
+  Case c;                      // the world's shape and FIFOs (rank 0's case)
+  std::vector<Case> per_rank;  // each rank's call
   std::vector<unsigned char*> in, out;  // per rank, offset_elems past a 64-byte boundary
   std::vector<std::vector<uint64_t>> inputs;
   DeviceChannel* channels = nullptr;    // [rank * nchannels + channel]
   DeviceError* errors = nullptr;
-  uint32_t* abort_word = nullptr;
+  uint32_t* abort_words = nullptr;      // rank r's at abort_words[r * 16] (its own 64-byte line)
+  uint32_t* abortWord(int rank) const { return abort_words + size_t(rank) * 16; }
 };
 
 FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes) {
@@ -77,54 +78,64 @@ FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t h
 
 // FIFOs s -> r of a channel (simple and LL) live in r's memory; both ranks' DeviceChannels point
 // at them.
-void buildFifos(World& w, Arena& arena) {
-  const int n = w.c.nranks;
-  const uint32_t stride = (w.c.header_bytes + w.c.slot_bytes + 63) / 64 * 64;
-  const uint32_t ll_stride = (w.c.ll_slot_bytes + 63) / 64 * 64;
-  for (int ch = 0; ch < w.c.nchannels; ch++)
+// Bytes the FIFOs of a world of this shape take (buildFifos).
+size_t fifoArenaBytes(const Case& c) {
+  const size_t n = size_t(c.nranks), channels = size_t(c.nchannels);
+  const size_t fifo_bytes = 512 + (c.header_bytes + c.slot_bytes + c.ll_slot_bytes + 128) * size_t(c.slot_count);
+  return 4096 + channels * n * (sizeof(DeviceChannel) + 64) + channels * n * n * fifo_bytes;
+}
+
+// Every FIFO of the world into `channels` ([rank * nchannels + channel]).
+void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
+  const int n = c.nranks;
+  for (int i = 0; i < n * c.nchannels; i++) new (&channels[i]) DeviceChannel();
+  const uint32_t stride = (c.header_bytes + c.slot_bytes + 63) / 64 * 64;
+  const uint32_t ll_stride = (c.ll_slot_bytes + 63) / 64 * 64;
+  for (int ch = 0; ch < c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
-        const FifoView f = makeFifo(arena, w.c.slot_count, stride, w.c.header_bytes, w.c.slot_bytes);
-        w.channels[s * w.c.nchannels + ch].to[r] = f;
-        w.channels[r * w.c.nchannels + ch].from[s] = f;
-        const FifoView ll = makeFifo(arena, w.c.slot_count, ll_stride, 0, w.c.ll_slot_bytes);
-        w.channels[s * w.c.nchannels + ch].ll_to[r] = ll;
-        w.channels[r * w.c.nchannels + ch].ll_from[s] = ll;
+        const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes);
+        channels[s * c.nchannels + ch].to[r] = f;
+        channels[r * c.nchannels + ch].from[s] = f;
+        const FifoView ll = makeFifo(arena, c.slot_count, ll_stride, 0, c.ll_slot_bytes);
+        channels[s * c.nchannels + ch].ll_to[r] = ll;
+        channels[r * c.nchannels + ch].ll_from[s] = ll;
       }
 }
 
 void buildWorld(World& w, Arena& arena) {
   const Case& c = w.c;
-  w.elem = dataTypeSize(c.dtype);
-  w.sizes = sizesOf(c);
   std::mt19937_64 rng(c.seed * 7919 + 17);
   w.channels = arena.take<DeviceChannel>(sizeof(DeviceChannel) * size_t(c.nranks * c.nchannels));
-  for (int i = 0; i < c.nranks * c.nchannels; i++) new (&w.channels[i]) DeviceChannel();
   w.errors = arena.take<DeviceError>(sizeof(DeviceError) * size_t(c.nranks));
   std::memset(static_cast<void*>(w.errors), 0, sizeof(DeviceError) * size_t(c.nranks));
-  w.abort_word = arena.take<uint32_t>(64);
-  *w.abort_word = 0;
-  buildFifos(w, arena);
-  const size_t lead = c.offset_elems * w.elem;
+  w.abort_words = arena.take<uint32_t>(64 * size_t(c.nranks));
+  std::memset(w.abort_words, 0, 64 * size_t(c.nranks));
+  buildFifos(c, w.channels, arena);
   for (int r = 0; r < c.nranks; r++) {
-    unsigned char* in = arena.take(lead + w.sizes.in * w.elem + kGuardBytes) + lead;
-    w.inputs.push_back(ouro::kernels::test::randomElements(c.dtype, w.sizes.in, rng));
-    for (size_t i = 0; i < w.sizes.in; i++) std::memcpy(in + i * w.elem, &w.inputs[r][i], w.elem);
+    const Case& mine = w.per_rank[size_t(r)];
+    const size_t elem = dataTypeSize(mine.dtype);
+    const Sizes sizes = sizesOf(mine);
+    const size_t lead = mine.offset_elems * elem;
+    unsigned char* in = arena.take(lead + sizes.in * elem + kGuardBytes) + lead;
+    w.inputs.push_back(ouro::kernels::test::randomElements(mine.dtype, sizes.in, rng));
+    for (size_t i = 0; i < sizes.in; i++) std::memcpy(in + i * elem, &w.inputs[r][i], elem);
     w.in.push_back(in);
-    if (c.in_place) {
+    if (mine.in_place) {
       w.out.push_back(in);
     } else {
-      unsigned char* out = arena.take(lead + w.sizes.out * w.elem + kGuardBytes) + lead;
-      std::memset(out, kSentinel, w.sizes.out * w.elem + kGuardBytes);
+      unsigned char* out = arena.take(lead + sizes.out * elem + kGuardBytes) + lead;
+      std::memset(out, kSentinel, sizes.out * elem + kGuardBytes);
       w.out.push_back(out);
     }
   }
 }
 
 void runRank(const World& w, int rank) {
-  const Case& c = w.c;
+  const Case& c = w.per_rank[size_t(rank)];
   if (rank == c.dead_rank) return;
+  const size_t elem = dataTypeSize(c.dtype);
   ouro::cuda_emu::setThreadsPerBlock(c.threads_per_block);
   int status;
   if (c.point_to_point) {
@@ -136,15 +147,15 @@ void runRank(const World& w, int rank) {
     p2p.peer = peer;
     p2p.buffer = sender ? w.in[rank] : w.out[rank];
     p2p.count = c.count;
-    p2p.elem_bytes = w.elem;
-    p2p.slice_elems = messageBytes(c) / w.elem;
+    p2p.elem_bytes = elem;
+    p2p.slice_elems = messageBytes(c) / elem;
     p2p.protocol = c.protocol;
     p2p.nchannels = c.nchannels;
     p2p.channels = &w.channels[rank * c.nchannels];
-    p2p.abort_word = w.abort_word;
+    p2p.abort_word = w.abortWord(rank);
     p2p.error = &w.errors[rank];
     p2p.timeout_ns = c.timeout_ns;
-    status = launchPointToPoint(p2p, nullptr);
+    status = launchPointToPointUnderTest(p2p, nullptr);
   } else {
     DeviceCall call;
     call.call.kind = c.kind;
@@ -152,9 +163,11 @@ void runRank(const World& w, int rank) {
     call.call.nranks = c.nranks;
     call.call.root = c.root;
     call.call.count = c.count;
-    call.call.elem_bytes = w.elem;
-    call.call.slice_elems = messageBytes(c) / w.elem;
+    call.call.elem_bytes = elem;
+    call.call.slice_elems = messageBytes(c) / elem;
     call.protocol = c.protocol;
+    call.check = c.check;
+    call.stamp = stampOf(c);
     call.call.in = reinterpret_cast<const std::byte*>(w.in[rank]);
     call.call.out = reinterpret_cast<std::byte*>(w.out[rank]);
     call.call.nchannels = c.nchannels;
@@ -162,10 +175,10 @@ void runRank(const World& w, int rank) {
     call.dtype = uint8_t(c.dtype);
     call.op = uint8_t(c.op);
     call.channels = &w.channels[rank * c.nchannels];
-    call.abort_word = w.abort_word;
+    call.abort_word = w.abortWord(rank);
     call.error = &w.errors[rank];
     call.timeout_ns = c.timeout_ns;
-    status = launchCollective(call, nullptr);
+    status = launchCollectiveUnderTest(call, nullptr);
   }
   if (status != 0) {
     std::fprintf(stderr, "rank %d: launch returned %d\n", rank, status);
@@ -185,11 +198,13 @@ std::string hexBytes(const unsigned char* p, size_t n) {
 
 std::string compare(const World& w) {
   const Case& c = w.c;
+  const size_t elem = dataTypeSize(c.dtype);
+  const size_t outs = sizesOf(c).out;
   for (int r = 0; r < c.nranks; r++) {
     if (r == c.dead_rank) continue;
     std::vector<unsigned char> want = expectedOutput(w.c, w.inputs, r);
     const unsigned char* got = w.out[r];
-    const size_t bytes = w.sizes.out * w.elem;
+    const size_t bytes = outs * elem;
     if (!c.in_place) {
       for (size_t i = 0; i < kGuardBytes; i++)
         if (got[bytes + i] != kSentinel) return "rank " + std::to_string(r) + ": wrote past its output";
@@ -200,17 +215,23 @@ std::string compare(const World& w) {
       }
     }
     if (want.empty()) continue;
-    for (size_t i = 0; i < w.sizes.out; i++)
-      if (std::memcmp(&want[i * w.elem], got + i * w.elem, w.elem) != 0)
+    for (size_t i = 0; i < outs; i++)
+      if (std::memcmp(&want[i * elem], got + i * elem, elem) != 0)
         return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": expected " +
-               hexBytes(&want[i * w.elem], w.elem) + ", got " + hexBytes(got + i * w.elem, w.elem);
+               hexBytes(&want[i * elem], elem) + ", got " + hexBytes(got + i * elem, elem);
   }
   return "";
 }
 
-void setAbortLater(uint32_t* word, int ms) {
+void setAbortLater(const World& w, int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  ouro::cuda_emu::storeRelease(word, 1);
+  for (int r = 0; r < w.c.nranks; r++) ouro::cuda_emu::storeRelease(w.abortWord(r), 1);
+}
+
+bool sameCall(const Case& a, const Case& b) {
+  return a.point_to_point == b.point_to_point && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
+         a.count == b.count && a.root == b.root && a.offset_elems == b.offset_elems && a.in_place == b.in_place &&
+         a.protocol == b.protocol && a.check == b.check && a.call_number == b.call_number;
 }
 
 }  // namespace
@@ -224,21 +245,27 @@ std::string Outcome::describe() const {
   return s;
 }
 
-Outcome runCase(const Case& c, bool check) {
-  const Sizes sizes = sizesOf(c);
-  const size_t n = size_t(c.nranks), channels = size_t(c.nchannels);
-  const size_t fifo_bytes = 512 + (c.header_bytes + c.slot_bytes + c.ll_slot_bytes + 128) * size_t(c.slot_count);
-  Arena arena(65536 + n * channels * (sizeof(DeviceChannel) + 64) + channels * n * n * fifo_bytes +
-              n * ((sizes.in + sizes.out) * dataTypeSize(c.dtype) + 4 * kGuardBytes + 256));
+Outcome runCase(const Case& c, bool check) { return runRanks(std::vector<Case>(size_t(c.nranks), c), check); }
+
+Outcome runRanks(const std::vector<Case>& per_rank, bool check) {
+  const Case& c = per_rank.at(0);
+  if (per_rank.size() != size_t(c.nranks)) throw std::invalid_argument("runRanks: one case per rank");
+  size_t buffers = 0;
+  for (const Case& mine : per_rank) {
+    const Sizes sizes = sizesOf(mine);
+    buffers += (sizes.in + sizes.out + 2 * mine.offset_elems) * dataTypeSize(mine.dtype) + 4 * kGuardBytes + 256;
+  }
+  Arena arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) + buffers);
   World w;
   w.c = c;
+  w.per_rank = per_rank;
   buildWorld(w, arena);
   ouro::cuda_emu::setSeed(c.seed);
   const auto start = std::chrono::steady_clock::now();
   if (c.mode == Mode::kThreads) {
     std::vector<std::thread> ranks;
     for (int r = 0; r < c.nranks; r++) ranks.emplace_back([&w, r] { runRank(w, r); });
-    if (c.abort_after_ms >= 0) setAbortLater(w.abort_word, c.abort_after_ms);
+    if (c.abort_after_ms >= 0) setAbortLater(w, c.abort_after_ms);
     for (std::thread& t : ranks) t.join();
   } else {
     std::vector<pid_t> pids;
@@ -252,7 +279,7 @@ Outcome runCase(const Case& c, bool check) {
       if (pid < 0) throw std::runtime_error("fork failed");
       pids.push_back(pid);
     }
-    if (c.abort_after_ms >= 0) setAbortLater(w.abort_word, c.abort_after_ms);
+    if (c.abort_after_ms >= 0) setAbortLater(w, c.abort_after_ms);
     for (size_t r = 0; r < pids.size(); r++) {
       int status = 0;
       while (waitpid(pids[r], &status, 0) < 0 && errno == EINTR) {
@@ -264,9 +291,45 @@ Outcome runCase(const Case& c, bool check) {
   Outcome outcome;
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outcome.errors.assign(w.errors, w.errors + c.nranks);
-  outcome.abort_word = *w.abort_word;
-  if (check) outcome.mismatch = compare(w);
+  for (int r = 0; r < c.nranks; r++) outcome.abort_word |= *w.abortWord(r);
+  bool same = true;
+  for (const Case& mine : per_rank) same = same && sameCall(mine, c);
+  if (check && same) outcome.mismatch = compare(w);
   return outcome;
+}
+
+struct Links::Impl {
+  Case layout;
+  size_t records = 0;
+  Arena arena;
+  DeviceChannel* channels = nullptr;
+  uint32_t* abort_words = nullptr;
+  DeviceError* errors = nullptr;
+  Impl(const Case& c, size_t records_per_rank)
+      : layout(c),
+        records(records_per_rank),
+        arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) +
+              sizeof(DeviceError) * records_per_rank * size_t(c.nranks)) {}
+};
+
+Links::Links(const Case& layout, size_t error_records_per_rank)
+    : impl_(std::make_unique<Impl>(layout, error_records_per_rank)) {
+  const int n = layout.nranks;
+  impl_->channels = impl_->arena.take<DeviceChannel>(sizeof(DeviceChannel) * size_t(n * layout.nchannels));
+  buildFifos(layout, impl_->channels, impl_->arena);
+  impl_->abort_words = impl_->arena.take<uint32_t>(64 * size_t(n));
+  std::memset(impl_->abort_words, 0, 64 * size_t(n));
+  const size_t records = error_records_per_rank * size_t(n);
+  impl_->errors = impl_->arena.take<DeviceError>(sizeof(DeviceError) * records);
+  std::memset(static_cast<void*>(impl_->errors), 0, sizeof(DeviceError) * records);
+}
+
+Links::~Links() = default;
+
+const DeviceChannel* Links::channels(int rank) const { return impl_->channels + rank * impl_->layout.nchannels; }
+uint32_t* Links::abortWord(int rank) const { return impl_->abort_words + size_t(rank) * 16; }
+DeviceError* Links::errorRecord(int rank, size_t index) const {
+  return impl_->errors + size_t(rank) * impl_->records + index;
 }
 
 }  // namespace ouro::kernels::cuda::test

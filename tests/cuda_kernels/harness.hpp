@@ -1,18 +1,23 @@
 // Runs the real CUDA kernels (compiled against the host emulation) for a world of emulated ranks
 // and checks their outputs against the CPU executor's reductions (kernels::reduceMany + finishAvg)
 // bit for bit. Ranks are host threads of this process (peer pointers are plain pointers), or
-// forked processes with everything a peer touches (FIFOs, abort word, error records, buffers) in
-// MAP_SHARED memory, as CUDA IPC maps a peer's device memory.
+// forked processes with everything a peer touches (FIFOs, abort words, error records, buffers) in
+// MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
+// as each process has in the CUDA executor (transport/cuda/arena.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/plan/call_descriptor.hpp"
 #include "core/dtype.hpp"
 #include "kernels/common/collective_driver.hpp"
 #include "kernels/cuda/device_call.hpp"
+#include "kernels/cuda/launch.hpp"
 
 namespace ouro::kernels::cuda::test {
 
@@ -30,15 +35,17 @@ struct Case {
   size_t offset_elems = 0;  // buffers start this many elements past a 64-byte boundary
   bool in_place = false;    // all-reduce and all-to-all: out == in
   DeviceProtocol protocol = DeviceProtocol::kSimple;
+  bool check = true;            // collectives: the call check's hellos (OURO_CHECK=1)
+  uint64_t call_number = 1;     // the stamp's call number
   uint32_t slot_bytes = 64;     // simple protocol: data bytes per message
-  uint32_t ll_slot_bytes = 64;  // LL: line bytes per slot (half of it data)
+  uint32_t ll_slot_bytes = 64;  // LL: line bytes per slot (half of it data; a hello takes 48)
   uint32_t slot_count = 2;
   uint32_t header_bytes = 0;
   int threads_per_block = 4;
   uint64_t seed = 1;          // inputs and the emulation's yields
   uint64_t timeout_ns = 20'000'000'000ull;
   int dead_rank = -1;         // this rank never launches
-  int abort_after_ms = -1;    // the host sets the abort word after this long
+  int abort_after_ms = -1;    // the host sets every abort word after this long
   Mode mode = Mode::kThreads;
   std::vector<int> ring;      // DriverCall::ring (all-gather ring, broadcast chain); empty: rank order
 };
@@ -46,7 +53,7 @@ struct Case {
 struct Outcome {
   std::string mismatch;             // "" when every output matched
   std::vector<DeviceError> errors;  // per rank
-  uint32_t abort_word = 0;
+  uint32_t abort_word = 0;          // nonzero when any rank's abort word was set
   double seconds = 0;               // from the first launch to the last rank's end
   std::string describe() const;
 };
@@ -56,7 +63,56 @@ inline uint32_t messageBytes(const Case& c) {
   return c.protocol == DeviceProtocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
 }
 
+// The stamp the CUDA executor gives this call: comm/plan's describeCall of it (the same fields,
+// filled here so the kernel tests need no libouro), and its number.
+inline CallStamp stampOf(const Case& c) {
+  const bool reduces = collReduces(c.kind);
+  CallDescriptor d;
+  d.collective = uint8_t(c.kind);
+  d.dtype = uint8_t(c.dtype);
+  d.op = reduces ? uint8_t(c.op) : 0;
+  d.root = c.kind == CollKind::kBroadcast || c.kind == CollKind::kReduce ? c.root : -1;
+  d.count = c.count;
+  CallStamp s{};
+  std::memcpy(s.descriptor, &d, sizeof d);
+  s.call = c.call_number;
+  return s;
+}
+
 // Runs one case; `check` false skips the output comparison (failure tests).
 Outcome runCase(const Case& c, bool check = true);
+
+// Each rank makes its own call (per_rank[r]: kind, dtype, op, count, root, protocol, check,
+// call_number, point_to_point); the world's shape and FIFOs come from per_rank[0]. Outputs are
+// compared only when every rank's case is the same and `check` is true.
+Outcome runRanks(const std::vector<Case>& per_rank, bool check);
+
+// The kernels this test program was built with: the shipped ones (emulated_kernels.cpp) or the
+// same bodies with a planted protocol bug (planted_*.cpp).
+int launchCollectiveUnderTest(const DeviceCall& call, void* stream);
+int launchPointToPointUnderTest(const DevicePointToPoint& p2p, void* stream);
+struct PlantedBug {
+  DeviceProtocol protocol;  // the protocol whose rule it breaks
+  const char* what;
+};
+PlantedBug plantedBug();  // planted_*.cpp only
+
+// A world's links without calls, for tests that issue their own: per rank, the DeviceChannel table
+// (FIFOs between every pair, simple and LL, as case `layout` describes them), an abort word, and
+// error records, all in one shared mapping (threads mode).
+class Links {
+ public:
+  Links(const Case& layout, size_t error_records_per_rank);
+  ~Links();
+  Links(const Links&) = delete;
+  Links& operator=(const Links&) = delete;
+  const DeviceChannel* channels(int rank) const;
+  uint32_t* abortWord(int rank) const;
+  DeviceError* errorRecord(int rank, size_t index) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ouro::kernels::cuda::test

@@ -1,7 +1,8 @@
 // The CUDA kernels on a real GPU: several ranks of one process share one GPU (FIFOs, buffers,
 // abort word and error records in device memory, one stream per rank, every rank's kernel
 // launched before any is waited for), every collective under both protocols (simple and LL)
-// against the CPU executor's reductions.
+// against the CPU executor's reductions, with the call check's hellos (OURO_CHECK=1); and ranks
+// that disagree on a call, which must all report kMismatch at once.
 // Exits 77 (skipped) with one line when there is no usable GPU.
 #include <cuda_runtime.h>
 
@@ -37,11 +38,14 @@ void* deviceAlloc(std::vector<void*>& owned, size_t bytes) {
   return p;
 }
 
-// Returns "" or what differed.
-std::string runOnGpu(const Case& c) {
+// Returns "" or what differed. odd_rank >= 0: that rank calls with count + 1, and every rank must
+// report kMismatch instead of results.
+std::string runOnGpu(const Case& c, int odd_rank = -1) {
   std::vector<void*> owned;
   const size_t e = dataTypeSize(c.dtype);
-  const Sizes sizes = sizesOf(c);
+  Case larger = c;
+  larger.count = c.count + 1;
+  const Sizes sizes = sizesOf(c), room = sizesOf(larger);
   const int n = c.nranks;
   const uint32_t stride = (c.header_bytes + c.slot_bytes + 127) / 128 * 128;
   const uint32_t ll_stride = (c.ll_slot_bytes + 127) / 128 * 128;
@@ -70,7 +74,8 @@ std::string runOnGpu(const Case& c) {
   auto* device_channels = static_cast<DeviceChannel*>(deviceAlloc(owned, sizeof(DeviceChannel) * channels.size()));
   CHECK_CUDA(cudaMemcpy(device_channels, channels.data(), sizeof(DeviceChannel) * channels.size(), cudaMemcpyHostToDevice));
   auto* errors = static_cast<DeviceError*>(deviceAlloc(owned, sizeof(DeviceError) * size_t(n)));
-  auto* abort_word = static_cast<uint32_t*>(deviceAlloc(owned, 128));
+  // One abort word per rank, each on its own 128-byte line, as each process has its own.
+  auto* abort_words = static_cast<uint32_t*>(deviceAlloc(owned, 128 * size_t(n)));
 
   std::mt19937_64 rng(c.seed);
   std::vector<std::vector<uint64_t>> inputs;
@@ -80,9 +85,9 @@ std::string runOnGpu(const Case& c) {
     inputs.push_back(ouro::kernels::test::randomElements(c.dtype, sizes.in, rng));
     std::vector<unsigned char> bytes(sizes.in * e);
     for (size_t i = 0; i < sizes.in; i++) std::memcpy(&bytes[i * e], &inputs[r][i], e);
-    in.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + bytes.size())) + lead);
+    in.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + room.in * e)) + lead);
     CHECK_CUDA(cudaMemcpy(in.back(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-    out.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + sizes.out * e)) + lead);
+    out.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + room.out * e)) + lead);
   }
   std::vector<cudaStream_t> streams(static_cast<size_t>(n));
   for (cudaStream_t& s : streams) CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -92,17 +97,20 @@ std::string runOnGpu(const Case& c) {
     call.call.rank = r;
     call.call.nranks = n;
     call.call.root = c.root;
-    call.call.count = c.count;
+    const Case& mine = r == odd_rank ? larger : c;
+    call.call.count = mine.count;
     call.call.elem_bytes = e;
     call.call.slice_elems = messageBytes(c) / e;
     call.protocol = c.protocol;
+    call.check = true;
+    call.stamp = stampOf(mine);
     call.call.in = reinterpret_cast<const std::byte*>(in[size_t(r)]);
     call.call.out = reinterpret_cast<std::byte*>(out[size_t(r)]);
     call.call.nchannels = c.nchannels;
     call.dtype = uint8_t(c.dtype);
     call.op = uint8_t(c.op);
     call.channels = device_channels + r * c.nchannels;
-    call.abort_word = abort_word;
+    call.abort_word = abort_words + 32 * r;
     call.error = errors + r;
     call.timeout_ns = c.timeout_ns;
     const int status = launchCollective(call, streams[size_t(r)]);
@@ -112,7 +120,11 @@ std::string runOnGpu(const Case& c) {
   std::vector<DeviceError> host_errors(static_cast<size_t>(n));
   CHECK_CUDA(cudaMemcpy(host_errors.data(), errors, sizeof(DeviceError) * size_t(n), cudaMemcpyDeviceToHost));
   std::string result;
-  for (int r = 0; r < n && result.empty(); r++) {
+  for (int r = 0; odd_rank >= 0 && r < n && result.empty(); r++)
+    if (host_errors[size_t(r)].failure != uint32_t(DeviceFailure::kMismatch))
+      result = "rank " + std::to_string(r) + ": device failure " + std::to_string(host_errors[size_t(r)].failure) +
+               " where the disagreement (" + std::to_string(uint32_t(DeviceFailure::kMismatch)) + ") was due";
+  for (int r = 0; odd_rank < 0 && r < n && result.empty(); r++) {
     if (host_errors[size_t(r)].failure)
       result = "rank " + std::to_string(r) + ": device failure " + std::to_string(host_errors[size_t(r)].failure) +
                " waiting on peer " + std::to_string(host_errors[size_t(r)].peer);
@@ -184,6 +196,31 @@ int main() {
               std::printf("FAILED %s: %s\n", describe(c).c_str(), result.c_str());
             }
           }
+  // Disagreements: the odd rank calls with one element more; every rank must report it (the
+  // deadline is far away, and the test's time says whether anything waited for it).
+  for (cuda::DeviceProtocol protocol : {cuda::DeviceProtocol::kSimple, cuda::DeviceProtocol::kLL})
+    for (int nranks : {2, 8})
+      for (CollKind kind : kinds) {
+        Case c;
+        c.kind = kind;
+        c.nranks = nranks;
+        c.nchannels = 4;
+        c.root = nranks - 1;
+        c.count = protocol == cuda::DeviceProtocol::kLL ? 100 : 300001;
+        c.protocol = protocol;
+        c.slot_bytes = 16384;
+        c.ll_slot_bytes = 16384;
+        c.slot_count = 4;
+        c.timeout_ns = 60'000'000'000ull;
+        c.seed = seed++;
+        const int odd = int(c.seed % uint64_t(nranks));
+        const std::string result = runOnGpu(c, odd);
+        cases++;
+        if (!result.empty()) {
+          failures++;
+          std::printf("FAILED disagreement (rank %d's count + 1) %s: %s\n", odd, describe(c).c_str(), result.c_str());
+        }
+      }
   std::printf("%d of %d GPU cases passed\n", cases - failures, cases);
   return failures ? 1 : 0;
 }

@@ -16,8 +16,10 @@ std::optional<std::string> layoutProblem(const ArenaLayout& l, int max_ranks, in
   if (l.slot_count < 2) return strprintf("OURO_CUDA_SLOTS=%u: give at least 2", l.slot_count);
   if (l.slot_bytes < 16 || l.slot_bytes % 16 != 0)
     return strprintf("OURO_CUDA_SLOT_BYTES=%u: give a multiple of 16 bytes, at least 16", l.slot_bytes);
-  if (l.ll_slot_bytes < 16 || l.ll_slot_bytes % 16 != 0)
-    return strprintf("LL slot of %u bytes: give a multiple of 16 bytes, at least 16", l.ll_slot_bytes);
+  // At least 48: a checked call's first message on an LL FIFO, its hello, takes 6 lines
+  // (kernels/cuda/device_call_check.cuh).
+  if (l.ll_slot_bytes < 48 || l.ll_slot_bytes % 16 != 0)
+    return strprintf("LL slot of %u bytes: give a multiple of 16 bytes, at least 48", l.ll_slot_bytes);
   if (uint64_t(l.slot_count) * l.slot_bytes > (uint64_t(1) << 31))
     return strprintf("OURO_CUDA_SLOTS x OURO_CUDA_SLOT_BYTES = %llu bytes per FIFO: keep it under 2 GiB",
                      (unsigned long long)(uint64_t(l.slot_count) * l.slot_bytes));
