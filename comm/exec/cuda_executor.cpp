@@ -2,19 +2,17 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
-#include "comm/setup/bootstrap.hpp"
+#include "comm/exec/cuda_comm.hpp"
+#include "comm/exec/cuda_device_call.hpp"
 #include "comm/exec/device_errors.hpp"
-#include "comm/exec/driver_call.hpp"
-#include "comm/exec/host_state.hpp"
-#include "comm/setup/gpu_topology.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -28,7 +26,9 @@ namespace {
 namespace tc = transport::cuda;
 namespace kc = kernels::cuda;
 
-constexpr int kErrorSlots = 256;  // DeviceError records per executor (launches in flight)
+// DeviceError records in mapped pinned memory, allocated this many at a time: one per launch in
+// flight, so the host never waits for a kernel to free one.
+constexpr size_t kRecordsPerChunk = 1024;
 
 #if OURO_HAVE_CUDA_KERNELS
 int launchCollectiveKernel(const kc::DeviceCall& call, void* stream) { return kc::launchCollective(call, stream); }
@@ -47,188 +47,6 @@ int launchCollectiveKernel(const kc::DeviceCall&, void*) { noKernels(); }
 int launchPointToPointKernel(const kc::DevicePointToPoint&, void*) { noKernels(); }
 #endif
 
-// The most data bytes one message carries: a slot, or half an LL slot (the other half is flags).
-size_t messageBytes(const tc::ArenaLayout& l, bool ll) { return ll ? l.ll_slot_bytes / 2 : l.slot_bytes; }
-
-// The all-gathers of the set-up go through the bootstrap store (the links carry host calls only).
-std::vector<std::string> storeAllGather(Communicator& c, const std::string& step, const std::string& value,
-                                        const std::string& who) {
-  store::Store& st = c.store();
-  const std::string base = c.prefix() + "cuda/";
-  st.set(base + step + std::to_string(c.rank()), value);
-  std::vector<std::string> keys;
-  for (int r = 0; r < c.size(); r++) keys.push_back(base + step + std::to_string(r));
-  const Deadline deadline = Deadline::afterSeconds(double(envInt("OURO_TIMEOUT_S")));
-  waitForRanks(st, base, keys, deadline, who, "to make its first call with device buffers",
-               "the first call with device buffers sets up the CUDA FIFOs with every rank: make it a collective that "
-               "every rank calls");
-  std::vector<std::string> values;
-  for (const auto& k : keys) values.push_back(st.get(k, deadline));
-  return values;
-}
-
-// Per communicator: the arena and the order of device operations across streams.
-class CudaComm final : public ExecutorState {
- public:
-  static CudaComm& of(Communicator& c) {
-    if (!c.executorState(ExecutorKind::kCuda)) c.setExecutorState(ExecutorKind::kCuda, std::make_unique<CudaComm>());
-    auto* cc = dynamic_cast<CudaComm*>(c.executorState(ExecutorKind::kCuda));
-    OURO_ASSERT(cc != nullptr);
-    return *cc;
-  }
-  ~CudaComm() override {
-    if (order_event_) {
-      cudaSetDevice(arena_->device());
-      cudaEventDestroy(order_event_);
-    }
-    if (ring_device_) cudaFree(ring_device_);
-  }
-  void abort() override {
-    std::lock_guard lock(mu_);
-    aborted_ = true;
-    if (arena_) arena_->setAbort();
-  }
-
-  tc::Arena& ready(Communicator& c);
-  uint64_t nextCall() { return ++calls_; }
-  uint64_t calls() const { return calls_; }
-  // The ring order (DriverCall::ring) in device memory, the same on every rank.
-  const int* ringDevice() const { return ring_device_; }
-  // Calls whose largest buffer is at most this many bytes use the LL protocol (the same on every
-  // rank: checked at set-up, since both ends of a FIFO must use the same protocol).
-  size_t llMaxBytes() const { return ll_max_bytes_; }
-  // Every device operation of this communicator waits for the one issued before it.
-  void orderBefore(cudaStream_t s) {
-    if (recorded_) OURO_CUDA(cudaStreamWaitEvent(s, order_event_, 0));
-  }
-  void orderAfter(cudaStream_t s) {
-    OURO_CUDA(cudaEventRecord(order_event_, s));
-    recorded_ = true;
-  }
-
- private:
-  void setUp(Communicator& c);
-
-  std::mutex mu_;  // arena_ against abort() from another thread
-  std::unique_ptr<tc::Arena> arena_;
-  bool aborted_ = false;
-  cudaEvent_t order_event_ = nullptr;
-  bool recorded_ = false;
-  uint64_t calls_ = 0;
-  int* ring_device_ = nullptr;
-  size_t ll_max_bytes_ = 0;
-};
-
-tc::Arena& CudaComm::ready(Communicator& c) {
-  if (arena_) return *arena_;
-  const std::string who = strprintf("rank %d: CUDA executor set-up", c.rank());
-  try {
-    setUp(c);
-  } catch (Error& e) {
-    if (e.message().rfind("rank ", 0) != 0) e.addContext(who);
-    c.progress().fail(e.message());
-    // Ends the other ranks' set-up waits with this message instead of their timeout.
-    try {
-      failJob(c.store(), c.prefix() + "cuda/", e.code(), e.message());
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  return *arena_;
-}
-
-void CudaComm::setUp(Communicator& c) {
-  const int rank = c.rank(), n = c.size();
-  const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
-  if (c.localCount() != n)
-    raise(Result::kUnavailable,
-          "%s: the CUDA executor connects ranks on one host, and only %d of this communicator's %d ranks are on "
-          "this host; use host buffers across hosts",
-          who.c_str(), c.localCount(), n);
-  const int device = tc::chooseDevice(rank, c.localRank(), tc::deviceCountOrThrow(who), envString("OURO_CUDA_DEVICE"));
-  tc::ArenaLayout layout;
-  layout.nranks = n;
-  layout.nchannels = int(envInt("OURO_CUDA_CHANNELS"));
-  layout.slot_count = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOTS"), 0, INT32_MAX));
-  layout.slot_bytes = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOT_BYTES"), 0, INT32_MAX));
-  if (auto problem = tc::layoutProblem(layout, kc::kMaxDeviceRanks, kc::kMaxChannels))
-    raise(Result::kInvalidArgument, "%s: %s", who.c_str(), problem->c_str());
-  const int64_t ll_max = envInt("OURO_CUDA_LL_MAX_BYTES");
-  if (ll_max < 0)
-    raise(Result::kInvalidArgument, "%s: OURO_CUDA_LL_MAX_BYTES=%lld: give 0 (never LL) or a byte count", who.c_str(),
-          (long long)ll_max);
-  const std::string memory = envString("OURO_CUDA_FIFO_MEMORY");
-  if (memory != "auto" && memory != "host")
-    raise(Result::kInvalidArgument, "%s: OURO_CUDA_FIFO_MEMORY=%s: give auto or host", who.c_str(), memory.c_str());
-  OURO_CUDA(cudaSetDevice(device));
-
-  std::vector<tc::DeviceIdentity> ids;
-  int r = 0;
-  for (const auto& rec : storeAllGather(c, "device/", tc::encodeIdentity(tc::identify(device)), who))
-    ids.push_back(tc::decodeIdentity(rec, r++));
-  const std::vector<std::string> ll_maxes = storeAllGather(c, "ll/", std::to_string(ll_max), who);
-  for (int p = 0; p < n; p++)
-    if (ll_maxes[size_t(p)] != std::to_string(ll_max))
-      raise(Result::kInvalidUsage,
-            "%s: rank %d sets OURO_CUDA_LL_MAX_BYTES=%s but this rank %lld: every rank must set the same value (both "
-            "ends of a FIFO must use the same protocol)",
-            who.c_str(), p, ll_maxes[size_t(p)].c_str(), (long long)ll_max);
-  ll_max_bytes_ = size_t(ll_max);
-  const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
-  auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
-  arena->connect(storeAllGather(c, "arena/", arena->record(), who));
-  storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
-  arena->unlinkNames();
-  // The all-gather ring and the broadcast chain follow NVLink (comm/gpu_topology): every rank reads
-  // the same host topology and the same bus ids, so every rank computes the same order.
-  const GpuTopology topo = loadGpuTopology();
-  std::vector<int> gpu_of_rank;
-  for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
-  const std::vector<int> ring = ringOrder(topo, gpu_of_rank);
-  void* ring_memory = nullptr;
-  OURO_CUDA(cudaMalloc(&ring_memory, ring.size() * sizeof(int)));
-  ring_device_ = static_cast<int*>(ring_memory);
-  OURO_CUDA(cudaMemcpy(ring_device_, ring.data(), ring.size() * sizeof(int), cudaMemcpyHostToDevice));
-  OURO_CUDA(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
-  std::string order;
-  for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
-  OURO_INFO(
-      "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
-      "calls up to %lld bytes), ring %s (%s)",
-      rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
-      layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
-      topo.source.c_str());
-  std::lock_guard lock(mu_);
-  arena_ = std::move(arena);
-  if (aborted_) arena_->setAbort();
-}
-
-// Host check that the ranks agree on a device collective (OURO_CHECK): the descriptors go round in
-// a host all-gather and every rank compares all of them, so every rank reports the same pair.
-void checkAgreement(Communicator& c, const CollArgs& a, const std::string& what) {
-  if (!c.planner().world().check || c.size() == 1) return;
-  const CallDescriptor mine = describeCall(a);
-  std::vector<CallDescriptor> all(size_t(c.size()));
-  CollArgs g;
-  g.kind = CollKind::kAllGather;
-  g.send = &mine;
-  g.recv = all.data();
-  g.count = sizeof mine;
-  g.dtype = DataType::kUint8;
-  try {
-    runHostCollective(c, g);
-  } catch (Error& e) {
-    e.addContext(strprintf("rank %d: %s (CUDA): comparing the ranks' calls", c.rank(), what.c_str()));
-    throw;
-  }
-  for (int r = 1; r < c.size(); r++)
-    if (!(all[size_t(r)] == all[0]))
-      raise(Result::kInvalidUsage,
-            "rank %d: %s (CUDA): the ranks disagree on this call: rank 0 calls %s but rank %d calls %s; every rank "
-            "must make the same calls in the same order",
-            c.rank(), what.c_str(), callText(all[0]).c_str(), r, callText(all[size_t(r)]).c_str());
-}
-
 // The kernel wrote the record through the bus; the completed event orders it before this read.
 kc::DeviceError readRecord(const kc::DeviceError& r) {
   kc::DeviceError out;
@@ -236,25 +54,69 @@ kc::DeviceError readRecord(const kc::DeviceError& r) {
   return out;
 }
 
+// The DeviceError records of one executor's launches: mapped pinned host memory the kernels write
+// and the host reads once the launch's event completed. Taken per launch and given back when the
+// launch is finished; more are allocated when all are in use (never waiting for a kernel).
+class ErrorRecords {
+ public:
+  struct Record {
+    kc::DeviceError* host = nullptr;    // what the host reads
+    kc::DeviceError* device = nullptr;  // what the kernel writes
+  };
+  ErrorRecords() = default;
+  ErrorRecords(const ErrorRecords&) = delete;
+  ErrorRecords& operator=(const ErrorRecords&) = delete;
+  ~ErrorRecords() {
+    for (void* chunk : chunks_) cudaFreeHost(chunk);
+  }
+
+  // A cleared record (no failure, no peer).
+  Record take() {
+    if (free_.empty()) grow();
+    const Record r = free_.back();
+    free_.pop_back();
+    std::memset(static_cast<void*>(r.host), 0, sizeof(kc::DeviceError));
+    r.host->peer = -1;
+    return r;
+  }
+  void giveBack(const Record& r) { free_.push_back(r); }
+
+ private:
+  void grow() {
+    void* host = nullptr;
+    OURO_CUDA(cudaHostAlloc(&host, kRecordsPerChunk * sizeof(kc::DeviceError),
+                            cudaHostAllocMapped | cudaHostAllocPortable));
+    chunks_.push_back(host);
+    void* device = nullptr;
+    OURO_CUDA(cudaHostGetDevicePointer(&device, host, 0));
+    for (size_t i = kRecordsPerChunk; i-- > 0;)
+      free_.push_back({static_cast<kc::DeviceError*>(host) + i, static_cast<kc::DeviceError*>(device) + i});
+  }
+
+  std::vector<void*> chunks_;
+  std::vector<Record> free_;
+};
+
 }  // namespace
 
 void requireCudaDevice(int rank, const char* call) { tc::deviceCountOrThrow(strprintf("rank %d: %s", rank, call)); }
 
 struct CudaExecutor::Impl {
+  struct Slot {
+    ErrorRecords::Record record;
+    std::string what;  // the call, for messages ("allreduce #3", "send #2 to rank 1")
+  };
   struct Launch {
     cudaEvent_t event = nullptr;
-    std::vector<std::pair<int, std::string>> slots;  // DeviceError slot, what it was
+    std::vector<Slot> slots;
   };
 
   Communicator& comm;
   cudaStream_t stream;
   int device;
   int64_t timeout_s;
-  kc::DeviceError* errors_host = nullptr;  // mapped pinned memory, kErrorSlots records
-  kc::DeviceError* errors_device = nullptr;
-  int next_slot = 0;
-  int slots_in_use = 0;
   std::mutex mu;
+  ErrorRecords records;
   std::deque<Launch> launches;  // oldest first
   std::vector<cudaEvent_t> free_events;
   std::optional<Error> first_error;
@@ -272,12 +134,7 @@ struct CudaExecutor::Impl {
                                 envString("OURO_CUDA_DEVICE"))),
         timeout_s(envInt("OURO_TIMEOUT_S")) {
     OURO_CUDA(cudaSetDevice(device));
-    void* host = nullptr;
-    OURO_CUDA(cudaHostAlloc(&host, kErrorSlots * sizeof(kc::DeviceError), cudaHostAllocMapped | cudaHostAllocPortable));
-    errors_host = static_cast<kc::DeviceError*>(host);
-    void* dev = nullptr;
-    OURO_CUDA(cudaHostGetDevicePointer(&dev, host, 0));
-    errors_device = static_cast<kc::DeviceError*>(dev);
+    records.giveBack(records.take());  // the first chunk now, not at the first call
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -291,23 +148,11 @@ struct CudaExecutor::Impl {
     for (cudaEvent_t e : join_events) cudaEventDestroy(e);
     if (fork_event) cudaEventDestroy(fork_event);
     for (auto& [key, s] : side_streams) cudaStreamDestroy(s);
-    if (errors_host) cudaFreeHost(errors_host);
   }
 
-  int64_t timeoutNs() const { return timeout_s > 0 ? timeout_s * 1'000'000'000 : 0; }
+  uint64_t timeoutNs() const { return timeout_s > 0 ? uint64_t(timeout_s) * 1'000'000'000u : 0; }
 
-  // Takes a DeviceError slot, cleared; waits for the oldest launch while all are in use. mu held.
-  int takeSlot() {
-    while (slots_in_use >= kErrorSlots) finishOldest(true);
-    int slot = next_slot;
-    next_slot = (next_slot + 1) % kErrorSlots;
-    slots_in_use++;
-    std::memset(&errors_host[slot], 0, sizeof(kc::DeviceError));
-    errors_host[slot].peer = -1;
-    return slot;
-  }
-
-  void record(std::vector<std::pair<int, std::string>> slots) {  // mu held
+  void record(std::vector<Slot> slots) {  // mu held
     Launch l;
     if (!free_events.empty()) {
       l.event = free_events.back();
@@ -339,15 +184,15 @@ struct CudaExecutor::Impl {
       fail(Error(Result::kUnhandledCudaError,
                  strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart "
                            "the process",
-                           comm.rank(), l.slots.empty() ? "a call" : l.slots[0].second.c_str(),
+                           comm.rank(), l.slots.empty() ? "a call" : l.slots[0].what.c_str(),
                            tc::cudaErrorText(err).c_str())));
     } else {
-      for (auto& [slot, what] : l.slots) {
-        const kc::DeviceError rec = readRecord(errors_host[slot]);
-        if (rec.failure != 0) fail(deviceError(comm.rank(), what, rec, timeout_s));
+      for (const Slot& slot : l.slots) {
+        const kc::DeviceError rec = readRecord(*slot.record.host);
+        if (rec.failure != 0) fail(deviceError(comm.rank(), slot.what, rec, timeout_s));
       }
     }
-    slots_in_use -= int(l.slots.size());
+    for (const Slot& slot : l.slots) records.giveBack(slot.record);
     free_events.push_back(l.event);
     launches.pop_front();
     return true;
@@ -368,44 +213,38 @@ struct CudaExecutor::Impl {
     return it->second;
   }
 
+  // Enqueues the call's kernel and returns: nothing here waits for a peer or for the GPU (the
+  // ranks' agreement on the call is checked by the kernel, kernels/cuda/device_call_check.cuh).
+  // Only the first device call of a communicator waits, for the FIFOs' set-up with every rank.
   void collective(const CollArgs& a) {
     CudaComm& cc = CudaComm::of(comm);
     tc::Arena& arena = cc.ready(comm);
-    const std::string what = strprintf("%s #%llu", collName(a.kind), (unsigned long long)cc.nextCall());
-    checkAgreement(comm, a, what);
-    if (a.count == 0) return;
-    const tc::ArenaLayout& l = arena.layout();
-    DeviceFacts facts;
-    facts.ll_max_bytes = cc.llMaxBytes();
-    facts.simple_message_bytes = messageBytes(l, false);
-    facts.ll_message_bytes = messageBytes(l, true);
-    facts.channels = l.nchannels;
-    facts.ring = cc.ringDevice();
-    const Plan plan = comm.planner().planDevice(a, facts);
-    comm.planner().note(plan, cc.calls());
-    kc::DeviceCall call;
-    call.call = driverCall(a, plan, comm.rank(), comm.size());
-    call.protocol = plan.protocol == Protocol::kLL ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
-    call.dtype = uint8_t(a.dtype);
-    call.op = uint8_t(a.op);
-    call.channels = arena.deviceChannels();
-    call.abort_word = arena.abortWordDevice();
-    call.timeout_ns = uint64_t(timeoutNs());
+    const uint64_t number = cc.nextCall();
+    const Plan plan = comm.planner().planDevice(a, deviceFacts(arena.layout(), cc.llMaxBytes(), cc.ringDevice()));
+    if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) return;
+    comm.planner().note(plan, number);
+    const DeviceLinks links{arena.deviceChannels(), arena.abortWordDevice(), timeoutNs()};
     std::lock_guard lock(mu);
-    const int slot = takeSlot();
-    call.error = errors_device + slot;
+    Slot slot{records.take(), strprintf("%s #%llu", collName(a.kind), (unsigned long long)number)};
+    const kc::DeviceCall call = deviceCollectiveCall(a, plan, comm.rank(), comm.size(), number, links, slot.record.device);
     OURO_CUDA(cudaSetDevice(device));
     cc.orderBefore(stream);
     const int rc = launchCollectiveKernel(call, stream);
-    if (rc != 0) tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, what);
+    if (rc != 0) {
+      records.giveBack(slot.record);
+      tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, slot.what);
+    }
     cc.orderAfter(stream);
-    record({{slot, what}});
+    std::vector<Slot> slots;
+    slots.push_back(std::move(slot));
+    record(std::move(slots));
   }
 
   void transfers(std::vector<Transfer>& ts) {
     CudaComm& cc = CudaComm::of(comm);
     tc::Arena& arena = cc.ready(comm);
     const tc::ArenaLayout& l = arena.layout();
+    const DeviceFacts facts = deviceFacts(l, cc.llMaxBytes(), cc.ringDevice());
     const int me = comm.rank();
     std::lock_guard lock(mu);
     OURO_CUDA(cudaSetDevice(device));
@@ -431,7 +270,7 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaMemcpyAsync(self_recvs[i]->buffer, self_sends[i]->buffer, self_sends[i]->bytes,
                                   cudaMemcpyDeviceToDevice, stream));
     }
-    std::vector<std::pair<int, std::string>> slots;
+    std::vector<Slot> slots;
     const bool fork = remote.size() > 1;
     if (fork) OURO_CUDA(cudaEventRecord(fork_event, stream));
     std::map<int, size_t> used;  // side stream key -> join event index
@@ -444,14 +283,13 @@ struct CudaExecutor::Impl {
       const bool ll = t->bytes <= cc.llMaxBytes();  // the peer's send or receive has the same size
       p.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
       p.elem_bytes = 1;
-      p.slice_elems = messageBytes(l, ll);
+      p.slice_elems = ll ? facts.ll_message_bytes : facts.simple_message_bytes;
       p.nchannels = l.nchannels;
       p.channels = arena.deviceChannels();
       p.abort_word = arena.abortWordDevice();
-      p.timeout_ns = uint64_t(timeoutNs());
-      const int slot = takeSlot();
-      p.error = errors_device + slot;
-      slots.emplace_back(slot, t->what);
+      p.timeout_ns = timeoutNs();
+      slots.push_back(Slot{records.take(), t->what});
+      p.error = slots.back().record.device;
       cudaStream_t s = stream;
       if (fork) {
         const int key = t->peer * 2 + (t->send ? 1 : 0);
@@ -460,7 +298,10 @@ struct CudaExecutor::Impl {
         if (fresh) OURO_CUDA(cudaStreamWaitEvent(s, fork_event, 0));
       }
       const int rc = launchPointToPointKernel(p, s);
-      if (rc != 0) tc::raiseCuda(cudaError_t(rc), "launchPointToPoint", __FILE__, __LINE__, t->what);
+      if (rc != 0) {
+        for (const Slot& slot : slots) records.giveBack(slot.record);
+        tc::raiseCuda(cudaError_t(rc), "launchPointToPoint", __FILE__, __LINE__, t->what);
+      }
     }
     if (fork)
       for (auto& [key, index] : used) {

@@ -3,17 +3,18 @@
 // as the kernel is enqueued; completion and errors are read from a CUDA event and the kernel's
 // DeviceError record when the stream is queried or synchronized.
 //
-// Per communicator (CudaComm, the communicator's ExecutorState): the device FIFOs
-// (transport/cuda/arena.hpp), set up at the first call with device buffers, which every rank must
-// make (the set-up is an exchange among all ranks); the call counters; and one CUDA event through
-// which every device operation of the communicator waits for the one issued before it, whichever
-// stream it is on, so two operations never share the FIFOs at once.
+// Per communicator (CudaComm, comm/exec/cuda_comm.hpp): the device FIFOs, set up at the first call
+// with device buffers, which every rank must make (the set-up is an exchange among all ranks, and
+// the only time a device call waits for its peers); the call counter; one CUDA event ordering the
+// communicator's device operations across streams.
 //
-// Call agreement (OURO_CHECK=1, the default): before launching, the ranks exchange the call's
-// 16-byte descriptor with a host all-gather over the communicator's links and compare them (a
-// disagreement is ouroInvalidUsage on every rank, naming both sides). This makes the host wait
-// until every rank has issued the call; OURO_CHECK=0 skips it and enqueues without waiting.
-// Send/recv calls are not compared (as on the host, where sizes are checked per transfer).
+// Call agreement (OURO_CHECK=1, the default) is checked by the kernels, not the host: each
+// collective's kernel sends every peer its call's descriptor and number first and compares the
+// peers' with its own (kernels/cuda/device_call_check.cuh). A disagreement is a kMismatch record
+// that becomes ouroInvalidUsage, naming both sides, at the next query or synchronize on every
+// rank of the call (comm/exec/device_errors.hpp); the communicator is then unusable, as after any
+// failed kernel. OURO_CHECK=0 sends no descriptors. Send/recv calls are not compared (as on the
+// host, where sizes are checked per transfer).
 #pragma once
 
 #include <memory>

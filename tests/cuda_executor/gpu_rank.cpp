@@ -1,15 +1,18 @@
 // One rank of the CUDA executor's multi-rank tests (started by tools/ouro-run; see meson.build).
 // Every collective on device buffers, on a stream from ouroStreamFromCuda, must equal bit for bit
 // the same call on host buffers (docs/API.md "Reproducible reductions": the result never depends on
-// the executor); then send/recv around a ring, a disagreement reported on every rank, and the
-// communicator still usable after it. Exits 77 with one line when this machine has no CUDA device.
+// the executor); then send/recv around a ring, host calls on the same communicator, and last a
+// disagreement, reported by the kernels on every rank at the next synchronize. Exits 77 with one
+// line when this machine has no CUDA device.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ouro/ouro.h"
@@ -121,21 +124,46 @@ int main() {
   for (size_t i = 0; i < count; i++)
     if (back[i] != float(from * 1000003 + int(i % 65521))) die("send/recv: element " + std::to_string(i));
 
-  // Disagreement (OURO_CHECK): every rank gets ouroInvalidUsage naming both sides, nothing launched.
-  if (n > 1) {
-    const ouroResult_t rc = ouroAllReduce(dsend, drecv, g_rank == 0 ? 16 : 32, ouroFloat32, ouroSum, comm, stream);
-    if (rc != ouroInvalidUsage) die("a count disagreement returned " + std::string(ouroGetErrorString(rc)));
-    const std::string msg = ouroGetLastError(comm);
-    if (msg.find("count=16") == std::string::npos || msg.find("count=32") == std::string::npos)
-      die("the disagreement message names neither side: " + msg);
-    ok(ouroAllReduce(dsend, drecv, 16, ouroFloat32, ouroSum, comm, stream), comm, "allreduce after a disagreement");
-    ok(ouroStreamSynchronize(stream), comm, "allreduce after a disagreement");
-  }
-  // Host calls on a communicator with device FIFOs: barrier and a host all-reduce still work.
+  // Host calls on a communicator with device FIFOs: the host barrier still works.
   ok(ouroBarrier(comm), comm, "ouroBarrier");
   if (ouroStreamQuery(stream) != ouroSuccess) die("ouroStreamQuery after synchronize is not ouroSuccess");
-  ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy");
-  ok(ouroCommDestroy(comm), nullptr, "ouroCommDestroy");
+
+  // The host runs ahead of its peers: rank 0 issues 20 all-reduces while the others still sleep,
+  // and none of its issue calls waits for them (the kernels compare the calls, not the host).
+  if (n > 1) {
+    if (g_rank != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; i++)
+      ok(ouroAllReduce(dsend, drecv, 4096, ouroFloat32, ouroSum, comm, stream), comm, "allreduce ahead of the peers");
+    const double issue_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (g_rank == 0 && issue_s > 0.5)
+      die("issuing 20 device all-reduces took " + std::to_string(issue_s) +
+          " s while the other ranks slept: the host waited for its peers");
+    ok(ouroStreamSynchronize(stream), comm, "20 all-reduces issued ahead of the peers");
+  }
+
+  // Disagreement (OURO_CHECK): the kernels compare the calls, so the issuing call returns at once
+  // with ouroSuccess, and ouroStreamSynchronize gives every rank ouroInvalidUsage naming both sides
+  // (within seconds: the deadline, OURO_TIMEOUT_S, is far away). The communicator is then unusable,
+  // as after any failed kernel: this comes last, and the communicator is aborted.
+  if (n > 1) {
+    const ouroResult_t issued =
+        ouroAllReduce(dsend, drecv, g_rank == 0 ? 16 : 32, ouroFloat32, ouroSum, comm, stream);
+    if (issued != ouroSuccess) die("a disagreeing allreduce returned " + std::string(ouroGetErrorString(issued)) +
+                                   " at issue: the kernels, not the host, compare the calls");
+    const ouroResult_t rc = ouroStreamSynchronize(stream);
+    if (rc != ouroInvalidUsage) die("a count disagreement gave " + std::string(ouroGetErrorString(rc)) +
+                                    " from ouroStreamSynchronize, expected ouroInvalidUsage");
+    const std::string msg = ouroGetLastError(comm);
+    if (msg.find("count=16") == std::string::npos || msg.find("count=32") == std::string::npos ||
+        msg.find("the ranks disagree on this call") == std::string::npos)
+      die("the disagreement message names neither side: " + msg);
+    ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy after a disagreement");
+    ok(ouroCommAbort(comm), nullptr, "ouroCommAbort after a disagreement");
+  } else {
+    ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy");
+    ok(ouroCommDestroy(comm), nullptr, "ouroCommDestroy");
+  }
   cudaFree(dsend);
   cudaFree(drecv);
   cudaStreamDestroy(cs);

@@ -1,4 +1,4 @@
-// A communicator's CUDA arena (built by comm/cuda_executor.cpp at the first call with device
+// A communicator's CUDA arena (built by comm/exec/cuda_comm.cpp at the first call with device
 // buffers): this rank's FIFOs that peers write into (arena_layout.hpp), the peers' arenas mapped
 // into this process, the DeviceChannel table the kernels read, and the abort word.
 //

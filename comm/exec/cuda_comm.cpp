@@ -1,0 +1,154 @@
+#include "comm/exec/cuda_comm.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/setup/bootstrap.hpp"
+#include "comm/setup/gpu_topology.hpp"
+#include "core/env.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "kernels/cuda/device_call.hpp"
+
+namespace ouro {
+namespace {
+
+namespace tc = transport::cuda;
+namespace kc = kernels::cuda;
+
+// The all-gathers of the set-up go through the bootstrap store (the links carry host calls only).
+std::vector<std::string> storeAllGather(Communicator& c, const std::string& step, const std::string& value,
+                                        const std::string& who) {
+  store::Store& st = c.store();
+  const std::string base = c.prefix() + "cuda/";
+  st.set(base + step + std::to_string(c.rank()), value);
+  std::vector<std::string> keys;
+  for (int r = 0; r < c.size(); r++) keys.push_back(base + step + std::to_string(r));
+  const Deadline deadline = Deadline::afterSeconds(double(envInt("OURO_TIMEOUT_S")));
+  waitForRanks(st, base, keys, deadline, who, "to make its first call with device buffers",
+               "the first call with device buffers sets up the CUDA FIFOs with every rank: make it a collective that "
+               "every rank calls");
+  std::vector<std::string> values;
+  for (const auto& k : keys) values.push_back(st.get(k, deadline));
+  return values;
+}
+
+// Settings both ends of every FIFO must share: each rank's value of `name` must equal this one's.
+void requireSame(Communicator& c, const std::string& who, const char* name, const std::string& mine,
+                 const char* why) {
+  const std::vector<std::string> all = storeAllGather(c, std::string("same/") + name + "/", mine, who);
+  for (int p = 0; p < c.size(); p++)
+    if (all[size_t(p)] != mine)
+      raise(Result::kInvalidUsage, "%s: rank %d sets %s=%s but this rank %s: every rank must set the same value (%s)",
+            who.c_str(), p, name, all[size_t(p)].c_str(), mine.c_str(), why);
+}
+
+}  // namespace
+
+CudaComm& CudaComm::of(Communicator& c) {
+  if (!c.executorState(ExecutorKind::kCuda)) c.setExecutorState(ExecutorKind::kCuda, std::make_unique<CudaComm>());
+  auto* cc = dynamic_cast<CudaComm*>(c.executorState(ExecutorKind::kCuda));
+  OURO_ASSERT(cc != nullptr);
+  return *cc;
+}
+
+CudaComm::~CudaComm() {
+  if (order_event_) {
+    cudaSetDevice(arena_->device());
+    cudaEventDestroy(order_event_);
+  }
+  if (ring_device_) cudaFree(ring_device_);
+}
+
+void CudaComm::abort() {
+  std::lock_guard lock(mu_);
+  aborted_ = true;
+  if (arena_) arena_->setAbort();
+}
+
+tc::Arena& CudaComm::ready(Communicator& c) {
+  if (arena_) return *arena_;
+  const std::string who = strprintf("rank %d: CUDA executor set-up", c.rank());
+  try {
+    setUp(c);
+  } catch (Error& e) {
+    if (e.message().rfind("rank ", 0) != 0) e.addContext(who);
+    c.progress().fail(e.message());
+    // Ends the other ranks' set-up waits with this message instead of their timeout.
+    try {
+      failJob(c.store(), c.prefix() + "cuda/", e.code(), e.message());
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  return *arena_;
+}
+
+void CudaComm::setUp(Communicator& c) {
+  const int rank = c.rank(), n = c.size();
+  const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
+  if (c.localCount() != n)
+    raise(Result::kUnavailable,
+          "%s: the CUDA executor connects ranks on one host, and only %d of this communicator's %d ranks are on "
+          "this host; use host buffers across hosts",
+          who.c_str(), c.localCount(), n);
+  const int device = tc::chooseDevice(rank, c.localRank(), tc::deviceCountOrThrow(who), envString("OURO_CUDA_DEVICE"));
+  tc::ArenaLayout layout;
+  layout.nranks = n;
+  layout.nchannels = int(envInt("OURO_CUDA_CHANNELS"));
+  layout.slot_count = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOTS"), 0, INT32_MAX));
+  layout.slot_bytes = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOT_BYTES"), 0, INT32_MAX));
+  if (auto problem = tc::layoutProblem(layout, kc::kMaxDeviceRanks, kc::kMaxChannels))
+    raise(Result::kInvalidArgument, "%s: %s", who.c_str(), problem->c_str());
+  const int64_t ll_max = envInt("OURO_CUDA_LL_MAX_BYTES");
+  if (ll_max < 0)
+    raise(Result::kInvalidArgument, "%s: OURO_CUDA_LL_MAX_BYTES=%lld: give 0 (never LL) or a byte count", who.c_str(),
+          (long long)ll_max);
+  const std::string memory = envString("OURO_CUDA_FIFO_MEMORY");
+  if (memory != "auto" && memory != "host")
+    raise(Result::kInvalidArgument, "%s: OURO_CUDA_FIFO_MEMORY=%s: give auto or host", who.c_str(), memory.c_str());
+  OURO_CUDA(cudaSetDevice(device));
+
+  std::vector<tc::DeviceIdentity> ids;
+  int r = 0;
+  for (const auto& rec : storeAllGather(c, "device/", tc::encodeIdentity(tc::identify(device)), who))
+    ids.push_back(tc::decodeIdentity(rec, r++));
+  requireSame(c, who, "OURO_CUDA_LL_MAX_BYTES", std::to_string(ll_max),
+              "both ends of a FIFO must use the same protocol");
+  // The kernels of a checked call send every peer a hello first (kernels/cuda/device_call_check.cuh):
+  // a rank that sends none would leave its peers waiting for one.
+  requireSame(c, who, "OURO_CHECK", c.planner().world().check ? "1" : "0",
+              "with OURO_CHECK=1 every device collective exchanges its call's descriptor with every rank");
+  ll_max_bytes_ = size_t(ll_max);
+  const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
+  auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
+  arena->connect(storeAllGather(c, "arena/", arena->record(), who));
+  storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
+  arena->unlinkNames();
+  // The all-gather ring and the broadcast chain follow NVLink (comm/gpu_topology): every rank reads
+  // the same host topology and the same bus ids, so every rank computes the same order.
+  const GpuTopology topo = loadGpuTopology();
+  std::vector<int> gpu_of_rank;
+  for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
+  const std::vector<int> ring = ringOrder(topo, gpu_of_rank);
+  void* ring_memory = nullptr;
+  OURO_CUDA(cudaMalloc(&ring_memory, ring.size() * sizeof(int)));
+  ring_device_ = static_cast<int*>(ring_memory);
+  OURO_CUDA(cudaMemcpy(ring_device_, ring.data(), ring.size() * sizeof(int), cudaMemcpyHostToDevice));
+  OURO_CUDA(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
+  std::string order;
+  for (int g : ring) order += (order.empty() ? "" : " ") + std::to_string(g);
+  OURO_INFO(
+      "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
+      "calls up to %lld bytes), ring %s (%s), call check %s",
+      rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
+      layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
+      topo.source.c_str(), c.planner().world().check ? "in the kernels" : "off (OURO_CHECK=0)");
+  std::lock_guard lock(mu_);
+  arena_ = std::move(arena);
+  if (aborted_) arena_->setAbort();
+}
+
+}  // namespace ouro
