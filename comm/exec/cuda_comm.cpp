@@ -127,8 +127,8 @@ void CudaComm::setUp(Communicator& c) {
   arena->connect(storeAllGather(c, "arena/", arena->record(), who));
   storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
   arena->unlinkNames();
-  // The all-gather ring and the broadcast chain follow NVLink (comm/gpu_topology): every rank reads
-  // the same host topology and the same bus ids, so every rank computes the same order.
+  // The all-gather ring and the broadcast chain follow NVLink (comm/setup/gpu_topology.hpp): every
+  // rank reads the same host topology and the same bus ids, so every rank computes the same order.
   const GpuTopology topo = loadGpuTopology();
   std::vector<int> gpu_of_rank;
   for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
