@@ -48,10 +48,7 @@ void requireSame(Communicator& c, const std::string& who, const char* name, cons
 }  // namespace
 
 CudaComm& CudaComm::of(Communicator& c) {
-  if (!c.executorState(ExecutorKind::kCuda)) c.setExecutorState(ExecutorKind::kCuda, std::make_unique<CudaComm>());
-  auto* cc = dynamic_cast<CudaComm*>(c.executorState(ExecutorKind::kCuda));
-  OURO_ASSERT(cc != nullptr);
-  return *cc;
+  return c.executorState<CudaComm>(ExecutorKind::kCuda, [] { return std::make_unique<CudaComm>(); });
 }
 
 CudaComm::~CudaComm() {

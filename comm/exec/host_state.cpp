@@ -13,12 +13,8 @@ HostState::HostState(Progress& progress, const Planner& planner)
       sources_(size_t(progress.size()), nullptr) {}
 
 HostState& HostState::of(Communicator& comm) {
-  ExecutorState* state = comm.executorState(ExecutorKind::kHost);
-  if (!state) {
-    comm.setExecutorState(ExecutorKind::kHost, std::make_unique<HostState>(comm.progress(), comm.planner()));
-    state = comm.executorState(ExecutorKind::kHost);
-  }
-  return static_cast<HostState&>(*state);  // only HostState is ever set for kHost
+  return comm.executorState<HostState>(ExecutorKind::kHost,
+                                       [&] { return std::make_unique<HostState>(comm.progress(), comm.planner()); });
 }
 
 std::byte* HostState::scratch(size_t bytes) {

@@ -28,6 +28,18 @@ size_t directInlineBytes(const CollArgs& a, int n) {
   }
 }
 
+// The largest buffer of a call in bytes: what picks a device call's protocol.
+size_t largestBufferBytes(const CollArgs& a, int nranks) {
+  const size_t bytes = a.count * a.elementBytes();
+  switch (a.kind) {
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter:
+    case CollKind::kAllToAll: return bytes * size_t(nranks);
+    case CollKind::kBarrier: return 0;
+    default: return bytes;
+  }
+}
+
 }  // namespace
 
 const char* algorithmName(Algorithm a) {
@@ -44,17 +56,6 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::kDeviceDriver: return "device driver kernel";
   }
   return "unknown";
-}
-
-size_t largestBufferBytes(const CollArgs& a, int nranks) {
-  const size_t bytes = a.count * a.elementBytes();
-  switch (a.kind) {
-    case CollKind::kAllGather:
-    case CollKind::kReduceScatter:
-    case CollKind::kAllToAll: return bytes * size_t(nranks);
-    case CollKind::kBarrier: return 0;
-    default: return bytes;
-  }
 }
 
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}

@@ -54,7 +54,4 @@ class Planner {
   mutable std::vector<Plan> noted_;
 };
 
-// The largest buffer of a call in bytes: what the protocol and the one-shot choice look at.
-size_t largestBufferBytes(const CollArgs& args, int nranks);
-
 }  // namespace ouro

@@ -60,11 +60,14 @@ class Communicator {
   // as the CUDA executor's device FIFOs at the first call with device buffers).
   store::Store& store() { return *store_; }
   const std::string& prefix() const { return prefix_; }
-  // State an executor kind keeps per communicator (above); null until that kind sets it.
-  // Destroyed with the communicator; abort() is passed on to it.
-  ExecutorState* executorState(ExecutorKind kind) { return executor_state_[size_t(kind)].get(); }
-  void setExecutorState(ExecutorKind kind, std::unique_ptr<ExecutorState> state) {
-    executor_state_[size_t(kind)] = std::move(state);
+  // The state executor kind `kind` keeps per communicator (above), made by make() at its first
+  // use. Each kind keeps one type of state, so State names it. Destroyed with the communicator;
+  // abort() is passed on to it.
+  template <typename State, typename Make>
+  State& executorState(ExecutorKind kind, Make&& make) {
+    std::unique_ptr<ExecutorState>& slot = executor_state_[size_t(kind)];
+    if (!slot) slot = make();
+    return static_cast<State&>(*slot);
   }
 
   // Operations run in the order they were issued, whichever thread runs them (the caller for
