@@ -90,20 +90,19 @@ void Gpt::setBatch(const ModelBatch& batch) {
   next_backward_ = -1;
 }
 
-void Gpt::checkUnitCall(const char* call, int u, std::span<const float* const> params, const float* const* grads,
-                        size_t grads_size) const {
+void Gpt::checkUnitCall(const char* call, int u, std::span<const float* const> params, bool backward,
+                        const float* grad) const {
   const int units = layout_.unitCount();
   const std::string name = std::string("GPT ") + call + "(" + std::to_string(u) + ")";
   if (u < 0 || u >= units) {
     throw std::invalid_argument(name + ": the model has units 0 .. " + std::to_string(units - 1));
   }
-  if (params.size() != size_t(units) || (grads != nullptr && grads_size != size_t(units))) {
-    throw std::invalid_argument(name + ": pass one pointer per unit (" + std::to_string(units) + "), got " +
-                                std::to_string(grads != nullptr && grads_size != size_t(units) ? grads_size
-                                                                                                  : params.size()));
+  if (params.size() != size_t(units)) {
+    throw std::invalid_argument(name + ": pass one parameter pointer per unit (" + std::to_string(units) +
+                                "), got " + std::to_string(params.size()));
   }
-  // Unit 0's backward reads no parameters (the embedding's gradient is a scatter of the input's).
-  const bool backward = grads != nullptr;
+  // Unit 0's backward reads no parameters: the embedding's gradient is a scatter of the input's,
+  // and the tied head's share of wte's gradient is dlogits^T @ ln_f's output (activations only).
   std::vector<int> needed;
   if (!(backward && u == 0)) needed.push_back(u);
   for (int other : layout_.units()[size_t(u)].also_reads) needed.push_back(other);
@@ -113,14 +112,9 @@ void Gpt::checkUnitCall(const char* call, int u, std::span<const float* const> p
                                   layout_.units()[size_t(k)].name + ") are needed but were not given");
     }
   }
-  if (backward) {
-    needed.push_back(u);
-    for (int k : needed) {
-      if (grads[size_t(k)] == nullptr) {
-        throw std::invalid_argument(name + ": the gradient buffer of unit " + std::to_string(k) + " (" +
-                                    layout_.units()[size_t(k)].name + ") is needed but was not given");
-      }
-    }
+  if (backward && grad == nullptr) {
+    throw std::invalid_argument(name + ": no gradient buffer given for unit " + std::to_string(u) + " (" +
+                                layout_.units()[size_t(u)].name + ")");
   }
 }
 
@@ -129,7 +123,7 @@ const float* Gpt::blockInput(int layer) const {
 }
 
 void Gpt::forwardUnit(int u, std::span<const float* const> unit_params) {
-  checkUnitCall("forwardUnit", u, unit_params, nullptr, 0);
+  checkUnitCall("forwardUnit", u, unit_params, false, nullptr);
   if (B_ == 0) throw std::invalid_argument("GPT forwardUnit: no batch yet; call setBatch first");
   if (u != forwarded_) {
     throw std::invalid_argument("GPT forwardUnit(" + std::to_string(u) + "): unit " + std::to_string(forwarded_) +
@@ -195,9 +189,8 @@ LossResult Gpt::loss(float grad_scale) {
   return result;
 }
 
-void Gpt::backwardUnit(int u, std::span<const float* const> unit_params, std::span<float* const> unit_grads,
-                       bool accumulate) {
-  checkUnitCall("backwardUnit", u, unit_params, unit_grads.data(), unit_grads.size());
+void Gpt::backwardUnit(int u, std::span<const float* const> unit_params, float* unit_grad, bool accumulate) {
+  checkUnitCall("backwardUnit", u, unit_params, true, unit_grad);
   if (!loss_done_) throw std::invalid_argument("GPT backwardUnit: no loss yet; call loss() after the forward");
   if (u != next_backward_) {
     throw std::invalid_argument("GPT backwardUnit(" + std::to_string(u) + "): unit " +
@@ -210,29 +203,24 @@ void Gpt::backwardUnit(int u, std::span<const float* const> unit_params, std::sp
   const size_t n = size_t(N) * size_t(C);
   const size_t unit_count = layout_.units()[size_t(u)].count;
   const float* p = unit_params[size_t(u)];
-  float* g = unit_grads[size_t(u)];
+  float* g = unit_grad;
+  if (!accumulate) zero(g, unit_count);
   if (u == layout_.lnfUnit()) {
-    // The first backward call: ln_f's gradient and wte's (the head's share) start here.
-    float* dwte = unit_grads[0];
-    if (!accumulate) {
-      zero(g, unit_count);
-      zero(dwte, layout_.wpeOffsetInUnit());
-    }
+    // The tied head: dlnf = dlogits @ wte (unit 0's parameters). wte's share of the head's
+    // gradient waits for unit 0's backward (dlogits_ and lnf_ stay as they are until then).
     zero(dlnf_, n);
-    gpt::matmulBackward(dlnf_.data(), dwte, nullptr, dlogits_.data(), lnf_.data(), unit_params[0], N, C,
+    gpt::matmulBackward(dlnf_.data(), nullptr, nullptr, dlogits_.data(), lnf_.data(), unit_params[0], N, C,
                         c.vocab_size);
     zero(dres_, n);
     gpt::layernormBackward(dres_.data(), g, g + C, dlnf_.data(), blockInput(c.n_layer), p, lnf_mean_.data(),
                            lnf_rstd_.data(), N, C);
   } else if (u > 0) {
-    if (!accumulate) zero(g, unit_count);
     backwardBlock(u - 1, p, g);
   } else {
-    // wte's gradient was begun by the head; wpe's starts here (all block_size rows: those past T
-    // get no gradient from this batch).
-    float* dwpe = g + layout_.wpeOffsetInUnit();
-    if (!accumulate) zero(dwpe, unit_count - layout_.wpeOffsetInUnit());
-    gpt::encoderBackward(g, dwpe, dres_.data(), tokens_.data(), B_, T_, C);
+    // wte: the tied head's share dlogits^T @ ln_f(x) first, then the embedding's scatter; wpe:
+    // the scatter (all block_size rows: those past T get no gradient from this batch).
+    gpt::matmulBackward(nullptr, g, nullptr, dlogits_.data(), lnf_.data(), nullptr, N, C, c.vocab_size);
+    gpt::encoderBackward(g, g + layout_.wpeOffsetInUnit(), dres_.data(), tokens_.data(), B_, T_, C);
   }
   --next_backward_;
 }
@@ -286,7 +274,7 @@ void Gpt::backward(const float* params, float* grads, bool accumulate) {
   }
   const std::vector<const float*> p = unitPointers(*this, params);
   const std::vector<float*> g = unitPointers(*this, grads);
-  for (int u = layout_.unitCount() - 1; u >= 0; --u) backwardUnit(u, p, g, accumulate);
+  for (int u = layout_.unitCount() - 1; u >= 0; --u) backwardUnit(u, p, g[size_t(u)], accumulate);
 }
 
 const float* Gpt::lastLogits(int b) const {

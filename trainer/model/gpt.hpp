@@ -27,10 +27,12 @@
 // paramCount = V C + block_size C + L (12 C^2 + 13 C) + 2 C (nanoGPT's get_num_params(False)).
 //
 // Units are what the modes move as a whole (model.hpp): a bucket holds whole units and ZeRO-3
-// gathers one at a time. The last unit (ln_f) also computes the tied head, so it reads unit 0's
-// wte and its backward writes wte's gradient first; unit 0's backward then adds the embedding's
-// share (ParamUnit::also_reads = {0}). Unit 0's backward reads no parameters (its pointer may be
-// null there): the embedding's gradient is a scatter of the input's.
+// gathers one at a time. The last unit (ln_f) also computes the tied head, so its forward and
+// backward read unit 0's wte (ParamUnit::also_reads = {0}): dlnf = dlogits @ wte. Each unit's
+// backward writes only its own gradient (model.hpp), so wte's whole gradient comes from unit 0's
+// backward: the head's share dlogits^T @ ln_f(x) (the logits' gradient and ln_f's output are kept
+// until then), then the embedding's scatter of the input's gradient. Unit 0's backward reads no
+// parameters (its parameter pointer may be null there).
 #pragma once
 
 #include <cstddef>
@@ -139,8 +141,7 @@ class Gpt final : public Model {
   void setBatch(const ModelBatch& batch) override;
   void forwardUnit(int u, std::span<const float* const> unit_params) override;
   LossResult loss(float grad_scale) override;
-  void backwardUnit(int u, std::span<const float* const> unit_params, std::span<float* const> unit_grads,
-                    bool accumulate) override;
+  void backwardUnit(int u, std::span<const float* const> unit_params, float* unit_grad, bool accumulate) override;
   size_t workspaceBytes() const override;
 
  private:
@@ -149,9 +150,9 @@ class Gpt final : public Model {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2;
     std::vector<float> ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
   };
-  // Throws naming `call` unless u is a unit and the pointers it needs are set.
-  void checkUnitCall(const char* call, int u, std::span<const float* const> params, const float* const* grads,
-                     size_t grads_size) const;
+  // Throws naming `call` unless u is a unit and the pointers it needs are set (grad: backward's).
+  void checkUnitCall(const char* call, int u, std::span<const float* const> params, bool backward,
+                     const float* grad) const;
   const float* blockInput(int layer) const;  // the residual stream entering block `layer`
   void forwardBlock(int layer, const float* p);
   void backwardBlock(int layer, const float* p, float* g);

@@ -32,7 +32,9 @@ void layernormBackward(float* dinp, float* dweight, float* dbias, const float* d
 
 // out [N, OC] = inp [N, C] @ weight [OC, C]^T + bias [OC] (torch.nn.Linear; bias may be null).
 void matmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
-// dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout (dbias may be null).
+// dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout. Any of dinp,
+// dweight, dbias may be null: that gradient is skipped (weight is read only for dinp, inp only
+// for dweight).
 void matmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int N, int C, int OC);
 

@@ -58,11 +58,13 @@ LossResult MlpModel::loss(float grad_scale) {
   return mlp_.loss(labels_.data(), rows_, grad_scale);
 }
 
-void MlpModel::backwardUnit(int u, std::span<const float* const> unit_params, std::span<float* const> unit_grads,
-                            bool accumulate) {
+void MlpModel::backwardUnit(int u, std::span<const float* const> unit_params, float* unit_grad, bool accumulate) {
   checkUnit("backwardUnit", u, unit_params.size());
-  checkUnit("backwardUnit", u, unit_grads.size());
-  mlp_.backwardLayer(u, unit_params[size_t(u)], unit_grads[size_t(u)], rows_, accumulate);
+  if (unit_params[size_t(u)] == nullptr || unit_grad == nullptr) {
+    throw std::invalid_argument("MLP backwardUnit(" + std::to_string(u) +
+                                "): the layer's parameters and its gradient buffer are both needed");
+  }
+  mlp_.backwardLayer(u, unit_params[size_t(u)], unit_grad, rows_, accumulate);
 }
 
 }  // namespace ouro::trainer

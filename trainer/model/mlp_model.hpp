@@ -30,12 +30,11 @@ class MlpModel final : public Model {
   void setBatch(const ModelBatch& batch) override;
   void forwardUnit(int u, std::span<const float* const> unit_params) override;
   LossResult loss(float grad_scale) override;
-  void backwardUnit(int u, std::span<const float* const> unit_params, std::span<float* const> unit_grads,
-                    bool accumulate) override;
+  void backwardUnit(int u, std::span<const float* const> unit_params, float* unit_grad, bool accumulate) override;
   size_t workspaceBytes() const override { return mlp_.workspaceBytes(); }
 
  private:
-  // Throws naming `call` unless u is a layer and the span has one entry per unit.
+  // Throws naming `call` unless u is a layer, a batch was set and the span has one entry per unit.
   void checkUnit(const char* call, int u, size_t pointers) const;
 
   Mlp mlp_;

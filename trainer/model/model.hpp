@@ -8,16 +8,17 @@
 //     made of whole units and ZeRO-3 gathers one unit at a time (MLP: a Linear layer; GPT: the
 //     embeddings, one transformer block, the final LayerNorm);
 //   - forward unit by unit (0 .. U-1), the loss, then backward unit by unit (U-1 .. 0), each call
-//     given pointers to the units' parameters and gradients wherever the mode keeps them
-//     (replicated buffer, gathered copy, bucket).
+//     given pointers to the units' parameters wherever the mode keeps them (replicated buffer,
+//     gathered copy, bucket) and, for backward, the one gradient buffer of the unit itself.
 //
-// A unit may read another unit's parameters and add to its gradient: the GPT's last unit (ln_f)
-// computes the LM head, which is tied to the token embedding in unit 0. ParamUnit::also_reads says
-// so, so that a mode can have both units' parameters at hand (ZeRO-3: gathered together) and keep
-// unit 0's gradient buffer live from that unit's backward to unit 0's own. Gradient rule: in
-// backward order (the last unit first), the first call that touches a unit's gradient writes it
-// (or adds to it when `accumulate` is true: gradient accumulation over micro-batches), and every
-// later call in the same backward adds to it.
+// A unit's forward and backward may read another unit's parameters: the GPT's last unit (ln_f)
+// computes the LM head, which is tied to the token embedding in unit 0. ParamUnit::also_reads
+// says so, so that a mode can have both units' parameters at hand (ZeRO-3: gathered together).
+// Gradient rule: backwardUnit(u) writes (accumulate false) or adds to (accumulate true: gradient
+// accumulation over micro-batches) unit u's gradient and no other memory the caller owns; every
+// share of unit u's gradient, including one that arises in another unit's computation (the GPT's
+// tied head), is applied by unit u's own backward. So a unit's gradient is complete as soon as
+// its backward returns and can be reduced then.
 //
 // Calls are checked: a unit out of order, a missing pointer or a bad batch throws
 // std::invalid_argument saying what was called, what was expected and what to do.
@@ -39,7 +40,7 @@ struct ParamUnit {
   size_t offset = 0;            // first element in the flat vector
   size_t count = 0;             // elements
   std::vector<int> also_reads;  // other units whose parameters this unit's forward and backward
-                                // read, and whose gradients its backward adds to (usually none)
+                                // read (usually none); their gradients are not this unit's business
 };
 
 // A batch as a model reads it; fields a model does not use are ignored. The loss is a mean over
@@ -74,17 +75,18 @@ class Model {
   // away after this call). Checks sizes and ids.
   virtual void setBatch(const ModelBatch& batch) = 0;
 
-  // unit_params / unit_grads: one pointer per unit (units().size()); those of unit u and of its
-  // also_reads must be set, the others may be null.
+  // unit_params: one pointer per unit (units().size()); those of unit u and of its also_reads
+  // must be set, the others may be null (a model may say that a call needs fewer).
   // Forward of unit u; units go 0, 1, ..., U-1 after setBatch.
   virtual void forwardUnit(int u, std::span<const float* const> unit_params) = 0;
   // After the last unit's forward: the loss sum and correct count over the batch, and the
   // gradient of (grad_scale * mean loss) with respect to the output, which backward starts from.
   // Throws when the batch had no targets.
   virtual LossResult loss(float grad_scale) = 0;
-  // Backward of unit u; units go U-1, U-2, ..., 0 after loss(). See the gradient rule above.
-  virtual void backwardUnit(int u, std::span<const float* const> unit_params, std::span<float* const> unit_grads,
-                            bool accumulate) = 0;
+  // Backward of unit u; units go U-1, U-2, ..., 0 after loss(). unit_grad: unit u's gradient
+  // (units()[u].count floats), written, or added to when accumulate is true; nothing else the
+  // caller owns is written (the gradient rule above).
+  virtual void backwardUnit(int u, std::span<const float* const> unit_params, float* unit_grad, bool accumulate) = 0;
 
   // Bytes of activations and activation gradients this object holds.
   virtual size_t workspaceBytes() const = 0;

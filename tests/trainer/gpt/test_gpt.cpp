@@ -1,7 +1,8 @@
 // The GPT model on its own: configuration checks, tensor names and shapes (nanoGPT's state_dict
 // without lm_head.weight), the parameter count formula, nanoGPT's initialisation statistics, the
-// unit-wise interface shared with the MLP (model.hpp) against the whole-model calls, gradient
-// accumulation, causality, sampling helpers, and the errors of calls out of order.
+// unit-wise interface shared with the MLP (model.hpp) against the whole-model calls, each unit's
+// backward writing its own gradient only, gradient accumulation, causality, sampling, and the
+// errors of calls out of order.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -189,7 +190,7 @@ LossResult runUnits(Model& model, const ModelBatch& batch, SplitBuffers& buffers
   const int units = int(model.units().size());
   for (int u = 0; u < units; ++u) model.forwardUnit(u, buffers.p);
   const LossResult loss = model.loss(grad_scale);
-  for (int u = units - 1; u >= 0; --u) model.backwardUnit(u, buffers.p, buffers.g, accumulate);
+  for (int u = units - 1; u >= 0; --u) model.backwardUnit(u, buffers.p, buffers.g[size_t(u)], accumulate);
   return loss;
 }
 
@@ -223,6 +224,107 @@ TEST_CASE("GPT through the model interface: unit buffers give the whole model's 
   runUnits(units, mb, buffers, 0.5f, false);
   const std::vector<float> half = buffers.flatGrads();
   for (size_t i = 0; i < grads.size(); ++i) REQUIRE(half[i] == Approx(0.5 * grads[i]).margin(1e-8).epsilon(1e-5));
+}
+
+// Each unit's gradient in a buffer of its own between guard regions, every element a sentinel to
+// start with: backwardUnit(u) must change unit u's buffer and nothing else.
+struct GuardedGrads {
+  static constexpr size_t kGuard = 64;
+  static constexpr float kSentinel = -1234.5f;
+  std::vector<std::vector<float>> buffers;
+  explicit GuardedGrads(const Model& model) {
+    for (const ParamUnit& u : model.units()) buffers.emplace_back(u.count + 2 * kGuard, kSentinel);
+  }
+  float* grad(int u) { return buffers[size_t(u)].data() + kGuard; }
+  std::vector<float> flat() const {
+    std::vector<float> out;
+    for (const auto& v : buffers) out.insert(out.end(), v.begin() + kGuard, v.end() - kGuard);
+    return out;
+  }
+};
+
+// Forward and loss through the interface, then backward unit by unit; after each backwardUnit(u),
+// every buffer but unit u's and every guard still hold what they held before the call.
+void backwardTouchingOneUnit(Model& model, const ModelBatch& batch, const std::vector<const float*>& p,
+                             GuardedGrads& grads, bool accumulate) {
+  model.setBatch(batch);
+  const int units = int(model.units().size());
+  for (int u = 0; u < units; ++u) model.forwardUnit(u, p);
+  model.loss(1.0f);
+  for (int u = units - 1; u >= 0; --u) {
+    const std::vector<std::vector<float>> before = grads.buffers;
+    model.backwardUnit(u, p, grads.grad(u), accumulate);
+    for (int k = 0; k < units; ++k) {
+      const std::vector<float>& now = grads.buffers[size_t(k)];
+      const std::vector<float>& was = before[size_t(k)];
+      INFO("backwardUnit(" << u << "), buffer of unit " << k);
+      if (k != u) {
+        REQUIRE(std::memcmp(now.data(), was.data(), now.size() * sizeof(float)) == 0);
+      } else {
+        const size_t g = GuardedGrads::kGuard;
+        REQUIRE(std::memcmp(now.data(), was.data(), g * sizeof(float)) == 0);
+        REQUIRE(std::memcmp(now.data() + now.size() - g, was.data() + now.size() - g, g * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("backwardUnit(u) writes unit u's gradient only, and accumulate adds to it", "[trainer][gpt]") {
+  const GptLayout layout(tiny());
+  constexpr int B = 2, T = 5;
+  const std::vector<float> params = spreadGptParams(layout, 13, 0.3);
+  const GptTokens batch = gptTokens(B, T, 5);
+  Gpt whole(layout, B);
+  whole.forward(params.data(), batch.tokens.data(), batch.targets.data(), B, T);
+  std::vector<float> want(layout.paramCount());
+  whole.backward(params.data(), want.data());
+
+  Gpt gpt(layout, B);
+  const std::vector<const float*> p = unitPointers(gpt, params.data());
+  const ModelBatch mb{nullptr, batch.tokens.data(), batch.targets.data(), B, T};
+
+  // Written: the whole model's bits, whatever the buffers held (the sentinel).
+  GuardedGrads written(gpt);
+  backwardTouchingOneUnit(gpt, mb, p, written, false);
+  CHECK(written.flat() == want);
+
+  // Added onto zeros: the same bits as written (a written gradient is a zeroed one added to).
+  GuardedGrads added(gpt);
+  for (int u = 0; u < layout.unitCount(); ++u) std::fill_n(added.grad(u), layout.units()[size_t(u)].count, 0.0f);
+  backwardTouchingOneUnit(gpt, mb, p, added, true);
+  const std::vector<float> once = added.flat();
+  CHECK(std::memcmp(once.data(), want.data(), want.size() * sizeof(float)) == 0);
+
+  // Added again: twice the gradient, up to the rounding of adding in a different order (wte's
+  // head and embedding shares, the blocks' matrix products).
+  backwardTouchingOneUnit(gpt, mb, p, added, true);
+  const std::vector<float> twice = added.flat();
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(twice[i] == Approx(2.0 * want[i]).margin(1e-7).epsilon(1e-5));
+  }
+
+  // Added onto whatever was there (the sentinel): sentinel + gradient.
+  GuardedGrads onto(gpt);
+  backwardTouchingOneUnit(gpt, mb, p, onto, true);
+  const std::vector<float> sum = onto.flat();
+  for (size_t i = 0; i < want.size(); ++i) {
+    REQUIRE(sum[i] == Approx(double(GuardedGrads::kSentinel) + want[i]).margin(1e-4));
+  }
+
+  // The MLP keeps the same rule.
+  const MlpLayout mlp_layout({6, 5, 4, 3});
+  MlpModel mlp(mlp_layout, 4);
+  std::vector<float> mlp_params(mlp_layout.paramCount());
+  mlp.initParameters(3, mlp_params.data());
+  std::vector<float> x(4 * 6);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 5 % 13) - 6) / 6.0f;
+  const std::vector<int32_t> labels = {1, 2, 0, 2};
+  GuardedGrads mlp_grads(mlp);
+  backwardTouchingOneUnit(mlp, {x.data(), nullptr, labels.data(), 4, 1}, unitPointers(mlp, static_cast<const float*>(mlp_params.data())),
+                          mlp_grads, false);
+  const std::vector<float> mlp_flat = mlp_grads.flat();
+  CHECK(std::none_of(mlp_flat.begin(), mlp_flat.end(), [](float v) { return v == GuardedGrads::kSentinel; }));
 }
 
 TEST_CASE("MLP through the model interface gives Mlp's own bits", "[trainer][gpt]") {
@@ -321,20 +423,20 @@ TEST_CASE("GPT calls out of order or with bad input are refused with what to do"
   std::vector<const float*> only_lnf(p.size(), nullptr);
   only_lnf[3] = p[3];
   CHECK_THROWS_WITH(gpt.forwardUnit(3, only_lnf), Contains("parameters of unit 0 (embeddings) are needed"));
-  CHECK_THROWS_WITH(gpt.forwardUnit(3, std::span(p).first(2)), Contains("one pointer per unit (4)"));
+  CHECK_THROWS_WITH(gpt.forwardUnit(3, std::span(p).first(2)), Contains("one parameter pointer per unit (4)"));
   gpt.forwardUnit(3, p);
-  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, g, false), Contains("call loss() after the forward"));
+  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, g[3], false), Contains("call loss() after the forward"));
   gpt.loss(1.0f);
-  CHECK_THROWS_WITH(gpt.backwardUnit(2, p, g, false), Contains("unit 3 is next"));
-  std::vector<float*> no_wte_grad = g;
-  no_wte_grad[0] = nullptr;
-  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, no_wte_grad, false),
-                    Contains("gradient buffer of unit 0 (embeddings) is needed"));
-  for (int u = 3; u >= 1; --u) gpt.backwardUnit(u, p, g, false);
+  CHECK_THROWS_WITH(gpt.backwardUnit(2, p, g[2], false), Contains("unit 3 is next"));
+  CHECK_THROWS_WITH(gpt.backwardUnit(3, p, nullptr, false),
+                    Contains("no gradient buffer given for unit 3 (transformer.ln_f)"));
+  // The head's backward reads wte (dlnf = dlogits @ wte).
+  CHECK_THROWS_WITH(gpt.backwardUnit(3, only_lnf, g[3], false), Contains("parameters of unit 0 (embeddings)"));
+  for (int u = 3; u >= 1; --u) gpt.backwardUnit(u, p, g[size_t(u)], false);
   // Unit 0's backward reads no parameters (a ZeRO-3 mode need not gather the embeddings for it).
   std::vector<const float*> none(p.size(), nullptr);
-  gpt.backwardUnit(0, none, g, false);
-  CHECK_THROWS_WITH(gpt.backwardUnit(0, p, g, false), Contains("this backward is complete"));
+  gpt.backwardUnit(0, none, g[0], false);
+  CHECK_THROWS_WITH(gpt.backwardUnit(0, p, g[0], false), Contains("this backward is complete"));
 
   // Without targets: forward for sampling works, the loss says what is missing.
   gpt.forward(params.data(), batch.tokens.data(), nullptr, 2, 4);
