@@ -8,7 +8,13 @@ Inputs are exact float32 quotients so C++ rebuilds them identically (test_optimi
   param0[i] = ((i * 37) % 101 - 50) / (7 + i % 4)
   grad_t[i] = ((i * 7 + t * 13) % 23 - 11) / (9 + i % 5),  t = 1..5
 75 elements: torch's AVX2 kernels handle 64 in vector registers and 11 in the scalar tail, so both
-code paths are covered."""
+code paths are covered.
+
+The *Groups cases train as nanoGPT does: two param groups (weight decay on the decay group, 0 on the
+no-decay group: the elements in NO_DECAY, each run a tensor of its own), a learning rate set on
+both groups before every step (LRS) and the gradients first scaled in float32 as
+clip_grad_norm_ does (g.mul_(clip_coef_clamped), SCALES). The arrays are the runs put back
+together in element order."""
 import torch
 
 N, STEPS = 75, 5
@@ -21,6 +27,27 @@ def param0():
 
 def grad(t):
     return quotient([(i * 7 + t * 13) % 23 - 11 for i in range(N)], [9 + i % 5 for i in range(N)])
+
+# nanoGPT's settings; mirrored in test_optimizer.cpp.
+NO_DECAY = [(0, 3), (20, 10), (64, 11)]  # (offset, count)
+LRS = [0.002, 0.013, 0.031, 0.0071, 0.00042]
+SCALES = [1.0, 0.75, 0.3, 0.9, 0.55]
+GROUP_CASES = [
+    ("kAdamWGroups", "AdamW", dict(betas=(0.9, 0.95), eps=1e-8), 0.1),
+    ("kSgdGroups", "SGD", dict(momentum=0.9), 0.01),
+]
+
+def runs():
+    """(offset, count, decays) covering [0, N) in order."""
+    out, at = [], 0
+    for off, cnt in NO_DECAY:
+        if off > at:
+            out.append((at, off - at, True))
+        out.append((off, cnt, False))
+        at = off + cnt
+    if at < N:
+        out.append((at, N - at, True))
+    return out
 
 def bits(t):
     return t.contiguous().view(torch.int32).tolist()
@@ -44,6 +71,31 @@ for name, kind, kw in CASES:
     for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
         if state.get(key) is not None:
             arrays.append((key, state[key]))
+    for label, tensor in arrays:
+        words = ["0x%08x" % (b & 0xffffffff) for b in bits(tensor)]
+        lines = [", ".join(words[k:k + 6]) for k in range(0, N, 6)]
+        print("constexpr uint32_t %s_%s[%d] = {\n    %s};" % (name, label, N, ",\n    ".join(lines)))
+
+for name, kind, kw, wd in GROUP_CASES:
+    full = param0()
+    pieces = [(torch.nn.Parameter(full[off:off + cnt].clone()), off, cnt, decays) for off, cnt, decays in runs()]
+    groups = [{"params": [p for p, _, _, d in pieces if d], "weight_decay": wd},
+              {"params": [p for p, _, _, d in pieces if not d], "weight_decay": 0.0}]
+    opt = getattr(torch.optim, kind)(groups, lr=LRS[0], **kw)
+    for t in range(1, STEPS + 1):
+        g = grad(t)
+        for p, off, cnt, _ in pieces:
+            p.grad = g[off:off + cnt].clone()
+        coef = torch.tensor(SCALES[t - 1], dtype=torch.float32)
+        for p, _, _, _ in pieces:
+            p.grad.detach().mul_(coef)
+        for group in opt.param_groups:
+            group["lr"] = LRS[t - 1]
+        opt.step()
+    arrays = [("params", torch.cat([p.detach() for p, _, _, _ in pieces]))]
+    for key in ("momentum_buffer", "exp_avg", "exp_avg_sq"):
+        if opt.state[pieces[0][0]].get(key) is not None:
+            arrays.append((key, torch.cat([opt.state[p][key] for p, _, _, _ in pieces])))
     for label, tensor in arrays:
         words = ["0x%08x" % (b & 0xffffffff) for b in bits(tensor)]
         lines = [", ".join(words[k:k + 6]) for k in range(0, N, 6)]

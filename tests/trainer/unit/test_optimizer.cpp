@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -117,6 +118,105 @@ TEST_CASE("AdamW matches torch bit for bit", "[trainer][optimizer]") {
   }
 }
 
+// make_optimizer_reference.py's nanoGPT-style cases: two param groups, a learning rate per step,
+// gradients scaled first (clip_grad_norm_).
+const std::vector<ElementRange> kNoDecay = {{0, 3}, {20, 10}, {64, 11}};
+constexpr double kLrs[kSteps] = {0.002, 0.013, 0.031, 0.0071, 0.00042};
+constexpr float kScales[kSteps] = {1.0f, 0.75f, 0.3f, 0.9f, 0.55f};
+
+void runGroups(Optimizer& opt, std::vector<float>& params) {
+  for (int t = 1; t <= kSteps; ++t) {
+    const auto g = gradAt(t);
+    if (t % 2 == 0) {
+      opt.step(params.data(), g.data(), StepArgs{t, kLrs[t - 1], kScales[t - 1]});
+    } else {
+      opt.step(params.data(), g.data(), t, kLrs[t - 1], kScales[t - 1]);
+    }
+  }
+}
+
+TEST_CASE("AdamW and SGD match torch with param groups, a per-step lr and gradient scaling", "[trainer][optimizer]") {
+  SECTION("AdamW, nanoGPT's betas") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kAdamW;
+    c.lr = 123.0;  // unused: every step names its own
+    c.beta1 = 0.9;
+    c.beta2 = 0.95;
+    c.eps = 1e-8;
+    c.weight_decay = 0.1;
+    Optimizer opt(c, kCount);
+    opt.setNoDecay(kNoDecay);
+    auto p = initialParams();
+    runGroups(opt, p);
+    CHECK(mismatches(p, kAdamWGroups_params, "params") == 0);
+    CHECK(mismatches(stateValues(opt, "exp_avg"), kAdamWGroups_exp_avg, "exp_avg") == 0);
+    CHECK(mismatches(stateValues(opt, "exp_avg_sq"), kAdamWGroups_exp_avg_sq, "exp_avg_sq") == 0);
+  }
+  SECTION("SGD with momentum") {
+    OptimizerConfig c;
+    c.lr = 123.0;
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    Optimizer opt(c, kCount);
+    // The same ranges split and with empty ones: the same runs.
+    opt.setNoDecay({{0, 2}, {2, 1}, {5, 0}, {20, 10}, {64, 11}});
+    CHECK(opt.noDecay() == kNoDecay);
+    auto p = initialParams();
+    runGroups(opt, p);
+    CHECK(mismatches(p, kSgdGroups_params, "params") == 0);
+    CHECK(mismatches(stateValues(opt, "momentum_buffer"), kSgdGroups_momentum_buffer, "momentum_buffer") == 0);
+  }
+}
+
+TEST_CASE("A per-step lr equal to config().lr and a gradient scale of 1 change no bits", "[trainer][optimizer]") {
+  for (const auto kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    OptimizerConfig c;
+    c.kind = kind;
+    c.lr = kind == OptimizerKind::kAdamW ? 0.01 : 0.1;  // the reference cases' settings
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    Optimizer a(c, kCount), b(c, kCount), d(c, kCount);
+    d.setNoDecay({});
+    auto pa = initialParams(), pb = pa, pd = pa;
+    for (int t = 1; t <= kSteps; ++t) {
+      const auto g = gradAt(t);
+      a.step(pa.data(), g.data(), t);
+      b.step(pb.data(), g.data(), t, c.lr, 1.0f);
+      d.step(pd.data(), g.data(), StepArgs{t, c.lr});
+    }
+    CHECK(std::memcmp(pa.data(), pb.data(), pa.size() * 4) == 0);
+    CHECK(std::memcmp(pa.data(), pd.data(), pa.size() * 4) == 0);
+    INFO(optimizerName(kind));
+    CHECK(mismatches(pa, kind == OptimizerKind::kAdamW ? kAdamW_params : kSgdMomentumDecay_params, "params") == 0);
+  }
+}
+
+TEST_CASE("No-decay elements are exactly the elements of a weight-decay-0 optimizer", "[trainer][optimizer]") {
+  for (const auto kind : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
+    OptimizerConfig c;
+    c.kind = kind;
+    c.momentum = 0.5;
+    c.weight_decay = 0.3;
+    OptimizerConfig zero = c;
+    zero.weight_decay = 0.0;
+    Optimizer mixed(c, kCount), decays(c, kCount), plain(zero, kCount);
+    mixed.setNoDecay({{10, 20}});
+    auto pm = initialParams(), pd = pm, pp = pm;
+    for (int t = 1; t <= kSteps; ++t) {
+      const auto g = gradAt(t);
+      const double lr = 0.01 * t;
+      mixed.step(pm.data(), g.data(), t, lr, 0.5f);
+      decays.step(pd.data(), g.data(), t, lr, 0.5f);
+      plain.step(pp.data(), g.data(), t, lr, 0.5f);
+    }
+    INFO(optimizerName(kind));
+    for (int i = 0; i < kCount; ++i) {
+      const float want = (i >= 10 && i < 30) ? pp[size_t(i)] : pd[size_t(i)];
+      CHECK(std::memcmp(&pm[size_t(i)], &want, 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("AdamW's first step by hand: decay, then about lr against the gradient's sign", "[trainer][optimizer]") {
   // Step 1: m = (1 - b1) g, v = (1 - b2) g^2, so m / bc1 = g and sqrt(v / bc2) = |g|: the update
   // is lr * g / (|g| + eps), i.e. lr * sign(g) up to eps.
@@ -202,6 +302,19 @@ TEST_CASE("Optimizer state names, sizes, names of kinds and bad input", "[traine
   bad = sgd;
   bad.lr = -1;
   CHECK_THROWS_WITH(Optimizer(bad, 1), Contains("learning rate"));
+
+  CHECK_THROWS_WITH(adam.step(&p, &g, 1, -0.5), Contains("learning rate"));
+  CHECK_THROWS_WITH(adam.step(&p, &g, 1, INFINITY), Contains("learning rate"));
+  CHECK_THROWS_WITH(adam.step(&p, &g, 1, 0.1, -1.0f), Contains("gradient scale"));
+  CHECK_THROWS_WITH(adam.setNoDecay({{5, 6}}), Contains("(5, 6)") && Contains("10 elements"));
+  CHECK_THROWS_WITH(adam.setNoDecay({{11, 0}}), Contains("(11, 0)"));
+  CHECK_THROWS_WITH(adam.setNoDecay({{2, 3}, {4, 1}}), Contains("range 1 (4, 1)") && Contains("overlap"));
+  CHECK_THROWS_WITH(adam.setNoDecay({{4, 1}, {2, 1}}), Contains("(2, 1)") && Contains("sorted"));
+  CHECK_THROWS_WITH(adam.setNoDecay({{1, SIZE_MAX}}), Contains("runs past"));
+  adam.setNoDecay({{0, 10}});
+  CHECK(adam.noDecay().size() == 1);
+  adam.setNoDecay({{10, 0}});
+  CHECK(adam.noDecay().empty());
 }
 
 }  // namespace
