@@ -178,7 +178,7 @@ class Gpt final : public Model {
 
 // Picks a token from logits (n floats): argmax when temperature <= 0, else the first index whose
 // cumulative softmax(logits / temperature) exceeds coin (a uniform draw in [0, 1)), as llm.c's
-// sample_mult does.
+// sample_mult does: sampleTokenTopK (gpt_sampling.hpp, with generateText) keeping every token.
 int sampleToken(const float* logits, int n, float temperature, float coin);
 
 }  // namespace ouro::trainer

@@ -1,4 +1,4 @@
-// The GPT's configuration checks, flat parameter layout, initialisation and sampling (see gpt.hpp).
+// The GPT's configuration checks, flat parameter layout and initialisation (see gpt.hpp).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -145,29 +145,6 @@ void initGptParameters(const GptLayout& layout, uint64_t seed, float* params) {
       for (size_t i = 0; i < t.count; ++i) p[i] = normal(std);
     }
   }
-}
-
-int sampleToken(const float* logits, int n, float temperature, float coin) {
-  if (logits == nullptr || n < 1) {
-    throw std::invalid_argument("GPT sampling: needs at least one logit, got " + std::to_string(n));
-  }
-  if (!(coin >= 0.0f && coin < 1.0f)) {
-    throw std::invalid_argument("GPT sampling: coin " + std::to_string(coin) + " is outside [0, 1)");
-  }
-  int argmax = 0;
-  for (int i = 1; i < n; ++i) {
-    if (logits[i] > logits[argmax]) argmax = i;
-  }
-  if (!(temperature > 0.0f)) return argmax;
-  const double max = double(logits[argmax]) / temperature;
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(double(logits[i]) / temperature - max);
-  double cdf = 0;
-  for (int i = 0; i < n; ++i) {
-    cdf += std::exp(double(logits[i]) / temperature - max) / sum;
-    if (coin < cdf) return i;
-  }
-  return n - 1;  // rounding left the cumulative sum just below 1
 }
 
 }  // namespace ouro::trainer

@@ -16,6 +16,7 @@
 
 #include "gpt_test_params.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt_sampling.hpp"
 #include "model/mlp_model.hpp"
 
 namespace ouro::trainer::test {
@@ -392,6 +393,68 @@ TEST_CASE("GPT is causal, and its sampling helpers read the last position", "[tr
   CHECK(sampleToken(logits, 3, 1.0f, 0.3f) == 1);
   CHECK(sampleToken(logits, 3, 1.0f, 0.999999f) == 1);
   CHECK_THROWS_WITH(sampleToken(logits, 3, 1.0f, 1.0f), Contains("outside [0, 1)"));
+}
+
+TEST_CASE("GPT sampling: nanoGPT's temperature and top-k, deterministic per seed", "[trainer][gpt]") {
+  // sampleTokenTopK: top_k keeps the k largest (ties with the k-th too), then the coin decides.
+  const float logits[4] = {0.0f, std::log(3.0f), -1.0f, 0.0f};  // 0.25 : 0.75 : e^-1 / 4 : 0.25 of 1
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 1, 0.0) == 1);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 1, 0.999) == 1);
+  // top_k 2: 0 and 3 tie at the 2nd largest value: both kept, 2 dropped (0.2 : 0.6 : 0 : 0.2).
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 2, 0.19) == 0);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 2, 0.79) == 1);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 2, 0.81) == 3);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 2, 0.999999) == 3);
+  // All kept (top_k 0 or >= n): index 2 can be drawn.
+  const double p2 = std::exp(-1.0) / (1.0 + 3.0 + std::exp(-1.0) + 1.0);
+  const double before2 = 4.0 / (5.0 + std::exp(-1.0));
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 0, before2 + p2 / 2) == 2);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 4, before2 + p2 / 2) == 2);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 9, before2 + p2 / 2) == 2);
+  // top_k 3 drops 2 (0.2 : 0.6 : 0 : 0.2); a coin of 0.81 lands on 2 when all are kept.
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 0, 0.81) == 2);
+  CHECK(sampleTokenTopK(logits, 4, 1.0, 3, 0.81) == 3);
+  // Temperature 0: the argmax whatever the coin; a high temperature flattens.
+  CHECK(sampleTokenTopK(logits, 4, 0.0, 0, 0.1) == 1);
+  CHECK(sampleTokenTopK(logits, 4, -1.0, 2, 0.9) == 1);
+  CHECK(sampleTokenTopK(logits, 4, 1000.0, 0, 0.26) == 1);  // about 0.25 each: 0.26 is past index 0
+  CHECK_THROWS_WITH(sampleTokenTopK(logits, 4, 1.0, 0, 1.0), Contains("outside [0, 1)"));
+  CHECK_THROWS_WITH(sampleTokenTopK(logits, 0, 1.0, 0, 0.5), Contains("at least one logit"));
+
+  const GptLayout layout(tiny());  // block_size 6
+  const std::vector<float> params = spreadGptParams(layout, 17, 0.3);
+  Gpt gpt(layout, 1);
+  const std::string a = generateText(gpt, params.data(), "Hello", 24, 1.0, 0, 7);
+  CHECK(a.size() == 24);
+  CHECK(generateText(gpt, params.data(), "Hello", 24, 1.0, 0, 7) == a);
+  CHECK(generateText(gpt, params.data(), "Hello", 24, 1.0, 0, 8) != a);
+  CHECK(generateText(gpt, params.data(), "Hello", 0, 1.0, 0, 7).empty());
+  // top_k 1 is the argmax, as temperature 0 is, whatever the seed.
+  const std::string greedy = generateText(gpt, params.data(), "Hello", 12, 0.0, 0, 1);
+  CHECK(generateText(gpt, params.data(), "Hello", 12, 0.8, 1, 2) == greedy);
+  CHECK(generateText(gpt, params.data(), "Hello", 12, 1.0, 1, 3) == greedy);
+
+  // Step by step: each byte is the argmax of a forward over the last block_size (6) bytes, prompt
+  // included; a longer prompt is cropped to its last 6 bytes.
+  std::string context = "a longer prompt";
+  const std::string got = generateText(gpt, params.data(), context, 5, 0.0, 0, 0);
+  for (int i = 0; i < 5; ++i) {
+    std::vector<int32_t> window;
+    for (size_t k = context.size() - 6; k < context.size(); ++k) window.push_back(uint8_t(context[k]));
+    gpt.forward(params.data(), window.data(), nullptr, 1, 6);
+    const int next = sampleTokenTopK(gpt.lastLogits(0), 256, 0.0, 0, 0.0);
+    CHECK(uint8_t(got[size_t(i)]) == next);
+    context.push_back(char(next));
+  }
+  CHECK(generateText(gpt, params.data(), "xyz" + std::string("longer prompt"), 5, 0.0, 0, 0) == got);
+  // An empty prompt starts from "\n".
+  CHECK(generateText(gpt, params.data(), "", 7, 1.0, 5, 4) == generateText(gpt, params.data(), "\n", 7, 1.0, 5, 4));
+  CHECK_THROWS_WITH(generateText(gpt, params.data(), "a", -1, 1.0, 0, 0), Contains("cannot generate -1 bytes"));
+  CHECK_THROWS_WITH(generateText(gpt, nullptr, "a", 1, 1.0, 0, 0), Contains("no parameters"));
+  const GptLayout small_vocab({.n_layer = 1, .n_head = 1, .n_embd = 4, .block_size = 4, .vocab_size = 16});
+  Gpt other(small_vocab, 1);
+  std::vector<float> other_params(small_vocab.paramCount());
+  CHECK_THROWS_WITH(generateText(other, other_params.data(), "a", 1, 1.0, 0, 0), Contains("byte-level model"));
 }
 
 TEST_CASE("GPT calls out of order or with bad input are refused with what to do", "[trainer][gpt]") {
