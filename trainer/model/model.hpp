@@ -40,7 +40,7 @@ struct ParamUnit {
   size_t offset = 0;            // first element in the flat vector
   size_t count = 0;             // elements
   std::vector<int> also_reads;  // other units whose parameters this unit's forward and backward
-                                // read (usually none); their gradients are not this unit's business
+                                // read (usually none); its backward still writes only its own gradient
 };
 
 // A batch as a model reads it; fields a model does not use are ignored. The loss is a mean over
