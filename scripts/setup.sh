@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibverbs-dev iproute2
-          libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox python3-numpy pybind11-dev
+          libopenblas-dev zlib1g-dev dataset-fashion-mnist fortunes gnuplot-nox python3-numpy pybind11-dev
           nlohmann-json3-dev)
 test_packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev slurm-wlm munge
                python3-torch libtorch-dev gnuplot-nox procps psmisc nftables clang libclang-rt-14-dev)

@@ -31,15 +31,10 @@ void DataOrder::seek(int64_t epoch, int64_t batch) {
   for (int64_t i = 0; i < batch; i++) ++next_;
 }
 
-bool DataOrder::nextStep(const trainer::Dataset& data, float* inputs, int32_t* labels) {
-  const int64_t row = int64_t(data.rows) * data.cols;
-  int64_t k = 0;
-  for (int j = 0; j < accumulate_; j++, ++next_) {
-    for (int64_t index : *next_) {
-      std::copy_n(data.image(index), row, inputs + k * row);
-      labels[k++] = data.labels[size_t(index)];
-    }
-  }
+bool DataOrder::nextStep(const std::function<void(int64_t sample, int64_t row)>& fill) {
+  int64_t row = 0;
+  for (int j = 0; j < accumulate_; j++, ++next_)
+    for (int64_t index : *next_) fill(index, row++);
   batch_ += accumulate_;
   if (batch_ < stepsPerEpoch() * accumulate_) return false;
   seek(epoch_ + 1, 0);

@@ -1,12 +1,14 @@
 // Which training samples each rank uses at each step: PyTorch's
-// BatchSampler(DistributedSampler(60000, W, r, shuffle=True, seed, drop_last=False), B,
-// drop_last=True) with set_epoch(epoch) per epoch and torch 1.13's randperm. An optimizer step
+// BatchSampler(DistributedSampler(S, W, r, shuffle=True, seed, drop_last=False), B,
+// drop_last=True) with set_epoch(epoch) per epoch and torch 1.13's randperm, S the data set's
+// samples (Fashion-MNIST's 60000 images, or the GPT corpus's training windows). An optimizer step
 // takes the next `accumulate` batches of the epoch (micro-step j of the epoch's step i is batch
 // i*N+j); batches left over at the end of an epoch (fewer than N) are skipped, so a step never
 // straddles two epochs, and the next step starts the next epoch.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "checkpoint/checkpoint.hpp"
@@ -32,10 +34,10 @@ class DataOrder {
   // stepsPerEpoch() * accumulate.
   void seek(int64_t epoch, int64_t batch);
 
-  // Copies the next step's accumulate * batch_size samples (rows of 784 floats, and labels) into
-  // the buffers and advances. Returns true when this step was the last of its epoch (the
+  // Hands the next step's accumulate * batch_size sample indices to fill(sample, row), row counting
+  // from 0 in the step, and advances. Returns true when this step was the last of its epoch (the
   // position then is the next epoch's batch 0).
-  bool nextStep(const trainer::Dataset& data, float* inputs, int32_t* labels);
+  bool nextStep(const std::function<void(int64_t sample, int64_t row)>& fill);
 
   // Where a checkpoint written at another world size, batch size or accumulation continues in
   // this run: the same number of samples into the same epoch (a global batch is a contiguous

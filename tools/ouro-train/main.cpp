@@ -1,6 +1,7 @@
-// ouro-train: trains the reference MLP on Fashion-MNIST on one process or on every rank of an
-// ouro job (DDP, ZeRO-1/2/3), with PyTorch's data order, sharded checkpoints and resumption,
-// and the reports docs/TRAINING.md describes. The command line is in options.hpp.
+// ouro-train: trains the reference MLP on Fashion-MNIST, or a GPT on a text corpus (task.hpp), on
+// one process or on every rank of an ouro job (DDP, ZeRO-1/2/3), with PyTorch's data order, sharded
+// checkpoints and resumption, and the reports docs/TRAINING.md describes. The command line is in
+// options.hpp.
 //
 // Order of work, so that bad input costs nothing and writes nothing: parse the command line
 // (exit 2), join the job, read and check every input and probe every output on every rank, agree
@@ -19,14 +20,13 @@
 
 #include "checkpoint/atomic_file.hpp"
 #include "checkpoint/checkpoint.hpp"
-#include "data/fashion_mnist.hpp"
 #include "data_order.hpp"
 #include "job.hpp"
-#include "model/mlp.hpp"
 #include "model_io.hpp"
 #include "options.hpp"
 #include "parallel/trainer.hpp"
 #include "reporting.hpp"
+#include "task.hpp"
 
 namespace ouro::train {
 namespace {
@@ -69,15 +69,16 @@ class Run {
 
  private:
   trainer::CheckpointManifest manifestNow(int64_t step) const;
-  trainer::LossResult evaluateTest();
+  // Evaluates (collective), records the point for the plot and says it on rank 0.
+  Evaluation evaluateAt(int64_t step, const std::string& when);
   void logInterval(int64_t step);
   void checkpoint(int64_t step);
-  void writeJson(const trainer::LossResult& test, const MetricsRow& totals, int64_t steps_this_run, double train_wall);
+  void writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t steps_this_run, double train_wall,
+                 const std::string& sample);
 
   const Options& o_;
   Job& job_;
-  std::optional<trainer::MlpLayout> layout_;
-  trainer::Dataset train_, test_;
+  std::unique_ptr<Task> task_;
   std::unique_ptr<DataOrder> order_;
   std::vector<float> initial_;
   std::optional<trainer::CheckpointState> resume_;
@@ -89,32 +90,23 @@ class Run {
   std::unique_ptr<MetricsCsv> csv_;
   Progress interval_, totals_;
   std::vector<MetricsRow> rows_;
-  std::vector<std::pair<int64_t, double>> test_points_;
+  std::vector<std::pair<int64_t, double>> eval_points_;  // (step, test accuracy / validation loss)
   MetricsRow last_row_;
   bool have_row_ = false;
   int64_t last_checkpoint_ = -1;
   int64_t last_step_epoch_ = 0;  // the epoch the latest step's data came from
+  double last_lr_ = 0;           // the learning rate of the latest step
 };
 
 void Run::setUp() {
   const bool writer = job_.rank() == 0;
   trainer::setBlasThreads(o_.threads);
-  layout_.emplace(o_.layers);
-  try {
-    order_ = std::make_unique<DataOrder>(60000, job_.world(), job_.rank(), o_.seed, o_.batch_size, o_.accumulate);
-  } catch (const std::invalid_argument& e) {
-    throw BadInput(e.what());
-  }
+  task_ = Task::create(o_);
   if (!o_.init_path.empty()) {
-    initial_ = readModelFile(o_.init_path, *layout_);
+    initial_ = readModelFile(o_.init_path, task_->shape());
   } else {
-    initial_.resize(layout_->paramCount());
-    trainer::initParameters(*layout_, o_.seed, initial_.data());
-  }
-  if (!o_.resume_dir.empty()) {
-    resume_ = trainer::readCheckpoint(o_.resume_dir);
-    trainer::checkResumable(resume_->manifest, manifestNow(0), o_.resume_dir);
-    start_step_ = resume_->manifest.step;
+    initial_.resize(task_->shape().paramCount());
+    task_->shape().initParameters(o_.seed, initial_.data());
   }
   // Output files are only looked at (nothing is created) before the data, which takes longest.
   if (writer) {
@@ -126,12 +118,18 @@ void Run::setUp() {
       plot_terminal_ = gnuplotPngTerminal();
     }
   }
-  train_ = trainer::loadFashionMnist(o_.data_dir, true);
-  test_ = trainer::loadFashionMnist(o_.data_dir, false);
-  if (train_.size != 60000 || train_.rows * train_.cols != 784)
-    throw std::runtime_error("--data " + o_.data_dir + ": the training set holds " + std::to_string(train_.size) +
-                             " images of " + std::to_string(train_.rows) + "x" + std::to_string(train_.cols) +
-                             ", expected Fashion-MNIST's 60000 of 28x28");
+  task_->load();
+  try {
+    order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
+                                         o_.accumulate);
+  } catch (const std::invalid_argument& e) {
+    throw BadInput(e.what());
+  }
+  if (!o_.resume_dir.empty()) {
+    resume_ = trainer::readCheckpoint(o_.resume_dir);
+    trainer::checkResumable(resume_->manifest, manifestNow(0), o_.resume_dir);
+    start_step_ = resume_->manifest.step;
+  }
   target_steps_ = o_.steps ? *o_.steps : o_.epochs * order_->stepsPerEpoch();
   // Last, as it creates the folder: only once every input has been found good.
   if (!o_.checkpoint_dir.empty()) trainer::probeCheckpointDir(o_.checkpoint_dir);
@@ -142,7 +140,8 @@ trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
   m.mode = o_.mode;
   m.precision = o_.precision;
   m.world_size = job_.world();
-  m.layers = o_.layers;
+  m.model = task_->manifestModel();
+  if (o_.model == ModelKind::kMlp) m.layers = o_.layers;
   m.optimizer = o_.optimizer;
   m.step = step;
   m.epoch = order_->epoch();
@@ -150,20 +149,33 @@ trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
   m.seed = o_.seed;
   m.batch_size = o_.batch_size;
   m.accumulate = o_.accumulate;
-  m.param_count = layout_->paramCount();
+  m.param_count = task_->shape().paramCount();
   return m;
 }
 
-trainer::LossResult Run::evaluateTest() {
-  // Trainer::evaluate goes through the test set in chunks of the model's batch itself.
-  return trainer_->evaluate(test_.image(0), test_.labels.data(), test_.size);
+Evaluation Run::evaluateAt(int64_t step, const std::string& when) {
+  const Evaluation e = task_->evaluate(*trainer_, job_);
+  const bool gpt = o_.model == ModelKind::kGpt;
+  eval_points_.emplace_back(step, gpt ? e.loss : e.accuracy);
+  if (job_.rank() == 0) {
+    char buf[200];
+    if (gpt)
+      std::snprintf(buf, sizeof(buf), "%s at step %lld: validation loss %.4f (%.4f bits per byte), accuracy %.4f",
+                    when.c_str(), static_cast<long long>(step), e.loss, e.bits_per_byte, e.accuracy);
+    else
+      std::snprintf(buf, sizeof(buf), "%s at step %lld: test accuracy %.4f (%lld/%lld), test loss %.4f", when.c_str(),
+                    static_cast<long long>(step), e.accuracy, static_cast<long long>(std::llround(e.accuracy * double(e.predictions))),
+                    static_cast<long long>(e.predictions), e.loss);
+    say(buf);
+  }
+  return e;
 }
 
 void Run::logInterval(int64_t step) {
   last_row_ = interval_.report(job_, last_step_epoch_, step);
   have_row_ = true;
   if (job_.rank() != 0 || o_.log_every == 0) return;
-  say(progressLine(last_row_, target_steps_));
+  say(progressLine(last_row_, target_steps_, o_.model == ModelKind::kGpt));
   rows_.push_back(last_row_);
   if (csv_) csv_->append(last_row_);
 }
@@ -183,7 +195,10 @@ void Run::execute() {
   config.batch_size = o_.batch_size;
   config.accumulate = o_.accumulate;
   config.bucket_mb = o_.bucket_mb;
-  trainer_ = trainer::Trainer::create(config, *layout_, job_.comm(), initial_.data());
+  config.schedule = {o_.optimizer.lr, *o_.min_lr, o_.warmup_steps, target_steps_, o_.cosine};
+  config.grad_clip = o_.grad_clip;
+  config.decay_matrices_only = o_.model == ModelKind::kGpt;
+  trainer_ = trainer::Trainer::create(config, task_->makeModel(o_.batch_size), job_.comm(), initial_.data());
   if (resume_) {
     trainer_->restore(resume_->params, resume_->optimizer_state, resume_->manifest.step);
     int64_t epoch = 0, batch = 0;
@@ -199,60 +214,58 @@ void Run::execute() {
   initial_ = {};
   if (writer) {
     say("ouro-train: " + std::string(trainer::modeName(o_.mode)) + " on " + std::to_string(job_.world()) +
-        " rank(s), layers " + layout_->describe() + " (" + std::to_string(layout_->paramCount()) + " parameters), " +
+        " rank(s), " + task_->describe() + " (" + std::to_string(task_->shape().paramCount()) + " parameters), " +
         trainer::precisionName(o_.precision) + ", " + optimizerText(o_.optimizer) + "; batch " +
         std::to_string(o_.batch_size) + " per rank x " + std::to_string(o_.accumulate) + " micro-batch(es), " +
         std::to_string(order_->stepsPerEpoch()) + " steps per epoch; training to step " + std::to_string(target_steps_));
     if (start_step_ > target_steps_)
       say("ouro-train: the checkpoint is at step " + std::to_string(start_step_) + ", past the " +
           std::to_string(target_steps_) + " asked for: no training, only evaluation and outputs");
-    if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path);
+    if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
 
-  const size_t rows = size_t(o_.batch_size) * size_t(o_.accumulate);
-  std::vector<float> inputs(rows * 784);
-  std::vector<int32_t> labels(rows);
+  const int64_t rows = int64_t(o_.batch_size) * o_.accumulate;
+  task_->reserveRows(rows);
   const double run_start = seconds();
   int64_t step = start_step_;
   last_step_epoch_ = order_->epoch();
-  std::optional<trainer::LossResult> test_at_step;
+  std::optional<Evaluation> eval_at_step;
   while (step < target_steps_) {
     const double t0 = seconds();
     const int64_t epoch = last_step_epoch_ = order_->epoch();
-    const bool epoch_done = order_->nextStep(train_, inputs.data(), labels.data());
-    trainer::StepResult r = trainer_->step(inputs.data(), labels.data());
+    const bool epoch_done = order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
+    trainer::StepResult r = trainer_->step(task_->rows());
     const double wall = seconds() - t0;
     step++;
     interval_.add(r, wall);
     totals_.add(r, wall);
-    test_at_step.reset();
+    last_lr_ = r.lr;
+    eval_at_step.reset();
     if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
-    if (epoch_done) {
-      test_at_step = evaluateTest();
-      const double acc = double(test_at_step->correct) / double(test_.size);
-      test_points_.emplace_back(step, acc);
-      if (writer) {
-        char buf[160];
-        std::snprintf(buf, sizeof(buf), "epoch %lld done at step %lld: test accuracy %.4f (%d/%lld), test loss %.4f",
-                      static_cast<long long>(epoch), static_cast<long long>(step), acc, test_at_step->correct,
-                      static_cast<long long>(test_.size), test_at_step->loss_sum / double(test_.size));
-        say(buf);
-      }
-    }
+    if (epoch_done) eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
+    else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
+      eval_at_step = evaluateAt(step, "evaluation");
     if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
   }
   const double train_wall = seconds() - run_start;
   if (interval_.steps() > 0) logInterval(step);
   const MetricsRow totals = totals_.report(job_, last_step_epoch_, step);
 
-  const trainer::LossResult test = test_at_step ? *test_at_step : evaluateTest();
-  if (!test_at_step) test_points_.emplace_back(step, double(test.correct) / double(test_.size));
-  if (!o_.save_path.empty()) {
+  const Evaluation eval = eval_at_step ? *eval_at_step : evaluateAt(step, "end");
+  std::string sample;
+  if (!o_.save_path.empty() || o_.sample > 0) {
     std::vector<float> params = trainer_->gatherParameters();
+    if (writer && o_.sample > 0) {
+      sample = task_->sampleText(params);
+      say("sample (" + std::to_string(o_.sample) + " bytes after " +
+          (o_.prompt.empty() ? std::string("a new line") : "'" + o_.prompt + "'") + ", temperature " +
+          std::to_string(o_.temperature).substr(0, 4) + ", top-k " + std::to_string(o_.top_k) + "):\n" + o_.prompt +
+          sample + (sample.empty() || sample.back() == '\n' ? "" : "\n"));
+    }
     std::string error;
-    if (writer) {
+    if (writer && !o_.save_path.empty()) {
       try {
-        writeModelFile(o_.save_path, *layout_, params);
+        writeModelFile(o_.save_path, task_->shape(), params);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -260,29 +273,32 @@ void Run::execute() {
     int reporter = 0;
     if (job_.agreeOnFailure(error.empty() ? 0 : kRunFailed, &reporter) != 0)
       throw std::runtime_error(error.empty() ? "--save failed on rank 0" : error);
-    if (writer) say("saved " + o_.save_path);
+    if (writer && !o_.save_path.empty()) say("saved " + o_.save_path);
   }
   if (!o_.checkpoint_dir.empty() && last_checkpoint_ != step) checkpoint(step);
-  writeJson(test, totals, step - start_step_, train_wall);
+  writeJson(eval, totals, step - start_step_, train_wall, sample);
   if (writer) {
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "done: step %lld, test accuracy %.4f", static_cast<long long>(step),
-                  double(test.correct) / double(test_.size));
+    if (o_.model == ModelKind::kGpt)
+      std::snprintf(buf, sizeof(buf), "done: step %lld, validation loss %.4f (%.4f bits per byte)",
+                    static_cast<long long>(step), eval.loss, eval.bits_per_byte);
+    else
+      std::snprintf(buf, sizeof(buf), "done: step %lld, test accuracy %.4f", static_cast<long long>(step), eval.accuracy);
     say(buf);
     if (!o_.plot_path.empty() && rows_.empty()) {
       say("not plotted: no training step in this run, so no curve to draw (" + o_.plot_path + " not written)");
     } else if (!o_.plot_path.empty()) {
-      plotMetrics(rows_, test_points_,
+      plotMetrics(rows_, eval_points_, o_.model == ModelKind::kGpt,
                   "ouro-train " + std::string(trainer::modeName(o_.mode)) + ", " + std::to_string(job_.world()) +
-                      " rank(s), layers " + layout_->describe(),
+                      " rank(s), " + task_->describe(),
                   plot_terminal_, o_.plot_path);
       say("plotted " + o_.plot_path);
     }
   }
 }
 
-void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, int64_t steps_this_run,
-                    double train_wall) {
+void Run::writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t steps_this_run, double train_wall,
+                    const std::string& sample) {
   // Every rank takes part in the reductions; rank 0 writes. Memory is the largest rank's: ZeRO
   // shards differ by a few elements between ranks.
   const trainer::MemoryAccount mem = trainer_->memory();
@@ -312,15 +328,26 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
   optimizer["betas"] = {opt.beta1, opt.beta2};
   optimizer["eps"] = opt.eps;
   nlohmann::ordered_json report;
-  report["test_accuracy"] = double(test.correct) / double(test_.size);
-  report["test_loss"] = test.loss_sum / double(test_.size);
+  const bool gpt = o_.model == ModelKind::kGpt;
+  if (gpt) {
+    report["val_loss"] = eval.loss;
+    report["val_bits_per_byte"] = eval.bits_per_byte;
+    report["val_accuracy"] = eval.accuracy;
+    // The sample as JSON text: invalid UTF-8 (a byte model may write any byte) replaced by U+FFFD.
+    report["sample"] = sample;
+  } else {
+    report["test_accuracy"] = eval.accuracy;
+    report["test_loss"] = eval.loss;
+  }
   report["final_loss"] = last.loss;
   report["final_accuracy"] = last.accuracy;
   report["train_loss"] = totals.loss;
   report["steps"] = start_step_ + steps_this_run;
   report["steps_this_run"] = steps_this_run;
   report["epochs"] = double(start_step_ + steps_this_run) / double(order_->stepsPerEpoch());
+  report["last_lr"] = last_lr_;
   report["samples_per_s"] = totals.samples_per_s;
+  if (gpt) report["tokens_per_s"] = totals.samples_per_s * o_.gpt.block_size;
   report["comm_fraction"] = totals.comm_fraction;
   report["train_seconds"] = totals.seconds;
   report["loop_seconds"] = slowest[0];
@@ -329,8 +356,19 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
   report["mode"] = trainer::modeName(o_.mode);
   report["world_size"] = job_.world();
   report["precision"] = trainer::precisionName(o_.precision);
-  report["param_count"] = uint64_t(layout_->paramCount());
-  report["layers"] = o_.layers;
+  report["param_count"] = uint64_t(task_->shape().paramCount());
+  if (gpt) {
+    report["model"] = "gpt";
+    report["n_layer"] = o_.gpt.n_layer;
+    report["n_head"] = o_.gpt.n_head;
+    report["n_embd"] = o_.gpt.n_embd;
+    report["block_size"] = o_.gpt.block_size;
+    report["warmup_steps"] = o_.warmup_steps;
+    report["min_lr"] = *o_.min_lr;
+    report["grad_clip"] = o_.grad_clip;
+  } else {
+    report["layers"] = o_.layers;
+  }
   report["batch_size"] = o_.batch_size;
   report["accumulate"] = o_.accumulate;
   report["global_batch_size"] = int64_t(o_.batch_size) * o_.accumulate * job_.world();
@@ -338,7 +376,7 @@ void Run::writeJson(const trainer::LossResult& test, const MetricsRow& totals, i
   report["seed"] = o_.seed;
   report["resumed_from_step"] =
       o_.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(start_step_);
-  trainer::writeFileAtomic(o_.json_path, report.dump(2) + "\n");
+  trainer::writeFileAtomic(o_.json_path, report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 // The message every failing path prints: who failed, what, and (from the callee) what to do.

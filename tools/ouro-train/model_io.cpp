@@ -16,20 +16,24 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
+bool isGpt(const trainer::Model& model) { return model.describe().rfind("gpt:", 0) == 0; }
+
 }  // namespace
 
-std::vector<float> readModelFile(const std::string& path, const trainer::MlpLayout& layout) {
+std::vector<float> readModelFile(const std::string& path, const trainer::Model& layout) {
   const trainer::SafetensorsFile file = trainer::readSafetensors(path);
   const std::string head = "--init " + path + ": ";
-  const std::string model = " (--layers " + layout.describe() + ")";
+  const std::string model = isGpt(layout) ? " (" + layout.describe() + ")" : " (--layers " + layout.describe() + ")";
+  const std::string names = isGpt(layout)
+                                ? "names follow nanoGPT's state_dict() without lm_head.weight (tied to "
+                                  "transformer.wte.weight): transformer.wte.weight, transformer.h.0.ln_1.weight, ..."
+                                : "names follow torch.nn.Sequential: 0.weight, 0.bias, 2.weight, ...";
   std::vector<float> params(layout.paramCount());
   std::set<std::string> expected;
   for (const trainer::TensorSlot& slot : layout.tensors()) {
     expected.insert(slot.name);
     const trainer::TensorIn* t = file.find(slot.name);
-    if (!t)
-      throw std::runtime_error(head + "has no tensor '" + slot.name + "' " + shapeText(slot.shape) + model +
-                               "; names follow torch.nn.Sequential: 0.weight, 0.bias, 2.weight, ...");
+    if (!t) throw std::runtime_error(head + "has no tensor '" + slot.name + "' " + shapeText(slot.shape) + model + "; " + names);
     if (t->dtype != "F32")
       throw std::runtime_error(head + "tensor '" + slot.name + "' is " + t->dtype + ", expected F32 (save it with .float())");
     if (t->shape != slot.shape)
@@ -39,13 +43,16 @@ std::vector<float> readModelFile(const std::string& path, const trainer::MlpLayo
     std::copy(values.begin(), values.end(), params.begin() + long(slot.offset));
   }
   for (const trainer::TensorIn& t : file.tensors)
-    if (!expected.count(t.name))
+    if (isGpt(layout) && t.name == "lm_head.weight")
+      throw std::runtime_error(head + "holds lm_head.weight: the head is tied to transformer.wte.weight and stored "
+                               "once; drop it from the state_dict before saving (docs/TRAINING.md)");
+    else if (!expected.count(t.name))
       throw std::runtime_error(head + "holds tensor '" + t.name + "' " + shapeText(t.shape) + ", which the model" + model +
                                " does not have (a different architecture?)");
   return params;
 }
 
-void writeModelFile(const std::string& path, const trainer::MlpLayout& layout, const std::vector<float>& params) {
+void writeModelFile(const std::string& path, const trainer::Model& layout, const std::vector<float>& params) {
   if (params.size() != layout.paramCount())
     throw std::runtime_error("--save " + path + ": got " + std::to_string(params.size()) + " parameters, the model has " +
                              std::to_string(layout.paramCount()));
@@ -53,7 +60,7 @@ void writeModelFile(const std::string& path, const trainer::MlpLayout& layout, c
   for (const trainer::TensorSlot& slot : layout.tensors())
     tensors.push_back({slot.name, slot.shape, "F32",
                        trainer::asBytes(std::span<const float>(params.data() + slot.offset, slot.count))});
-  trainer::writeSafetensors(path, tensors, {{"format", "pt"}, {"layers", layout.describe()}});
+  trainer::writeSafetensors(path, tensors, {{"format", "pt"}, {isGpt(layout) ? "model" : "layers", layout.describe()}});
 }
 
 }  // namespace ouro::train

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 
 namespace ouro::train {
@@ -83,21 +84,29 @@ auto parseNamed(const std::string& flag, const std::string& value, const char* e
 
 std::string usage() {
   return "usage: ouro-train [options]\n"
-         "Trains an MLP on Fashion-MNIST with ouro: one process (--mode single) or every rank of a job\n"
-         "started by ouro-run -n W, mpirun, srun or torchrun (rank and world size from their variables).\n"
+         "Trains an MLP on Fashion-MNIST, or a GPT on a text corpus, with ouro: one process (--mode single)\n"
+         "or every rank of a job started by ouro-run -n W, mpirun, srun or torchrun (rank and world size\n"
+         "from their variables).\n"
          "\n"
          "  --mode single|ddp|zero1|zero2|zero3   how ranks share the work (default single)\n"
-         "  --layers 784,512,256,10     layer widths: must start at 784 and end at 10 (default 784,512,256,10)\n"
-         "  --batch-size B              samples per rank per micro-batch (default 64)\n"
+         "  --model mlp|gpt             what to train (default mlp)\n"
+         "  --layers 784,512,256,10     MLP layer widths: must start at 784 and end at 10 (default 784,512,256,10)\n"
+         "  --n-layer L --n-head H      GPT blocks and attention heads (default 4, 4)\n"
+         "  --n-embd C --block-size T   GPT channels (a multiple of H) and context length (default 128, 128)\n"
+         "  --text FILE                 GPT corpus (default: the fortunes package's files in name order)\n"
+         "  --batch-size B              samples (GPT: sequences) per rank per micro-batch (default 64; GPT 16)\n"
          "  --steps K                   stop after K optimizer steps in all (across epochs), or\n"
          "  --epochs E                  train E full epochs (default 1); not both\n"
          "  --seed S                    initialisation and DistributedSampler seed (default 0)\n"
          "  --init FILE.safetensors     start from these weights (0.weight, 0.bias, 2.weight, ... F32)\n"
-         "  --optimizer sgd|adamw       (default sgd)\n"
-         "  --lr X                      learning rate (default 0.01)\n"
+         "  --optimizer sgd|adamw       (default sgd; GPT adamw)\n"
+         "  --lr X                      (peak) learning rate (default 0.01; GPT 0.001)\n"
+         "  --warmup-steps N            linear warm-up steps, then cosine decay (default 0; GPT 20)\n"
+         "  --min-lr X                  where the cosine decay ends at the last step (GPT default lr/10)\n"
+         "  --grad-clip X               clip the gradient's 2-norm to X, 0 = off (default 0; GPT 1.0)\n"
          "  --momentum X                sgd momentum in [0, 1] (default 0)\n"
-         "  --weight-decay X            >= 0 (default 0; decoupled in adamw)\n"
-         "  --betas B1,B2               adamw betas, each in [0, 1) (default 0.9,0.999)\n"
+         "  --weight-decay X            >= 0 (default 0; GPT 0.1, on matrices and embeddings only)\n"
+         "  --betas B1,B2               adamw betas, each in [0, 1) (default 0.9,0.999; GPT 0.9,0.95)\n"
          "  --eps X                     adamw epsilon > 0 (default 1e-8)\n"
          "  --precision fp32|bf16       compute precision; bf16 keeps fp32 master weights (default fp32)\n"
          "  --bucket-mb X               gradient bucket size in MiB, first bucket 1 MiB (default 25)\n"
@@ -112,6 +121,10 @@ std::string usage() {
          "  --metrics FILE.csv          one row per progress line\n"
          "  --plot FILE.png             loss and accuracy curves (needs gnuplot)\n"
          "  --json FILE                 summary at the end (accuracy, loss, speed, memory per rank)\n"
+         "  --eval-every N              also evaluate (test set / validation split) every N steps\n"
+         "  --sample N                  GPT: bytes of text to generate at the end (default 256; 0 = none)\n"
+         "  --prompt TEXT               GPT: what the sample continues (default: a new line)\n"
+         "  --temperature X --top-k K   GPT sampling (default 0.8 and 200; temperature 0 = argmax)\n"
          "  -h, --help                  this text\n"
          "\n"
          "Exit status: 0 done, 1 the run failed (data, files, communication), 2 bad command line.\n"
@@ -121,6 +134,8 @@ std::string usage() {
 Options parseOptions(const std::vector<std::string>& args) {
   Options o;
   bool saw_steps = false, saw_epochs = false;
+  std::set<std::string> seen;      // flags given, for the GPT's defaults
+  std::vector<std::string> gpt_only;  // GPT flags given, refused for the MLP
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     std::string flag = a, inline_value;
@@ -135,9 +150,51 @@ Options parseOptions(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw std::invalid_argument(flag + " needs a value (see --help)");
       return args[++i];
     };
+    seen.insert(flag);
     if (flag == "-h" || flag == "--help") {
       o.show_help = true;
       return o;
+    } else if (flag == "--model") {
+      const std::string v = val();
+      if (v == "mlp") o.model = ModelKind::kMlp;
+      else if (v == "gpt") o.model = ModelKind::kGpt;
+      else bad(flag, "mlp or gpt", v);
+    } else if (flag == "--n-layer") {
+      o.gpt.n_layer = parseWhole<int>(flag, val(), 1);
+      gpt_only.push_back(flag);
+    } else if (flag == "--n-head") {
+      o.gpt.n_head = parseWhole<int>(flag, val(), 1);
+      gpt_only.push_back(flag);
+    } else if (flag == "--n-embd") {
+      o.gpt.n_embd = parseWhole<int>(flag, val(), 1);
+      gpt_only.push_back(flag);
+    } else if (flag == "--block-size") {
+      o.gpt.block_size = parseWhole<int>(flag, val(), 1);
+      gpt_only.push_back(flag);
+    } else if (flag == "--text") {
+      o.text_path = val();
+      if (o.text_path.empty()) bad(flag, "a file name", o.text_path);
+      gpt_only.push_back(flag);
+    } else if (flag == "--warmup-steps") {
+      o.warmup_steps = parseWhole<int64_t>(flag, val(), 0);
+    } else if (flag == "--min-lr") {
+      o.min_lr = parseRealIn(flag, val(), 0, HUGE_VAL, false, "[0, inf)");
+    } else if (flag == "--grad-clip") {
+      o.grad_clip = parseRealIn(flag, val(), 0, HUGE_VAL, false, "[0, inf) (0 turns clipping off)");
+    } else if (flag == "--eval-every") {
+      o.eval_every = parseWhole<int64_t>(flag, val(), 1);
+    } else if (flag == "--sample") {
+      o.sample = parseWhole<int>(flag, val(), 0);
+      gpt_only.push_back(flag);
+    } else if (flag == "--prompt") {
+      o.prompt = val();
+      gpt_only.push_back(flag);
+    } else if (flag == "--temperature") {
+      o.temperature = parseRealIn(flag, val(), 0, HUGE_VAL, false, "[0, inf) (0 picks the likeliest byte)");
+      gpt_only.push_back(flag);
+    } else if (flag == "--top-k") {
+      o.top_k = parseWhole<int>(flag, val(), 1);
+      gpt_only.push_back(flag);
     } else if (flag == "--mode") {
       o.mode = parseNamed(flag, val(), "one of single, ddp, zero1, zero2, zero3", trainer::parseMode);
     } else if (flag == "--layers") {
@@ -216,6 +273,40 @@ Options parseOptions(const std::vector<std::string>& args) {
     }
   }
   if (saw_steps && saw_epochs) throw std::invalid_argument("--steps and --epochs exclude each other: give one");
+  if (o.model == ModelKind::kMlp) {
+    if (!gpt_only.empty())
+      throw std::invalid_argument(gpt_only.front() + " is a GPT setting: pass --model gpt, or leave it out for the MLP");
+    o.cosine = seen.count("--warmup-steps") || seen.count("--min-lr");
+  } else {
+    if (seen.count("--layers"))
+      throw std::invalid_argument("--layers sets the MLP's widths: the GPT's shape is --n-layer, --n-head, --n-embd and "
+                                  "--block-size");
+    if (seen.count("--data"))
+      throw std::invalid_argument("--data is the Fashion-MNIST folder: the GPT reads --text FILE (default: the "
+                                  "fortunes corpus)");
+    // nanoGPT's settings, unless given.
+    if (!seen.count("--batch-size")) o.batch_size = 16;
+    if (!seen.count("--optimizer")) o.optimizer.kind = OptimizerKind::kAdamW;
+    if (!seen.count("--lr")) o.optimizer.lr = 1e-3;
+    if (!seen.count("--betas")) o.optimizer.beta1 = 0.9, o.optimizer.beta2 = 0.95;
+    if (!seen.count("--weight-decay")) o.optimizer.weight_decay = 0.1;
+    if (!seen.count("--warmup-steps")) o.warmup_steps = 20;
+    if (!seen.count("--grad-clip")) o.grad_clip = 1.0;
+    if (!seen.count("--sample")) o.sample = 256;
+    if (o.gpt.n_embd % o.gpt.n_head != 0)
+      throw std::invalid_argument("--n-embd " + std::to_string(o.gpt.n_embd) + " is not a multiple of --n-head " +
+                                  std::to_string(o.gpt.n_head) + ": each head gets n_embd / n_head channels");
+    try {
+      trainer::validateGptConfig(o.gpt);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("GPT shape: ") + e.what());
+    }
+    o.cosine = true;
+  }
+  if (!o.min_lr) o.min_lr = o.optimizer.lr / 10;
+  if (o.cosine && *o.min_lr > o.optimizer.lr)
+    throw std::invalid_argument("--min-lr " + std::to_string(*o.min_lr) + " is above --lr " +
+                                std::to_string(o.optimizer.lr) + ": the schedule decays from --lr down to --min-lr");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint DIR (where to write them)");
   if (o.log_every == 0 && !o.metrics_path.empty())

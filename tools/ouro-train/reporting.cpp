@@ -22,6 +22,9 @@ void Progress::add(const trainer::StepResult& r, double wall_seconds) {
   loss_sum_ += r.loss_sum;
   correct_ += r.correct;
   samples_ += r.samples;
+  predictions_ += double(r.predictions);
+  lr_ = r.lr;
+  grad_norm_ = r.grad_norm;
   step_seconds_ += r.seconds;
   comm_seconds_ += r.comm_wait_seconds;
   wall_seconds_ += wall_seconds;
@@ -29,15 +32,17 @@ void Progress::add(const trainer::StepResult& r, double wall_seconds) {
 }
 
 MetricsRow Progress::report(Job& job, int64_t epoch, int64_t step) {
-  std::vector<double> sums = {loss_sum_, correct_, samples_, step_seconds_, comm_seconds_};
+  std::vector<double> sums = {loss_sum_, correct_, samples_, step_seconds_, comm_seconds_, predictions_};
   std::vector<double> slowest = {wall_seconds_};
   job.sum(sums);
   job.max(slowest);
   MetricsRow row;
   row.epoch = epoch;
   row.step = step;
-  row.loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
-  row.accuracy = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+  row.loss = sums[5] > 0 ? sums[0] / sums[5] : NAN;
+  row.accuracy = sums[5] > 0 ? sums[1] / sums[5] : NAN;
+  row.lr = lr_;
+  row.grad_norm = grad_norm_;  // every rank's: the norm of the averaged gradient
   row.samples_per_s = slowest[0] > 0 ? sums[2] / slowest[0] : 0;
   row.comm_fraction = sums[3] > 0 ? sums[4] / sums[3] : 0;
   row.seconds = slowest[0];
@@ -45,19 +50,23 @@ MetricsRow Progress::report(Job& job, int64_t epoch, int64_t step) {
   return row;
 }
 
-std::string progressLine(const MetricsRow& row, int64_t total_steps) {
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "epoch %lld step %lld/%lld loss %.4f accuracy %.4f samples/s %.0f comm %.1f%%",
-                static_cast<long long>(row.epoch), static_cast<long long>(row.step),
-                static_cast<long long>(total_steps), row.loss, row.accuracy, row.samples_per_s,
-                100.0 * row.comm_fraction);
+std::string progressLine(const MetricsRow& row, int64_t total_steps, bool with_schedule) {
+  char buf[320];
+  int n = std::snprintf(buf, sizeof(buf), "epoch %lld step %lld/%lld loss %.4f accuracy %.4f samples/s %.0f comm %.1f%%",
+                        static_cast<long long>(row.epoch), static_cast<long long>(row.step),
+                        static_cast<long long>(total_steps), row.loss, row.accuracy, row.samples_per_s,
+                        100.0 * row.comm_fraction);
+  if (with_schedule && n > 0 && size_t(n) < sizeof(buf))
+    std::snprintf(buf + n, sizeof(buf) - size_t(n), " lr %.2e norm %.3f", row.lr, row.grad_norm);
   return buf;
 }
 
-MetricsCsv::MetricsCsv(const std::string& path) : path_(path) {
+MetricsCsv::MetricsCsv(const std::string& path, bool with_schedule) : path_(path), with_schedule_(with_schedule) {
   file_ = std::fopen(path.c_str(), "w");
   if (!file_) throw std::runtime_error("--metrics " + path + ": cannot create it: " + std::strerror(errno));
-  std::fputs("epoch,step,loss,accuracy,samples_per_s,comm_fraction\n", file_);
+  std::fputs(with_schedule ? "epoch,step,loss,accuracy,samples_per_s,comm_fraction,lr,grad_norm\n"
+                           : "epoch,step,loss,accuracy,samples_per_s,comm_fraction\n",
+             file_);
   std::fflush(file_);
 }
 
@@ -67,8 +76,10 @@ MetricsCsv::~MetricsCsv() {
 
 void MetricsCsv::append(const MetricsRow& row) {
   // %.9g keeps a float32-exact loss; the CSV is read by scripts, not people.
-  int n = std::fprintf(file_, "%lld,%lld,%.9g,%.9g,%.6g,%.6g\n", static_cast<long long>(row.epoch),
+  int n = std::fprintf(file_, "%lld,%lld,%.9g,%.9g,%.6g,%.6g", static_cast<long long>(row.epoch),
                        static_cast<long long>(row.step), row.loss, row.accuracy, row.samples_per_s, row.comm_fraction);
+  if (n >= 0 && with_schedule_) n = std::fprintf(file_, ",%.17g,%.9g", row.lr, row.grad_norm);
+  if (n >= 0) n = std::fputs("\n", file_);
   if (n < 0 || std::fflush(file_) != 0)
     throw std::runtime_error("--metrics " + path_ + ": cannot write a row: " + std::strerror(errno));
 }
@@ -125,8 +136,9 @@ std::string gnuplotPngTerminal() {
   throw std::runtime_error("--plot: this gnuplot has no PNG terminal (neither pngcairo nor png); install gnuplot-nox");
 }
 
-void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pair<int64_t, double>>& test_accuracy,
-                 const std::string& title, const std::string& terminal, const std::string& png_path) {
+void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pair<int64_t, double>>& evaluations,
+                 bool eval_is_loss, const std::string& title, const std::string& terminal,
+                 const std::string& png_path) {
   std::string tmpl = (fs::temp_directory_path() / "ouro-train-plot-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("--plot: cannot create a temporary folder: " + std::string(std::strerror(errno)));
   const std::string work = tmpl;
@@ -145,8 +157,8 @@ void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pai
     std::snprintf(line, sizeof(line), "%lld,%.9g,%.9g\n", static_cast<long long>(r.step), r.loss, r.accuracy);
     train += line;
   }
-  std::string test = "step,accuracy\n";
-  for (const auto& [step, acc] : test_accuracy) {
+  std::string test = "step,value\n";
+  for (const auto& [step, acc] : evaluations) {
     char line[96];
     std::snprintf(line, sizeof(line), "%lld,%.9g\n", static_cast<long long>(step), acc);
     test += line;
@@ -165,10 +177,12 @@ void plotMetrics(const std::vector<MetricsRow>& rows, const std::vector<std::pai
   script += "set ylabel 'loss'\nset xlabel 'step'\n";
   // One progress line is one point, which a line alone does not show.
   const std::string style = rows.size() < 2 ? "linespoints pt 7" : "lines";
-  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:2 with " + style + " lw 2 title 'training loss'\n";
-  script += "set ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n";
+  script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:2 with " + style + " lw 2 title 'training loss'";
+  if (eval_is_loss && !evaluations.empty())
+    script += ", " + gnuplotQuoted(work + "/test.csv") + " using 1:2 with linespoints pt 7 lw 2 title 'validation loss'";
+  script += "\nset ylabel 'accuracy'\nset yrange [0:1]\nset key bottom right\n";
   script += "plot " + gnuplotQuoted(work + "/train.csv") + " using 1:3 with " + style + " lw 2 title 'training accuracy'";
-  if (!test_accuracy.empty())
+  if (!eval_is_loss && !evaluations.empty())
     script += ", " + gnuplotQuoted(work + "/test.csv") + " using 1:2 with linespoints pt 7 title 'test accuracy'";
   script += "\nunset multiplot\nset output\n";
   trainer::writeFileAtomic(work + "/plot.gp", script);

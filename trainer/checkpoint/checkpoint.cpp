@@ -155,6 +155,7 @@ std::string manifestToJson(const CheckpointManifest& m) {
   j["mode"] = modeName(m.mode);
   j["world_size"] = m.world_size;
   j["precision"] = precisionName(m.precision);
+  j["model"] = m.model;
   j["layers"] = m.layers;
   j["param_count"] = uint64_t(m.param_count);
   j["optimizer"] = optimizerJson(m.optimizer);
@@ -236,6 +237,10 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   const uint64_t world = top.whole("world_size");
   if (world < 1 || world > uint64_t(INT32_MAX)) throw std::runtime_error(where + ": world_size must be >= 1");
   m.world_size = int(world);
+  // Manifests from before the GPT have no "model": they hold an MLP.
+  if (doc.contains("model")) m.model = top.string("model");
+  if (m.model != "mlp" && m.model.rfind("gpt:", 0) != 0)
+    throw std::runtime_error(where + ": \"model\" is '" + m.model + "', neither \"mlp\" nor a GPT's \"gpt:...\"");
   const nlohmann::json& layers = top.member("layers");
   if (!layers.is_array()) throw std::runtime_error(where + ": \"layers\" must be an array of widths");
   for (const nlohmann::json& w : layers) m.layers.push_back(int(std::min<uint64_t>(top.wholeValue(w, "layers"), INT32_MAX)));
@@ -262,9 +267,14 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   unsigned __int128 implied = 0;
   for (size_t k = 0; k + 1 < m.layers.size(); k++)
     implied += (unsigned __int128)m.layers[k] * unsigned(m.layers[k + 1]) + unsigned(m.layers[k + 1]);
-  if (m.layers.size() < 2 || implied != m.param_count)
+  if (m.model == "mlp" && (m.layers.size() < 2 || implied != m.param_count))
     throw std::runtime_error(where + ": param_count " + std::to_string(m.param_count) +
                              " is not the parameter count of its layers; the manifest is damaged");
+  // A GPT's count follows from its shape, which the run checks against its own (checkResumable);
+  // here only a bound, before shards are read into param_count floats.
+  if (m.model != "mlp" && (m.param_count == 0 || m.param_count > (size_t(1) << 34)))
+    throw std::runtime_error(where + ": param_count " + std::to_string(m.param_count) +
+                             " is not a GPT's of this trainer; the manifest is damaged");
   constexpr unsigned __int128 kMaxSamplesIntoEpoch = (unsigned __int128)1 << 40;
   if ((unsigned __int128)m.batch_in_epoch * unsigned(m.batch_size) * unsigned(m.accumulate) * unsigned(m.world_size) >
       kMaxSamplesIntoEpoch)
@@ -402,6 +412,9 @@ CheckpointState readCheckpoint(const std::string& dir) {
 
 void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& now, const std::string& dir) {
   const std::string head = "--resume " + dir + ": the checkpoint (step " + std::to_string(saved.step) + ") ";
+  if (saved.model != now.model)
+    throw std::runtime_error(head + "holds the model " + saved.model + ", this run trains " + now.model +
+                             ": pass the checkpoint's --model and its shape flags");
   if (saved.layers != now.layers)
     throw std::runtime_error(head + "holds the model --layers " + layersText(saved.layers) + ", this run asks for " +
                              layersText(now.layers) + ": pass --layers " + layersText(saved.layers));

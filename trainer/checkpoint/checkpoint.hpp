@@ -29,7 +29,10 @@ struct CheckpointManifest {
   Mode mode = Mode::kSingle;
   Precision precision = Precision::kFp32;
   int world_size = 1;
-  std::vector<int> layers;  // widths, 784 ... 10
+  // "mlp" (then layers holds its widths, 784 ... 10) or the GPT's Model::describe()
+  // ("gpt:n_layer=4,n_head=4,n_embd=128,block_size=128,vocab_size=256"; layers empty).
+  std::string model = "mlp";
+  std::vector<int> layers;
   OptimizerConfig optimizer;
   int64_t step = 0;            // optimizer steps taken (the next step is step + 1)
   int64_t epoch = 0;           // sampler epoch (set_epoch value) of the next micro-batch
@@ -69,7 +72,7 @@ struct CheckpointState {
 CheckpointState readCheckpoint(const std::string& dir);
 
 // Refuses to resume `saved` under the configuration `now` (throws std::runtime_error saying
-// what differs and what to pass instead): a different model (layers), mode, precision,
+// what differs and what to pass instead): a different model (layers or GPT shape), mode, precision,
 // optimizer kind or seed. Any world size is accepted (see docs/TRAINING.md).
 void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& now, const std::string& dir);
 

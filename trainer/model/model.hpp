@@ -1,6 +1,6 @@
 // One interface for the models the trainer's modes run: the MLP (mlp_model.hpp adapts Mlp to it)
-// and the GPT (gpt.hpp). Not yet used by the modes (trainer/parallel/ drives Mlp through
-// LayerCompute); it states what the modes need from a model so that either can sit behind them.
+// and the GPT (gpt.hpp). The modes (trainer/parallel/) drive every model through it, via
+// UnitCompute, and never know which one they train.
 //
 // What the modes need, and why this shape:
 //   - one flat fp32 parameter vector with named tensors (TensorSlot: checkpoints, --save, --init);

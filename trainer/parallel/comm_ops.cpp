@@ -49,6 +49,12 @@ void CommOps::allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool a
   });
 }
 
+void CommOps::allReduceSumInt64(int64_t* buf, size_t count, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroAllReduce(buf, buf, count, ouroInt64, ouroSum, comm_->handle(), s), comm_->handle());
+  });
+}
+
 void CommOps::reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async,
                                       const std::string& what) {
   run(async, what, [&](ouroStream_t s) {

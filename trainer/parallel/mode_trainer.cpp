@@ -5,21 +5,51 @@
 #include <stdexcept>
 
 #include "model/bf16.hpp"
+#include "model/exact_sum.hpp"
 
 namespace ouro::trainer {
 
-ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
+namespace {
+
+// Where the tensors without weight decay (fewer than two dimensions: biases, LayerNorm weights)
+// meet the flat range `owned`, relative to its start (Optimizer::setNoDecay).
+std::vector<std::pair<size_t, size_t>> noDecayRanges(const Model& model, OwnedRange owned) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const TensorSlot& t : model.tensors()) {
+    if (t.shape.size() >= 2) continue;
+    const size_t lo = std::max(t.offset, owned.offset);
+    const size_t hi = std::min(t.offset + t.count, owned.offset + owned.count);
+    if (lo < hi) ranges.emplace_back(lo - owned.offset, hi - lo);
+  }
+  return ranges;
+}
+
+// torch.nn.utils.clip_grad_norm_'s factor (torch 1.13), in its fp32 arithmetic:
+// clamp(max_norm / (total_norm + 1e-6), max = 1), where the division is reciprocal then multiply.
+float clipFactor(double max_norm, double norm) {
+  const float denominator = float(norm) + 1e-6f;
+  const float factor = (1.0f / denominator) * float(max_norm);
+  return std::min(factor, 1.0f);
+}
+
+}  // namespace
+
+ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> model, ouro::Communicator* comm,
                          ModeFactory make, const float* initial_params)
     : config_(config),
-      layout_(layout),
       // single trains alone even when a launcher started it as a world of one.
       comm_(config.mode == Mode::kSingle ? nullptr : comm, config.mode),
-      compute_(layout, config.precision, config.batch_size),
+      compute_(std::move(model), config.precision),
+      units_(compute_.model().units()),
       bf16_(config.precision == Precision::kBf16),
-      mode_(make(config_, layout_, comm_)),
+      mode_(make(config_, units_, comm_)),
       plan_(mode_->plan()) {
   optimizers_.reserve(plan_.groups().size());
-  for (const ShardGroup& g : plan_.groups()) optimizers_.emplace_back(config.optimizer, g.owned);
+  for (const ShardGroup& g : plan_.groups()) {
+    optimizers_.emplace_back(config.optimizer, g.owned);
+    if (config.decay_matrices_only)
+      optimizers_.back().setNoDecay(noDecayRanges(compute_.model(), g.ownedRange(plan_.rank())));
+  }
   if (bf16_) {
     master_.assign(plan_.ownedTotal(), 0.0f);
     grads_fp32_.assign(plan_.maxOwned(), 0.0f);
@@ -29,7 +59,7 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, o
     return;
   }
   // As DistributedDataParallel's constructor: every rank starts from rank 0's parameters.
-  std::vector<float> start(initial_params, initial_params + layout.paramCount());
+  std::vector<float> start(initial_params, initial_params + compute_.model().paramCount());
   comm_.broadcast(start.data(), start.size(), ouroFloat32, 0, "broadcasting rank 0's initial parameters");
   comm_.takeWaitSeconds();  // not part of any step's communication
   setParameters(start.data());
@@ -47,28 +77,48 @@ void ModeTrainer::setParameters(const float* params) {
   mode_->setComputeParameters(params);
 }
 
-StepResult ModeTrainer::step(const float* inputs, const int32_t* labels) {
+StepResult ModeTrainer::step(const Rows& data) {
+  const int64_t rows = int64_t(config_.batch_size) * config_.accumulate;
+  if (data.count != rows)
+    throw std::invalid_argument("Trainer::step: " + std::to_string(data.count) + " rows given, a step takes " +
+                                std::to_string(rows) + " (batch size " + std::to_string(config_.batch_size) +
+                                " x " + std::to_string(config_.accumulate) + " micro-batches)");
   Stopwatch watch;
   StepResult result;
   for (int j = 0; j < config_.accumulate; j++) {
-    forwardMicroBatch(inputs, labels, j, result);
+    forwardMicroBatch(data, j, result);
     backwardMicroBatch(j);
   }
   mode_->finishGradients();
-  optimizerStep();
+  // The learning rate of step i (from 0): steps_ updates are done.
+  result.lr = learningRate(config_.schedule, steps_);
+  float grad_scale = 1.0f;
+  if (config_.grad_clip > 0) {
+    result.grad_norm = gradientNorm();
+    grad_scale = clipFactor(config_.grad_clip, result.grad_norm);
+  }
+  optimizerStep(result.lr, grad_scale);
   mode_->afterOptimizerStep();
-  result.samples = config_.batch_size * config_.accumulate;
+  result.samples = int(rows);
+  result.predictions = rows * data.predictionsPerRow();
   result.comm_wait_seconds = comm_.takeWaitSeconds();
   result.seconds = watch.seconds();
   return result;
 }
 
-void ModeTrainer::forwardMicroBatch(const float* inputs, const int32_t* labels, int j, StepResult& result) {
-  const int batch = config_.batch_size;
-  compute_.setInput(inputs + size_t(j) * size_t(batch) * size_t(layout_.widths()[0]), batch);
-  forwardAll(batch);
-  const LossResult loss =
-      compute_.loss(labels + size_t(j) * size_t(batch), batch, 1.0f / float(config_.accumulate));
+std::span<const void* const> ModeTrainer::unitPointers(int u, int next) {
+  params_.assign(units_.size(), nullptr);
+  // The units it also reads first: in ZeRO-3 those come from their own buffers, and unit u's
+  // prefetch of `next` is then the newest gather queued.
+  for (int r : units_[size_t(u)].also_reads) params_[size_t(r)] = mode_->readParams(r);
+  params_[size_t(u)] = mode_->unitParams(u, next);
+  return params_;
+}
+
+void ModeTrainer::forwardMicroBatch(const Rows& data, int j, StepResult& result) {
+  compute_.setBatch(data.slice(int64_t(j) * config_.batch_size, config_.batch_size));
+  forwardAll();
+  const LossResult loss = compute_.loss(1.0f / float(config_.accumulate));
   result.loss_sum += loss.loss_sum;
   result.correct += loss.correct;
 }
@@ -77,19 +127,19 @@ void ModeTrainer::backwardMicroBatch(int j) {
   // Micro-batches before the last only add into the local gradients (DDP's no_sync()); the last
   // one completes each group and the mode reduces it.
   const bool last = j == config_.accumulate - 1;
-  for (int k = layout_.layers() - 1; k >= 0; k--) {
-    const size_t g = plan_.groupIndexOfLayer(k);
-    const LayerRange layers = plan_.groups()[g].layers;
-    if (k == layers.last) mode_->beginGroupBackward(g);
-    const void* params = mode_->layerParams(k, k - 1);
-    compute_.backward(k, params, mode_->layerGrads(k), config_.batch_size, j > 0);
-    if (last && k == layers.first) mode_->endGroupBackward(g);
+  for (int k = int(units_.size()) - 1; k >= 0; k--) {
+    const size_t g = plan_.groupIndexOfUnit(k);
+    const UnitRange range = plan_.groups()[g].units;
+    if (k == range.last) mode_->beginGroupBackward(g);
+    const std::span<const void* const> params = unitPointers(k, k - 1);
+    compute_.backward(k, params, mode_->unitGrads(k), j > 0);
+    if (last && k == range.first) mode_->endGroupBackward(g);
   }
 }
 
-void ModeTrainer::forwardAll(int batch) {
-  const int layers = layout_.layers();
-  for (int k = 0; k < layers; k++) compute_.forward(k, mode_->layerParams(k, k + 1 < layers ? k + 1 : -1), batch);
+void ModeTrainer::forwardAll() {
+  const int units = int(units_.size());
+  for (int k = 0; k < units; k++) compute_.forward(k, unitPointers(k, k + 1 < units ? k + 1 : -1));
 }
 
 const float* ModeTrainer::ownedFp32(size_t g) const {
@@ -97,7 +147,24 @@ const float* ModeTrainer::ownedFp32(size_t g) const {
   return static_cast<const float*>(mode_->ownedComputeParams(g));
 }
 
-void ModeTrainer::optimizerStep() {
+double ModeTrainer::gradientNorm() {
+  ExactSquareSum squares;
+  for (size_t g = 0; g < plan_.groups().size(); g++) {
+    const size_t owned = plan_.groups()[g].owned;
+    if (owned == 0) continue;
+    if (bf16_) squares.addBf16(static_cast<const uint16_t*>(mode_->reducedGrads(g)), owned);
+    else squares.add(static_cast<const float*>(mode_->reducedGrads(g)), owned);
+  }
+  // Sharded: each rank holds a piece. The limbs are integers, so the sum over the ranks is exact
+  // in any order: every mode and every sharding gets the same bits.
+  if (plan_.world() > 1) {
+    const std::span<int64_t> limbs = squares.limbs();
+    comm_.allReduceSumInt64(limbs.data(), limbs.size(), "summing the squares of the gradient norm");
+  }
+  return squares.norm2();
+}
+
+void ModeTrainer::optimizerStep(double lr, float grad_scale) {
   steps_++;
   for (size_t g = 0; g < plan_.groups().size(); g++) {
     const ShardGroup& group = plan_.groups()[g];
@@ -105,12 +172,12 @@ void ModeTrainer::optimizerStep() {
     void* compute_params = mode_->ownedComputeParams(g);
     if (!bf16_) {
       optimizers_[g].step(static_cast<float*>(compute_params), static_cast<const float*>(mode_->reducedGrads(g)),
-                          steps_);
+                          steps_, lr, grad_scale);
       continue;
     }
     float* master = master_.data() + group.owned_offset;
     fromBf16(grads_fp32_.data(), static_cast<const uint16_t*>(mode_->reducedGrads(g)), group.owned);
-    optimizers_[g].step(master, grads_fp32_.data(), steps_);
+    optimizers_[g].step(master, grads_fp32_.data(), steps_, lr, grad_scale);
     toBf16(static_cast<uint16_t*>(compute_params), master, group.owned);
   }
 }
@@ -122,23 +189,22 @@ MemoryAccount ModeTrainer::memory() const {
   m.grads = mode.grads;
   m.optimizer = master_.size() * sizeof(float);  // bf16's fp32 master weights, then the state
   for (const Optimizer& o : optimizers_) m.optimizer += o.stateBytes();
-  // The scratch every mode has (bf16): the layer compute's fp32 layer and one group's gradients
+  // The scratch every mode has (bf16): the unit compute's fp32 units and one group's gradients
   // widened to fp32 for the optimizer.
   m.buffers = compute_.scratchBytes() + grads_fp32_.size() * sizeof(float) + mode.comm_buffers;
   m.activations = compute_.activationBytes();
   return m;
 }
 
-LossResult ModeTrainer::evaluate(const float* inputs, const int32_t* labels, int64_t n) {
-  if (n < 0) throw std::invalid_argument("Trainer::evaluate: sample count " + std::to_string(n) + " is negative");
+LossResult ModeTrainer::evaluate(const Rows& data) {
+  if (data.count < 0)
+    throw std::invalid_argument("Trainer::evaluate: row count " + std::to_string(data.count) + " is negative");
   LossResult total;
-  const int64_t chunk = compute_.maxBatch();
-  const size_t row = size_t(layout_.widths()[0]);
-  for (int64_t at = 0; at < n; at += chunk) {
-    const int batch = int(std::min(chunk, n - at));
-    compute_.setInput(inputs + size_t(at) * row, batch);
-    forwardAll(batch);
-    const LossResult r = compute_.loss(labels + at, batch, 1.0f);
+  const int64_t chunk = compute_.maxRows();
+  for (int64_t at = 0; at < data.count; at += chunk) {
+    compute_.setBatch(data.slice(at, int(std::min(chunk, data.count - at))));
+    forwardAll();
+    const LossResult r = compute_.loss(1.0f);
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
   }
@@ -169,7 +235,7 @@ std::vector<float> ModeTrainer::gatherParameters() {
   }
   comm_.allGather(send.data(), recv.data(), block_total, ouroFloat32, "gathering the parameters");
   comm_.takeWaitSeconds();  // not part of any step's communication
-  std::vector<float> params(layout_.paramCount());
+  std::vector<float> params(compute_.model().paramCount());
   for (const ShardGroup& group : plan_.groups()) {
     for (int d = 0; d < world; d++) {
       const OwnedRange piece = rankBlock(group.count, world, d);
@@ -197,12 +263,12 @@ std::vector<StateTensor> ModeTrainer::ownedOptimizerState() {
 void ModeTrainer::restore(const std::vector<float>& params,
                           const std::vector<std::pair<std::string, std::vector<float>>>& optimizer_state,
                           int64_t optimizer_steps) {
-  const size_t count = layout_.paramCount();
+  const size_t count = compute_.model().paramCount();
   const std::string where =
       std::string("Trainer::restore (") + modeName(config_.mode) + ", rank " + std::to_string(comm_.rank()) + ")";
   if (params.size() != count)
     throw std::invalid_argument(where + ": " + std::to_string(params.size()) + " parameters given, the model " +
-                                layout_.describe() + " has " + std::to_string(count));
+                                compute_.model().describe() + " has " + std::to_string(count));
   if (optimizer_steps < 0)
     throw std::invalid_argument(where + ": optimizer step count " + std::to_string(optimizer_steps) + " is negative");
   std::vector<StateTensor> expected = optimizers_.front().state();

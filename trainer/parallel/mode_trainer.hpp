@@ -1,6 +1,7 @@
-// The one Trainer every mode runs in: construction, the step (micro-batches, the loss averaged over
-// them, backward layer by layer), the optimizer over what this rank owns with bf16's fp32 master
-// weights, evaluation, checkpoints' gather and restore, and the memory account. What differs
+// The one Trainer every mode runs in, for any model (model.hpp): construction, the step
+// (micro-batches, the loss averaged over them, backward unit by unit), gradient clipping, the
+// optimizer over what this rank owns with bf16's fp32 master weights and the step's learning rate,
+// evaluation, checkpoints' gather and restore, and the memory account. What differs
 // between modes comes from its ModeHooks (mode_hooks.hpp, which shows the step's order).
 //
 // The optimizer step runs group by group of the plan (one Optimizer per group, each sized to what
@@ -17,24 +18,25 @@
 
 #include "model/optimizer.hpp"
 #include "parallel/comm_ops.hpp"
-#include "parallel/layer_compute.hpp"
 #include "parallel/mode_hooks.hpp"
 #include "parallel/shard_plan.hpp"
 #include "parallel/trainer.hpp"
+#include "parallel/unit_compute.hpp"
 
 namespace ouro::trainer {
 
 class ModeTrainer final : public Trainer {
  public:
   // make builds the mode's hooks; initial_params: paramCount() floats (see Trainer::create).
-  ModeTrainer(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm, ModeFactory make,
+  ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> model, ouro::Communicator* comm, ModeFactory make,
               const float* initial_params);
   // A step that threw may have left collectives queued on the mode's buffers: they end before the
   // buffers are freed.
   ~ModeTrainer() override;
 
-  StepResult step(const float* inputs, const int32_t* labels) override;
-  LossResult evaluate(const float* inputs, const int32_t* labels, int64_t n) override;
+  const Model& model() const override { return compute_.model(); }
+  StepResult step(const Rows& data) override;
+  LossResult evaluate(const Rows& data) override;
   std::vector<float> gatherParameters() override;
   std::vector<OwnedRange> ownedRanges() const override { return plan_.ownedRanges(); }
   std::vector<float> ownedParameters() const override;
@@ -49,31 +51,39 @@ class ModeTrainer final : public Trainer {
   // Sets every copy of the parameters this rank keeps from the whole fp32 vector (paramCount()
   // floats): the master weights (bf16), then the mode's compute-precision parameters.
   void setParameters(const float* params);
-  // Forward of every layer over `batch` rows already in the input.
-  void forwardAll(int batch);
-  // Forward of micro-batch j of a step's inputs and its loss, whose gradient is scaled by
+  // The compute-precision pointers unit u reads (its own, with `next` to prefetch, and those of
+  // its also_reads), in params_ (one per unit, the rest null).
+  std::span<const void* const> unitPointers(int u, int next);
+  // Forward of every unit over the batch set in the model.
+  void forwardAll();
+  // Forward of micro-batch j of a step's rows and its loss, whose gradient is scaled by
   // 1 / accumulate (the step's gradient is the mean over micro-batches); adds the loss sum and
-  // correct count to result.
-  void forwardMicroBatch(const float* inputs, const int32_t* labels, int j, StepResult& result);
-  // Backward of micro-batch j, the last layer first, with the mode's group hooks around it.
+  // right predictions to result.
+  void forwardMicroBatch(const Rows& data, int j, StepResult& result);
+  // Backward of micro-batch j, the last unit first, with the mode's group hooks around it.
   void backwardMicroBatch(int j);
-  // The optimizer update of every group, from the mode's reduced gradients: master (bf16) or
-  // compute params (fp32) updated; bf16 compute params then rounded from the master. Counts one
-  // step.
-  void optimizerStep();
+  // The 2-norm of the averaged gradient (every group's owned piece; summed exactly over the ranks
+  // when they are sharded).
+  double gradientNorm();
+  // The optimizer update of every group, from the mode's reduced gradients times grad_scale (fp32)
+  // at learning rate lr: master (bf16) or compute params (fp32) updated; bf16 compute params then
+  // rounded from the master. Counts one step.
+  void optimizerStep(double lr, float grad_scale);
   // The owned parameters of group g in fp32: the master (bf16) or the compute parameters (fp32).
   const float* ownedFp32(size_t g) const;
 
   TrainerConfig config_;
-  MlpLayout layout_;
   CommOps comm_;
-  LayerCompute compute_;
+  UnitCompute compute_;
+  std::vector<ParamUnit> units_;       // the model's
   bool bf16_;
   std::unique_ptr<ModeHooks> mode_;    // after comm_: it refers to comm_, and goes first
   const ShardPlan& plan_;              // the mode's
   std::vector<Optimizer> optimizers_;  // one per group of plan_, sized to the owned piece
   std::vector<float> master_;          // bf16 only: fp32 master weights of the owned shard
-  std::vector<float> grads_fp32_;      // bf16 only: one group's reduced gradients, widened
+  std::vector<float> grads_fp32_;      // one group's reduced gradients, widened (bf16) or scaled
+                                       // (fp32, clipping on)
+  std::vector<const void*> params_;    // unitPointers()' storage
   int64_t steps_ = 0;
   std::vector<std::vector<float>> exported_state_;  // ownedOptimizerState()'s storage
 };

@@ -23,17 +23,18 @@ OwnedRange rankBlock(size_t count, int world, int rank) {
   return {offset, end > offset ? end - offset : 0};
 }
 
-std::vector<LayerRange> planBuckets(const MlpLayout& layout, size_t element_bytes, double bucket_mb) {
+std::vector<UnitRange> planBuckets(const std::vector<ParamUnit>& units, size_t element_bytes, double bucket_mb) {
   if (!(bucket_mb > 0))
     throw std::invalid_argument("bucket size " + std::to_string(bucket_mb) + " MiB: must be above 0 (--bucket-mb)");
   constexpr double kMiB = 1024.0 * 1024.0;
   const double first_limit = std::min(1.0, bucket_mb) * kMiB;  // PyTorch's first bucket: 1 MiB
   const double limit = bucket_mb * kMiB;
-  std::vector<LayerRange> buckets;
+  std::vector<UnitRange> buckets;
   double bytes = 0;
-  int top = layout.layers() - 1;  // highest layer of the open bucket
-  for (int k = layout.layers() - 1; k >= 0; k--) {
-    bytes += double(layout.layerCount(k) * element_bytes);
+  const int count = int(units.size());
+  int top = count - 1;  // highest unit of the open bucket
+  for (int k = count - 1; k >= 0; k--) {
+    bytes += double(units[size_t(k)].count * element_bytes);
     const double current_limit = buckets.empty() ? first_limit : limit;
     if (bytes >= current_limit || k == 0) {
       buckets.push_back({k, top});
@@ -44,33 +45,42 @@ std::vector<LayerRange> planBuckets(const MlpLayout& layout, size_t element_byte
   return buckets;
 }
 
-std::vector<LayerRange> eachLayer(const MlpLayout& layout) {
-  std::vector<LayerRange> groups;
-  for (int k = 0; k < layout.layers(); k++) groups.push_back({k, k});
+std::vector<UnitRange> eachUnit(const std::vector<ParamUnit>& units) {
+  std::vector<UnitRange> groups;
+  for (int k = 0; k < int(units.size()); k++) groups.push_back({k, k});
   return groups;
 }
 
-std::vector<LayerRange> wholeModel(const MlpLayout& layout) { return {{0, layout.layers() - 1}}; }
+std::vector<UnitRange> wholeModel(const std::vector<ParamUnit>& units) { return {{0, int(units.size()) - 1}}; }
 
-ShardPlan::ShardPlan(const MlpLayout& layout, std::vector<LayerRange> groups, int world, int rank)
+ShardPlan::ShardPlan(const std::vector<ParamUnit>& units, std::vector<UnitRange> groups, int world, int rank)
     : world_(world), rank_(rank) {
   if (world < 1 || rank < 0 || rank >= world)
     throw std::invalid_argument("ShardPlan: rank " + std::to_string(rank) + " of world " + std::to_string(world) +
                                 " is not a valid rank");
-  for (int k = 0; k < layout.layers(); k++) layer_offsets_.push_back(layout.layerOffset(k));
-  std::sort(groups.begin(), groups.end(), [](const LayerRange& a, const LayerRange& b) { return a.first < b.first; });
-  group_of_layer_.assign(size_t(layout.layers()), 0);
-  int next_layer = 0;
-  for (const LayerRange& range : groups) {
-    if (range.first != next_layer || range.last < range.first || range.last >= layout.layers())
-      throw std::invalid_argument("ShardPlan: layer groups must cover layers 0.." +
-                                  std::to_string(layout.layers() - 1) + " once each, in whole layers; got a group " +
-                                  std::to_string(range.first) + ".." + std::to_string(range.last) + " where layer " +
-                                  std::to_string(next_layer) + " was expected");
+  const int unit_count = int(units.size());
+  size_t flat = 0;
+  for (const ParamUnit& unit : units) {
+    if (unit.offset != flat)
+      throw std::invalid_argument("ShardPlan: unit '" + unit.name + "' starts at element " +
+                                  std::to_string(unit.offset) + ", expected " + std::to_string(flat) +
+                                  ": a model's units must cover its parameters in flat order without gaps");
+    unit_offsets_.push_back(unit.offset);
+    flat += unit.count;
+  }
+  std::sort(groups.begin(), groups.end(), [](const UnitRange& a, const UnitRange& b) { return a.first < b.first; });
+  group_of_unit_.assign(size_t(unit_count), 0);
+  int next_unit = 0;
+  for (const UnitRange& range : groups) {
+    if (range.first != next_unit || range.last < range.first || range.last >= unit_count)
+      throw std::invalid_argument("ShardPlan: unit groups must cover units 0.." + std::to_string(unit_count - 1) +
+                                  " once each, in whole units; got a group " + std::to_string(range.first) + ".." +
+                                  std::to_string(range.last) + " where unit " + std::to_string(next_unit) +
+                                  " was expected");
     ShardGroup g;
-    g.layers = range;
-    g.offset = layout.layerOffset(range.first);
-    g.count = layout.layerOffset(range.last) + layout.layerCount(range.last) - g.offset;
+    g.units = range;
+    g.offset = units[size_t(range.first)].offset;
+    g.count = units[size_t(range.last)].offset + units[size_t(range.last)].count - g.offset;
     g.padded_offset = padded_total_;
     g.padded = paddedSize(g.count, world);
     g.block = g.padded / size_t(world);
@@ -82,25 +92,25 @@ ShardPlan::ShardPlan(const MlpLayout& layout, std::vector<LayerRange> groups, in
     block_total_ += g.block;
     max_padded_ = std::max(max_padded_, g.padded);
     max_owned_ = std::max(max_owned_, g.owned);
-    for (int k = range.first; k <= range.last; k++) group_of_layer_[size_t(k)] = groups_.size();
+    for (int k = range.first; k <= range.last; k++) group_of_unit_[size_t(k)] = groups_.size();
     groups_.push_back(g);
-    next_layer = range.last + 1;
+    next_unit = range.last + 1;
   }
-  if (next_layer != layout.layers())
-    throw std::invalid_argument("ShardPlan: layer groups end at layer " + std::to_string(next_layer - 1) +
-                                " but the model has " + std::to_string(layout.layers()) + " layers");
+  if (next_unit != unit_count)
+    throw std::invalid_argument("ShardPlan: unit groups end at unit " + std::to_string(next_unit - 1) +
+                                " but the model has " + std::to_string(unit_count) + " units");
 }
 
 std::string ShardPlan::describeGroup(const char* kind, size_t g) const {
   const ShardGroup& group = groups_[g];
-  return std::string(kind) + " " + std::to_string(g) + " of " + std::to_string(groups_.size()) + " (layers " +
-         std::to_string(group.layers.first) + ".." + std::to_string(group.layers.last) + ", " +
+  return std::string(kind) + " " + std::to_string(g) + " of " + std::to_string(groups_.size()) + " (units " +
+         std::to_string(group.units.first) + ".." + std::to_string(group.units.last) + ", " +
          std::to_string(group.count) + " parameters)";
 }
 
-size_t ShardPlan::paddedLayerOffset(int k) const {
-  const ShardGroup& g = groupOfLayer(k);
-  return g.padded_offset + (layer_offsets_[size_t(k)] - g.offset);
+size_t ShardPlan::paddedUnitOffset(int k) const {
+  const ShardGroup& g = groupOfUnit(k);
+  return g.padded_offset + (unit_offsets_[size_t(k)] - g.offset);
 }
 
 std::vector<OwnedRange> ShardPlan::ownedRanges() const {

@@ -10,11 +10,11 @@ ShardedGradients::ShardedGradients(Precision precision, const ShardPlan& plan, C
       grads_(precision, one_group_buffer ? plan.maxPadded() : plan.paddedTotal()),
       shard_(precision, one_group_buffer ? plan.ownedTotal() : 0) {}
 
-void* ShardedGradients::layerGrads(int k) {
-  // In the buffer a layer sits where it sits in its group; in the padded layout, where its
+void* ShardedGradients::unitGrads(int k) {
+  // In the buffer a unit sits where it sits in its group; in the padded layout, where its
   // group's padded copy puts it.
-  if (one_group_buffer_) return grads_.at(plan_.layerOffset(k) - plan_.groupOfLayer(k).offset);
-  return grads_.at(plan_.paddedLayerOffset(k));
+  if (one_group_buffer_) return grads_.at(plan_.unitOffset(k) - plan_.groupOfUnit(k).offset);
+  return grads_.at(plan_.paddedUnitOffset(k));
 }
 
 void ShardedGradients::beginGroup(size_t g) {

@@ -1,10 +1,10 @@
 // Gradients reduce-scattered group by group, so each rank keeps only the reduced block it owns:
-// what zero2 (groups: buckets) and zero3 (groups: layers) share, and zero1 (one group: the model)
+// what zero2 (groups: buckets) and zero3 (groups: units) share, and zero1 (one group: the model)
 // with the full local gradients.
 //
 // Two layouts, chosen at construction:
 //   one group buffer (zero2/zero3 with one micro-batch per step): backward writes a group's
-//     layers into one group-sized buffer; the group's reduce-scatter is queued as soon as it is
+//     units into one group-sized buffer; the group's reduce-scatter is queued as soon as it is
 //     complete, and before the next group reuses the buffer this rank's block is copied into the
 //     gradient shard. The full gradients never exist at once.
 //   padded layout (zero1, and zero2/zero3 with --accumulate N > 1, as FSDP's no_sync()): the
@@ -27,9 +27,9 @@ class ShardedGradients {
   // plan and comm are kept by reference and must outlive this object.
   ShardedGradients(Precision precision, const ShardPlan& plan, CommOps& comm, bool one_group_buffer);
 
-  // Where backward writes (or adds) layer k's gradient.
-  void* layerGrads(int k);
-  // Backward is about to write group g (its last layer first): with one group buffer, the
+  // Where backward writes (or adds) unit k's gradient.
+  void* unitGrads(int k);
+  // Backward is about to write group g (its last unit first): with one group buffer, the
   // previous group's reduce-scatter is waited for and its block saved, and the padding past
   // group g's gradients zeroed. Nothing to do in the padded layout.
   void beginGroup(size_t g);

@@ -6,8 +6,8 @@
 // each rank steps its block; one all-gather hands everybody the new parameters.
 //
 // zero2 (groups: the DDP buckets, each padded to a multiple of W): backward writes a bucket's
-// layers into one bucket-sized buffer; once the bucket's lowest layer is done, its reduce-scatter
-// is queued on the stream, and before the next bucket's first layer reuses the buffer the owned
+// units into one bucket-sized buffer; once the bucket's lowest unit is done, its reduce-scatter
+// is queued on the stream, and before the next bucket's first unit reuses the buffer the owned
 // block is copied into the gradient shard (sharded_gradients.hpp). So the full gradients never
 // exist at once: one bucket of temporary memory, plus this rank's shard. Parameters are
 // all-gathered per bucket after the step.
@@ -23,18 +23,18 @@ namespace ouro::trainer {
 
 namespace {
 
-ShardPlan makePlan(const TrainerConfig& config, const MlpLayout& layout, const CommOps& comm) {
-  const std::vector<LayerRange> groups =
-      config.mode == Mode::kZero2 ? planBuckets(layout, config.precision == Precision::kBf16 ? 2 : 4, config.bucket_mb)
-                                  : wholeModel(layout);
-  return ShardPlan(layout, groups, comm.world(), comm.rank());
+ShardPlan makePlan(const TrainerConfig& config, const Units& units, const CommOps& comm) {
+  const std::vector<UnitRange> groups =
+      config.mode == Mode::kZero2 ? planBuckets(units, config.precision == Precision::kBf16 ? 2 : 4, config.bucket_mb)
+                                  : wholeModel(units);
+  return ShardPlan(units, groups, comm.world(), comm.rank());
 }
 
 class ShardedOptimizerMode final : public ModeHooks {
  public:
-  ShardedOptimizerMode(const TrainerConfig& config, const MlpLayout& layout, CommOps& comm)
+  ShardedOptimizerMode(const TrainerConfig& config, const Units& units, CommOps& comm)
       : comm_(comm),
-        plan_(makePlan(config, layout, comm)),
+        plan_(makePlan(config, units, comm)),
         zero2_(config.mode == Mode::kZero2),
         params_(config.precision, plan_.paddedTotal()),
         grads_(config.precision, plan_, comm, /*one_group_buffer=*/zero2_ && config.accumulate == 1) {}
@@ -45,14 +45,14 @@ class ShardedOptimizerMode final : public ModeHooks {
     params_.zero(0, params_.size());  // the padding stays zero
     for (const ShardGroup& g : plan_.groups()) params_.store(g.padded_offset, params + g.offset, g.count);
   }
-  const void* layerParams(int k, int /*next*/) override { return params_.at(plan_.paddedLayerOffset(k)); }
+  const void* unitParams(int k, int /*next*/) override { return params_.at(plan_.paddedUnitOffset(k)); }
   // This rank's block of group g in the padded layout.
   void* ownedComputeParams(size_t g) override {
     const ShardGroup& group = plan_.groups()[g];
     return params_.at(group.padded_offset + size_t(plan_.rank()) * group.block);
   }
 
-  void* layerGrads(int k) override { return grads_.layerGrads(k); }
+  void* unitGrads(int k) override { return grads_.unitGrads(k); }
   void beginGroupBackward(size_t g) override { grads_.beginGroup(g); }
   // zero2 queues each bucket's reduce-scatter while backward goes on; zero1's one group is the
   // whole model, complete at the end of backward: its reduce-scatter blocks.
@@ -85,9 +85,8 @@ class ShardedOptimizerMode final : public ModeHooks {
 
 }  // namespace
 
-std::unique_ptr<ModeHooks> makeShardedOptimizerMode(const TrainerConfig& config, const MlpLayout& layout,
-                                                     CommOps& comm) {
-  return std::make_unique<ShardedOptimizerMode>(config, layout, comm);
+std::unique_ptr<ModeHooks> makeShardedOptimizerMode(const TrainerConfig& config, const Units& units, CommOps& comm) {
+  return std::make_unique<ShardedOptimizerMode>(config, units, comm);
 }
 
 }  // namespace ouro::trainer

@@ -36,8 +36,22 @@ Precision parsePrecision(const std::string& name) {
 
 const char* precisionName(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
 
-std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpLayout& layout, ouro::Communicator* comm,
-                                         const float* initial_params) {
+ModelBatch Rows::slice(int64_t first, int n) const {
+  if (first < 0 || n < 0 || first + n > count)
+    throw std::invalid_argument("Rows::slice: rows " + std::to_string(first) + " .. " + std::to_string(first + n) +
+                                " of " + std::to_string(count));
+  const size_t at = size_t(first);
+  ModelBatch batch;
+  batch.rows = n;
+  batch.seq = tokens ? seq : 1;
+  if (features) batch.features = features + at * feature_width;
+  if (tokens) batch.tokens = tokens + at * size_t(seq);
+  if (targets) batch.targets = targets + at * size_t(predictionsPerRow());
+  return batch;
+}
+
+std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, std::unique_ptr<Model> model,
+                                         ouro::Communicator* comm, const float* initial_params) {
   const std::string what = std::string("Trainer::create (") + modeName(config.mode) + ")";
   if (config.batch_size < 1)
     throw std::invalid_argument(what + ": batch size " + std::to_string(config.batch_size) + " is below 1");
@@ -46,6 +60,13 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpL
   if (!(config.bucket_mb > 0))
     throw std::invalid_argument(what + ": bucket size " + std::to_string(config.bucket_mb) + " MiB is not above 0");
   if (!initial_params) throw std::invalid_argument(what + ": no initial parameters given");
+  if (!model) throw std::invalid_argument(what + ": no model given");
+  if (model->maxRows() < config.batch_size)
+    throw std::invalid_argument(what + ": the model was sized for " + std::to_string(model->maxRows()) +
+                                " rows, the batch size is " + std::to_string(config.batch_size));
+  if (config.grad_clip < 0)
+    throw std::invalid_argument(what + ": gradient clipping norm " + std::to_string(config.grad_clip) +
+                                " is negative (--grad-clip; 0 turns clipping off)");
   if (config.mode != Mode::kSingle && (!comm || !comm->valid()))
     throw std::invalid_argument(what +
                                 ": this mode needs a communicator (start the ranks with ouro-run, mpirun, "
@@ -60,7 +81,7 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, const MlpL
     case Mode::kZero3: make = makeShardedParametersMode; break;
   }
   if (!make) throw std::invalid_argument(what + ": unknown mode");
-  return std::make_unique<ModeTrainer>(config, layout, comm, make, initial_params);
+  return std::make_unique<ModeTrainer>(config, std::move(model), comm, make, initial_params);
 }
 
 }  // namespace ouro::trainer

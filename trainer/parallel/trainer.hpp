@@ -22,7 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "model/mlp.hpp"
+#include "model/lr_schedule.hpp"
+#include "model/model.hpp"
 #include "model/optimizer.hpp"
 #include "ouro/ouro.hpp"
 
@@ -43,6 +44,32 @@ struct TrainerConfig {
   int batch_size = 64;     // per rank, per micro-batch
   int accumulate = 1;      // micro-batches per optimizer step
   double bucket_mb = 25;   // DDP / ZeRO-2 bucket size (the first bucket is 1 MiB, as PyTorch's)
+  // The learning rate of each step (lr_schedule.hpp); a constant optimizer.lr unless cosine.
+  LrSchedule schedule;
+  // torch.nn.utils.clip_grad_norm_(max_norm = grad_clip) on the averaged gradients before each
+  // update; 0: no clipping. The norm is exact (exact_sum.hpp), so it has the same bits in every
+  // mode and however the gradient is sharded.
+  double grad_clip = 0;
+  // Weight decay only on tensors of two or more dimensions (matrices, embeddings), none on biases
+  // and LayerNorm weights: nanoGPT's two AdamW parameter groups. false: on every tensor.
+  bool decay_matrices_only = false;
+};
+
+// Rows of training or evaluation data: a step's accumulate * batch_size rows (micro-batch j is
+// rows [j * batch_size, (j + 1) * batch_size)) or an evaluation's. MLP: `features` rows of
+// feature_width floats and one label per row in targets; GPT: `tokens` rows of seq ids and seq
+// next-token targets per row.
+struct Rows {
+  const float* features = nullptr;
+  size_t feature_width = 0;
+  const int32_t* tokens = nullptr;
+  int seq = 1;
+  const int32_t* targets = nullptr;
+  int64_t count = 0;
+  // The model batch of rows [first, first + n).
+  ModelBatch slice(int64_t first, int n) const;
+  // Predictions per row: seq with tokens, else 1.
+  int predictionsPerRow() const { return tokens ? seq : 1; }
 };
 
 // What one rank holds, in bytes (--json "bytes_per_rank"). The ZeRO paper's accounting: with
@@ -61,9 +88,12 @@ struct MemoryAccount {
 };
 
 struct StepResult {
-  double loss_sum = 0;  // this rank's summed cross-entropy over its samples of the step
-  int correct = 0;      // this rank's correctly classified samples of the step
-  int samples = 0;      // this rank's samples of the step (batch_size * accumulate)
+  double loss_sum = 0;  // this rank's summed cross-entropy over its predictions of the step
+  int64_t correct = 0;  // this rank's right predictions of the step (argmax = target)
+  int samples = 0;      // this rank's rows of the step (batch_size * accumulate)
+  int64_t predictions = 0;  // this rank's predictions: samples, times seq for a GPT
+  double lr = 0;            // the learning rate the step used
+  double grad_norm = -1;    // the averaged gradient's 2-norm before clipping (-1: not computed)
   double seconds = 0;          // wall time of the step
   double comm_wait_seconds = 0;  // time the step spent waiting for communication
 };
@@ -77,18 +107,20 @@ struct OwnedRange {
 class Trainer {
  public:
   virtual ~Trainer() = default;
+  // model: the model to train (its maxRows() at least batch_size), which the trainer keeps.
   // comm may be null for Mode::kSingle. initial_params: paramCount() floats, identical on every
   // rank for ZeRO modes (ddp broadcasts rank 0's anyway, as PyTorch's DDP does).
-  static std::unique_ptr<Trainer> create(const TrainerConfig& config, const MlpLayout& layout,
+  static std::unique_ptr<Trainer> create(const TrainerConfig& config, std::unique_ptr<Model> model,
                                          ouro::Communicator* comm, const float* initial_params);
 
-  // One optimizer step over `accumulate` micro-batches: inputs is [accumulate * batch_size, 784]
-  // row-major, labels has accumulate * batch_size entries; micro-batch j is rows
-  // [j * batch_size, (j + 1) * batch_size).
-  virtual StepResult step(const float* inputs, const int32_t* labels) = 0;
-  // Loss sum and correct count over n samples with the current parameters (every rank the same
-  // samples; ZeRO-3 gathers layer by layer). Collective in ZeRO-3: every rank must call it.
-  virtual LossResult evaluate(const float* inputs, const int32_t* labels, int64_t n) = 0;
+  // The model being trained (names, units, parameter count).
+  virtual const Model& model() const = 0;
+  // One optimizer step over `accumulate` micro-batches: data holds accumulate * batch_size rows.
+  virtual StepResult step(const Rows& data) = 0;
+  // Loss sum and right predictions over data.count rows with the current parameters, in chunks of
+  // the model's maxRows(). Collective in ZeRO-3 (it gathers unit by unit): every rank must call
+  // it with the same row count.
+  virtual LossResult evaluate(const Rows& data) = 0;
 
   // The whole parameter vector in fp32 (paramCount() floats), on every rank: the master weights
   // where they exist (bf16 mixed precision), else the parameters. Collective in ZeRO modes.

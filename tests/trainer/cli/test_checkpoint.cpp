@@ -18,6 +18,7 @@
 #include "data/safetensors.hpp"
 #include "data/strict_json.hpp"
 #include "model/mlp.hpp"
+#include "model/mlp_model.hpp"
 #include "parallel/trainer.hpp"
 #include "tests/support/process.hpp"
 
@@ -55,17 +56,22 @@ std::unique_ptr<Trainer> singleTrainer(const MlpLayout& layout, OptimizerKind ki
   config.batch_size = 8;
   params->resize(layout.paramCount());
   initParameters(layout, 7, params->data());
-  return Trainer::create(config, layout, nullptr, params->data());
+  return Trainer::create(config, std::make_unique<MlpModel>(layout, 8), nullptr, params->data());
 }
 
 // A few steps so that the optimizer state is not all zeros.
 void train(Trainer& trainer, int steps) {
   std::vector<float> inputs(8 * 784);
   std::vector<int32_t> labels(8);
+  Rows rows;
+  rows.features = inputs.data();
+  rows.feature_width = 784;
+  rows.targets = labels.data();
+  rows.count = 8;
   for (int s = 0; s < steps; s++) {
     for (size_t i = 0; i < inputs.size(); i++) inputs[i] = float((i * 7 + size_t(s)) % 13) / 13.0f;
     for (size_t i = 0; i < labels.size(); i++) labels[i] = int32_t((i + size_t(s)) % 10);
-    trainer.step(inputs.data(), labels.data());
+    trainer.step(rows);
   }
 }
 

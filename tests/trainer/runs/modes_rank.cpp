@@ -1,6 +1,9 @@
 // One rank of the trainer's mode tests (test_modes.cpp starts W of them under ouro-run). Trains a
-// small MLP (784,48,30,10: W = 3 and 4 need padding) on synthetic, deterministic data with the
-// Trainer directly, in every configuration of the chosen suite, and writes what the test compares:
+// small model on synthetic, deterministic data with the Trainer directly, in every configuration of
+// the chosen suite, and writes what the test compares. --model mlp: an MLP (784,48,30,10: W = 3
+// and 4 need padding). --model gpt: a tiny GPT (2 blocks, 2 heads, 16 channels, 8 positions:
+// embeddings, blocks and ln_f as units, the head tied to wte), trained as ouro-train trains it:
+// AdamW with decay on matrices only, a warm-up and cosine schedule, and clipping that clips.
 //   --suite equality  after K steps, rank 0 writes the gathered fp32 parameters of each run to
 //                     OUT/<mode>-<precision>-<optimizer>-acc<N>.bin, plus OUT/init.bin; the single
 //                     runs (W * B samples per step, rank 0 only) go to OUT/single-....bin; every
@@ -22,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "model/gpt.hpp"
 #include "model/mlp.hpp"
+#include "model/mlp_model.hpp"
 #include "ouro/ouro.hpp"
 #include "parallel/trainer.hpp"
 
@@ -43,18 +48,76 @@ uint64_t mix(uint64_t x) {  // splitmix64
   return x ^ (x >> 31);
 }
 
-// Sample s: pixels in [0, 1), the label a function of the first pixels (something to learn).
-void makeSample(int64_t s, float* pixels, int32_t* label) {
-  for (int p = 0; p < 784; p++) pixels[p] = float(mix(uint64_t(s) * 1000003u + uint64_t(p)) >> 40) / float(1 << 24);
-  *label = int32_t(int(pixels[0] * 5) + int(pixels[1] * 2)) % 10;
-}
+const GptConfig kGpt{2, 2, 16, 8, kGptByteVocab};
+// Low enough that every step of the GPT runs clips (the norm is checked to exceed it).
+constexpr double kGptClip = 0.05;
 
-void makeBatch(int64_t first, int count, std::vector<float>& inputs, std::vector<int32_t>& labels, size_t at) {
-  for (int b = 0; b < count; b++)
-    makeSample(first + b, inputs.data() + (at + size_t(b)) * 784, &labels[at + size_t(b)]);
-}
+// What the suites train: the model and its synthetic data.
+struct Workload {
+  bool gpt = false;
+
+  std::unique_ptr<Model> makeModel(int rows) const {
+    if (gpt) return std::make_unique<Gpt>(GptLayout(kGpt), rows);
+    return std::make_unique<MlpModel>(MlpLayout(kWidths), rows);
+  }
+  size_t paramCount() const { return gpt ? GptLayout(kGpt).paramCount() : MlpLayout(kWidths).paramCount(); }
+  std::vector<float> init() const {
+    std::vector<float> params(paramCount());
+    makeModel(1)->initParameters(7, params.data());
+    return params;
+  }
+};
+
+// Room for `rows` rows of either model's data.
+struct RowBuffers {
+  std::vector<float> features;
+  std::vector<int32_t> tokens, targets;
+  Rows rows;
+
+  RowBuffers(const Workload& w, int count) {
+    rows.count = count;
+    if (w.gpt) {
+      tokens.resize(size_t(count) * size_t(kGpt.block_size));
+      targets.resize(tokens.size());
+      rows.tokens = tokens.data();
+      rows.seq = kGpt.block_size;
+    } else {
+      features.resize(size_t(count) * 784);
+      targets.resize(size_t(count));
+      rows.features = features.data();
+      rows.feature_width = 784;
+    }
+    rows.targets = targets.data();
+  }
+
+  // Sample s into row `at`. MLP: pixels in [0, 1), the label a function of the first pixels.
+  // GPT: bytes that mostly count up from a random start (something to learn), the targets the
+  // next byte of each position.
+  void makeSample(const Workload& w, int64_t s, size_t at) {
+    if (!w.gpt) {
+      float* pixels = features.data() + at * 784;
+      for (int p = 0; p < 784; p++)
+        pixels[p] = float(mix(uint64_t(s) * 1000003u + uint64_t(p)) >> 40) / float(1 << 24);
+      targets[at] = int32_t(int(pixels[0] * 5) + int(pixels[1] * 2)) % 10;
+      return;
+    }
+    const size_t T = size_t(kGpt.block_size);
+    int32_t byte = int32_t(mix(uint64_t(s)) % 256);
+    for (size_t t = 0; t <= T; t++) {
+      const uint64_t noise = mix(uint64_t(s) * 7919u + t);
+      byte = noise % 5 == 0 ? int32_t(noise % 256) : (byte + 1) % 256;
+      if (t < T) tokens[at * T + t] = byte;
+      if (t > 0) targets[at * T + t - 1] = byte;
+    }
+  }
+
+  void makeBatch(const Workload& w, int64_t first, int count, size_t at) {
+    for (int b = 0; b < count; b++) makeSample(w, first + b, at + size_t(b));
+  }
+};
 
 struct RunSpec {
+  Workload work;
   Mode mode;
   Precision precision;
   OptimizerKind optimizer;
@@ -76,7 +139,7 @@ OptimizerConfig optimizerConfig(OptimizerKind kind) {
 }
 
 std::string label(const RunSpec& r) {
-  return std::string(modeName(r.mode)) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) + "-acc" +
+  return std::string(r.work.gpt ? "gpt-" : "") + modeName(r.mode) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) + "-acc" +
          std::to_string(r.accumulate);
 }
 
@@ -91,24 +154,43 @@ std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, i
   config.batch_size = batch;
   config.accumulate = spec.accumulate;
   config.bucket_mb = kBucketMb;
-  return Trainer::create(config, MlpLayout(kWidths), comm, init.data());
+  if (spec.work.gpt) {
+    // ouro-train's GPT settings: nanoGPT's schedule (2 warm-up steps, cosine to a tenth),
+    // decay on matrices only, betas 0.9, 0.95, and clipping (low, so that it clips).
+    config.optimizer.kind = OptimizerKind::kAdamW;
+    config.optimizer.lr = 3e-3;
+    config.optimizer.beta2 = 0.95;
+    config.optimizer.weight_decay = 0.1;
+    config.schedule = {3e-3, 3e-4, 2, kSteps, true};
+    config.grad_clip = kGptClip;
+    config.decay_matrices_only = true;
+    // Buckets: ln_f with block 1, block 0, the embeddings (fp32); blocks with ln_f, the
+    // embeddings (bf16).
+    config.bucket_mb = 0.01;
+  } else {
+    config.schedule = {config.optimizer.lr, config.optimizer.lr, 0, kSteps, false};
+  }
+  return Trainer::create(config, spec.work.makeModel(batch), comm, init.data());
 }
 
 // Steps first .. first + steps - 1; `world` and `rank` pick the data (single: world 1, W * B samples).
 void trainSteps(Trainer& trainer, const RunSpec& spec, int world, int rank, int batch, int first, int steps) {
   const int rows = batch * spec.accumulate;
-  std::vector<float> inputs(static_cast<size_t>(rows) * 784);
-  std::vector<int32_t> labels(static_cast<size_t>(rows));
+  RowBuffers data(spec.work, rows);
   for (int i = first; i < first + steps; i++) {
     for (int j = 0; j < spec.accumulate; j++)
-      makeBatch((int64_t(i) * spec.accumulate + j) * world * batch + int64_t(rank) * batch, batch, inputs, labels,
-                size_t(j) * size_t(batch));
-    const StepResult r = trainer.step(inputs.data(), labels.data());
+      data.makeBatch(spec.work, (int64_t(i) * spec.accumulate + j) * world * batch + int64_t(rank) * batch, batch,
+                     size_t(j) * size_t(batch));
+    const StepResult r = trainer.step(data.rows);
     if (r.samples != rows)
       fail(label(spec) + ": step reports " + std::to_string(r.samples) + " samples, not " + std::to_string(rows));
     if (!std::isfinite(r.loss_sum) || r.loss_sum <= 0) fail(label(spec) + ": loss sum " + std::to_string(r.loss_sum));
-    if (r.correct < 0 || r.correct > rows || r.comm_wait_seconds < 0 || r.seconds < r.comm_wait_seconds)
+    if (r.correct < 0 || r.correct > r.predictions || r.comm_wait_seconds < 0 || r.seconds < r.comm_wait_seconds)
       fail(label(spec) + ": implausible step result");
+    // The GPT's runs clip on every step: the test is about clipping that happens.
+    if (spec.work.gpt && !(r.grad_norm > kGptClip))
+      fail(label(spec) + ": gradient norm " + std::to_string(r.grad_norm) + " at step " + std::to_string(i) +
+           " does not exceed the clipping norm, so clipping is not tested");
   }
   if (trainer.optimizerSteps() != first + steps)
     fail(label(spec) + ": optimizerSteps() is not " + std::to_string(first + steps));
@@ -121,15 +203,15 @@ std::unique_ptr<Trainer> train(const RunSpec& spec, ouro::Communicator* comm, in
   return trainer;
 }
 
-// Loss and accuracy on 29 held-out samples: more than three of the Mlp's batches of 8, so
+// Loss and accuracy on 29 held-out samples: more than three of the model's batches of 8, so
 // evaluate() works in chunks. Written as the loss sum's bits (equal across modes, bit for bit).
-std::string evaluation(Trainer& trainer) {
+std::string evaluation(Trainer& trainer, const Workload& work) {
   constexpr int n = 29;
-  std::vector<float> inputs(size_t(n) * 784);
-  std::vector<int32_t> labels(n);
-  makeBatch(1000000, n, inputs, labels, 0);
-  const LossResult r = trainer.evaluate(inputs.data(), labels.data(), n);
-  if (!(r.loss_sum > 0) || r.correct < 0 || r.correct > n) fail("implausible evaluation");
+  RowBuffers data(work, n);
+  data.makeBatch(work, 1000000, n, 0);
+  const LossResult r = trainer.evaluate(data.rows);
+  if (!(r.loss_sum > 0) || r.correct < 0 || r.correct > n * data.rows.predictionsPerRow())
+    fail("implausible evaluation");
   uint64_t bits;
   std::memcpy(&bits, &r.loss_sum, 8);
   return std::to_string(bits) + " " + std::to_string(r.correct) + "\n";
@@ -147,37 +229,40 @@ void writeText(const std::string& path, const std::string& text) {
   if (!out) fail("cannot write " + path);
 }
 
-void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::vector<float>& init);
+void restoreRuns(const Workload& work, ouro::Communicator& comm, const std::string& out,
+                 const std::vector<float>& init);
 
-void equalitySuite(ouro::Communicator& comm, const std::string& out) {
+void equalitySuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
   const int world = comm.size(), rank = comm.rank();
-  const MlpLayout layout(kWidths);
-  std::vector<float> init(layout.paramCount());
-  initParameters(layout, 7, init.data());
+  const std::vector<float> init = work.init();
   if (rank == 0) writeFloats(out + "/init.bin", init);
   std::vector<RunSpec> runs;
+  const Mode modes[] = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
+  // The GPT trains with AdamW only (as ouro-train does); its SGD names stand for the same runs.
+  const std::vector<OptimizerKind> optimizers =
+      work.gpt ? std::vector<OptimizerKind>{OptimizerKind::kAdamW} : std::vector{OptimizerKind::kSgd, OptimizerKind::kAdamW};
   for (Precision p : {Precision::kFp32, Precision::kBf16})
-    for (OptimizerKind o : {OptimizerKind::kSgd, OptimizerKind::kAdamW})
-      for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) runs.push_back({m, p, o, 1});
-  for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) {
-    runs.push_back({m, Precision::kFp32, OptimizerKind::kSgd, 2});
-    runs.push_back({m, Precision::kBf16, OptimizerKind::kAdamW, 2});
+    for (OptimizerKind o : optimizers)
+      for (Mode m : modes) runs.push_back({work, m, p, o, 1});
+  for (Mode m : modes) {
+    runs.push_back({work, m, Precision::kFp32, optimizers.front(), 2});
+    runs.push_back({work, m, Precision::kBf16, OptimizerKind::kAdamW, 2});
   }
   for (const RunSpec& spec : runs) {
     auto trainer = train(spec, &comm, world, rank, kBatch, kSteps, init);
     const std::vector<float> params = trainer->gatherParameters();
-    if (params.size() != layout.paramCount()) fail(label(spec) + ": gatherParameters() size");
-    const std::string eval = evaluation(*trainer);  // collective in zero3: every rank
+    if (params.size() != work.paramCount()) fail(label(spec) + ": gatherParameters() size");
+    const std::string eval = evaluation(*trainer, work);  // collective in zero3: every rank
     if (rank == 0) {
       writeFloats(out + "/" + label(spec) + ".bin", params);
       writeText(out + "/" + label(spec) + ".eval", eval);
     }
   }
-  restoreRuns(comm, out, init);
+  restoreRuns(work, comm, out, init);
   // The same global batches in one process: W * B samples per step.
   if (rank == 0) {
-    for (OptimizerKind o : {OptimizerKind::kSgd, OptimizerKind::kAdamW}) {
-      const RunSpec spec{Mode::kSingle, Precision::kFp32, o, 1};
+    for (OptimizerKind o : optimizers) {
+      const RunSpec spec{work, Mode::kSingle, Precision::kFp32, o, 1};
       auto trainer = train(spec, nullptr, 1, 0, kBatch * world, kSteps, init);
       writeFloats(out + "/" + label(spec) + ".bin", trainer->gatherParameters());
     }
@@ -192,6 +277,7 @@ struct Whole {
 };
 
 Whole exportWhole(Trainer& trainer, ouro::Communicator& comm, const std::string& prefix) {
+  const size_t total = trainer.model().paramCount();
   const std::vector<OwnedRange> ranges = trainer.ownedRanges();
   const std::vector<float> params = trainer.ownedParameters();
   const std::vector<StateTensor> state = trainer.ownedOptimizerState();
@@ -206,7 +292,6 @@ Whole exportWhole(Trainer& trainer, ouro::Communicator& comm, const std::string&
     if (!file) fail("cannot write " + prefix);
   }
   comm.barrier();
-  const size_t total = MlpLayout(kWidths).paramCount();
   Whole whole;
   whole.params.assign(total, 0.0f);
   for (const StateTensor& t : state) whole.state.push_back({t.name, std::vector<float>(total, 0.0f)});
@@ -250,14 +335,17 @@ bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
 // Train 5 steps in mode A, move everything through owned pieces into a fresh trainer in mode B
 // (another layout of shards), and train 5 more in both: B must equal A, and both the
 // uninterrupted 10-step run (compared by the test: OUT/restore-A-to-B-....bin).
-void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::vector<float>& init) {
+void restoreRuns(const Workload& work, ouro::Communicator& comm, const std::string& out,
+                 const std::vector<float>& init) {
   const int world = comm.size(), rank = comm.rank();
   const Mode modes[] = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
   const std::vector<float> zeros(init.size(), 0.0f);
+  const OptimizerKind fp32_optimizer = work.gpt ? OptimizerKind::kAdamW : OptimizerKind::kSgd;
   for (auto [precision, optimizer] :
-       {std::pair{Precision::kFp32, OptimizerKind::kSgd}, std::pair{Precision::kBf16, OptimizerKind::kAdamW}}) {
+       {std::pair{Precision::kFp32, fp32_optimizer}, std::pair{Precision::kBf16, OptimizerKind::kAdamW}}) {
     for (int m = 0; m < 4; m++) {
-      const RunSpec a_spec{modes[m], precision, optimizer, 1}, b_spec{modes[(m + 1) % 4], precision, optimizer, 1};
+      const RunSpec a_spec{work, modes[m], precision, optimizer, 1},
+          b_spec{work, modes[(m + 1) % 4], precision, optimizer, 1};
       const std::string what = "restore " + label(a_spec) + " into " + modeName(b_spec.mode);
       auto a = train(a_spec, &comm, world, rank, kBatch, kSteps / 2, init);
       const Whole saved = exportWhole(*a, comm, out + "/owned-");
@@ -276,23 +364,21 @@ void restoreRuns(ouro::Communicator& comm, const std::string& out, const std::ve
       const std::vector<float> final_a = a->gatherParameters(), final_b = b->gatherParameters();
       if (!sameBits(final_a, final_b)) fail(what + ": parameters differ after 5 more steps");
       if (rank == 0)
-        writeFloats(out + "/restore-" + modeName(a_spec.mode) + "-to-" + modeName(b_spec.mode) + "-" +
+        writeFloats(out + "/restore-" + (work.gpt ? "gpt-" : "") + modeName(a_spec.mode) + "-to-" + modeName(b_spec.mode) + "-" +
                         precisionName(precision) + "-" + optimizerName(optimizer) + ".bin",
                     final_b);
     }
   }
 }
 
-void memorySuite(ouro::Communicator& comm, const std::string& out) {
-  const MlpLayout layout(kWidths);
-  std::vector<float> init(layout.paramCount());
-  initParameters(layout, 7, init.data());
+void memorySuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
+  const std::vector<float> init = work.init();
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3}) {
-      const RunSpec spec{m, p, OptimizerKind::kAdamW, 1};
+      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1};
       auto trainer = train(spec, &comm, comm.size(), comm.rank(), kBatch, 1, init);
       const MemoryAccount a = trainer->memory();
-      std::ofstream file(out + "/memory-" + modeName(m) + "-" + precisionName(p) + "-rank" +
+      std::ofstream file(out + "/memory-" + (work.gpt ? "gpt-" : "") + modeName(m) + "-" + precisionName(p) + "-rank" +
                          std::to_string(comm.rank()) + ".txt");
       file << a.params << " " << a.grads << " " << a.optimizer << " " << a.buffers << " " << a.activations << "\n";
       if (!file) fail("cannot write the memory report into " + out);
@@ -303,23 +389,25 @@ void memorySuite(ouro::Communicator& comm, const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string suite, out;
+  std::string suite, out, model = "mlp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--suite") suite = argv[i + 1];
     else if (flag == "--out") out = argv[i + 1];
+    else if (flag == "--model") model = argv[i + 1];
   }
-  if (out.empty() || (suite != "equality" && suite != "memory")) {
-    std::cerr << "usage: modes_rank --suite equality|memory --out DIR (under ouro-run -n W)\n";
+  if (out.empty() || (suite != "equality" && suite != "memory") || (model != "mlp" && model != "gpt")) {
+    std::cerr << "usage: modes_rank --suite equality|memory --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
     return 2;
   }
+  const Workload work{model == "gpt"};
   int rank = -1;
   try {
     setBlasThreads(1);
     ouro::Communicator comm = ouro::Communicator::fromEnv();
     rank = comm.rank();
-    if (suite == "equality") equalitySuite(comm, out);
-    else memorySuite(comm, out);
+    if (suite == "equality") equalitySuite(work, comm, out);
+    else memorySuite(work, comm, out);
     comm.barrier();
   } catch (const std::exception& e) {
     std::cerr << "modes_rank (rank " << rank << "): " << e.what() << "\n";

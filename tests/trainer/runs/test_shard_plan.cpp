@@ -3,9 +3,17 @@
 #include <catch2/catch.hpp>
 #include <numeric>
 
+#include "model/mlp_model.hpp"
 #include "parallel/shard_plan.hpp"
 
 using namespace ouro::trainer;
+
+namespace {
+
+// The MLP's units (one per Linear layer), as the modes get them from the model.
+std::vector<ParamUnit> mlpUnits(const std::vector<int>& widths) { return MlpModel(MlpLayout(widths), 1).units(); }
+
+}  // namespace
 
 TEST_CASE("padded sizes and rank blocks tile the range") {
   CHECK(paddedSize(0, 3) == 0);
@@ -41,30 +49,30 @@ TEST_CASE("padded sizes and rank blocks tile the range") {
 }
 
 TEST_CASE("buckets follow PyTorch's rule in whole layers, last layers first") {
-  const MlpLayout small({784, 48, 30, 10});  // layers of 37680, 1470 and 310 parameters
+  const std::vector<ParamUnit> small = mlpUnits({784, 48, 30, 10});  // layers of 37680, 1470 and 310 parameters
   // 0.001 MiB = 1048.576 bytes: fp32 layer 2 (1240 B) fills a bucket alone; bf16 layer 2 (620 B)
   // needs layer 1 too.
-  CHECK(planBuckets(small, 4, 0.001) == std::vector<LayerRange>{{2, 2}, {1, 1}, {0, 0}});
-  CHECK(planBuckets(small, 2, 0.001) == std::vector<LayerRange>{{1, 2}, {0, 0}});
+  CHECK(planBuckets(small, 4, 0.001) == std::vector<UnitRange>{{2, 2}, {1, 1}, {0, 0}});
+  CHECK(planBuckets(small, 2, 0.001) == std::vector<UnitRange>{{1, 2}, {0, 0}});
   // The default 25 MiB: everything fits the first 1 MiB bucket's rule (it closes at layer 0).
-  CHECK(planBuckets(small, 4, 25) == std::vector<LayerRange>{{0, 2}});
+  CHECK(planBuckets(small, 4, 25) == std::vector<UnitRange>{{0, 2}});
 
   // 784,512,256,10 fp32: layer 2 10280 B + layer 1 525312 B < 1 MiB, + layer 0 1.6 MB closes it.
-  const MlpLayout wide({784, 512, 256, 10});
-  CHECK(planBuckets(wide, 4, 25) == std::vector<LayerRange>{{0, 2}});
+  const std::vector<ParamUnit> wide = mlpUnits({784, 512, 256, 10});
+  CHECK(planBuckets(wide, 4, 25) == std::vector<UnitRange>{{0, 2}});
   // With 0.5 MiB: the first limit is 0.5 MiB too: layers 2+1 reach it, layer 0 alone.
-  CHECK(planBuckets(wide, 4, 0.5) == std::vector<LayerRange>{{1, 2}, {0, 0}});
+  CHECK(planBuckets(wide, 4, 0.5) == std::vector<UnitRange>{{1, 2}, {0, 0}});
   // First bucket 1 MiB, then 1.5 MiB each.
-  const MlpLayout deep({784, 512, 512, 512, 10});  // 401920, 262656, 262656, 5130 parameters
+  const std::vector<ParamUnit> deep = mlpUnits({784, 512, 512, 512, 10});  // 401920, 262656, 262656, 5130 parameters
   // 4 bytes: 20520 + 1050624 >= 1 MiB -> {2,3}; 1050624 < 1.5 MiB, + 1607680 -> {0,1}.
-  CHECK(planBuckets(deep, 4, 1.5) == std::vector<LayerRange>{{2, 3}, {0, 1}});
+  CHECK(planBuckets(deep, 4, 1.5) == std::vector<UnitRange>{{2, 3}, {0, 1}});
   CHECK_THROWS_WITH(planBuckets(small, 4, 0), Catch::Contains("--bucket-mb"));
   CHECK_THROWS_WITH(planBuckets(small, 4, -1), Catch::Contains("above 0"));
 }
 
 TEST_CASE("shard plans: padded layout, owned shards, ranges") {
-  const MlpLayout layout({784, 48, 30, 10});
-  const size_t P = layout.paramCount();
+  const std::vector<ParamUnit> layout = mlpUnits({784, 48, 30, 10});
+  const size_t P = layout.back().offset + layout.back().count;
   REQUIRE(P == 39460);
 
   SECTION("one group (ZeRO-1) over 3 ranks") {
@@ -80,20 +88,20 @@ TEST_CASE("shard plans: padded layout, owned shards, ranges") {
       REQUIRE(ranges.size() == 1);
       CHECK(ranges[0].offset == size_t(r) * 13154);
       owned += plan.ownedTotal();
-      for (int k = 0; k < 3; k++) CHECK(plan.paddedLayerOffset(k) == layout.layerOffset(k));
+      for (int k = 0; k < 3; k++) CHECK(plan.paddedUnitOffset(k) == layout[size_t(k)].offset);
     }
     CHECK(owned == P);
   }
 
   SECTION("one group per layer (ZeRO-3) over 4 ranks") {
     // Layers 37680 (blocks 9420), 1470 (368, padded 1472), 310 (78, padded 312).
-    const ShardPlan plan(layout, eachLayer(layout), 4, 3);
+    const ShardPlan plan(layout, eachUnit(layout), 4, 3);
     REQUIRE(plan.groups().size() == 3);
     CHECK(plan.paddedTotal() == 37680 + 1472 + 312);
     CHECK(plan.blockTotal() == 9420 + 368 + 78);
     CHECK(plan.maxPadded() == 37680);
-    CHECK(plan.paddedLayerOffset(1) == 37680);
-    CHECK(plan.paddedLayerOffset(2) == 37680 + 1472);
+    CHECK(plan.paddedUnitOffset(1) == 37680);
+    CHECK(plan.paddedUnitOffset(2) == 37680 + 1472);
     CHECK(plan.groups()[1].owned == 1470 - 3 * 368);  // 366
     CHECK(plan.groups()[2].owned == 310 - 3 * 78);    // 76
     CHECK(plan.ownedTotal() == 9420 + 366 + 76);
@@ -102,20 +110,20 @@ TEST_CASE("shard plans: padded layout, owned shards, ranges") {
     CHECK(plan.maxOwned() == 9420);
     const auto ranges = plan.ownedRanges();
     REQUIRE(ranges.size() == 3);
-    CHECK(ranges[1].offset == layout.layerOffset(1) + 3 * 368);
+    CHECK(ranges[1].offset == layout[1].offset + 3 * 368);
     CHECK(ranges[1].count == 366);
-    CHECK(plan.groupIndexOfLayer(2) == 2);
+    CHECK(plan.groupIndexOfUnit(2) == 2);
   }
 
   SECTION("bucket groups (ZeRO-2) are sorted into flat order") {
     const ShardPlan plan(layout, planBuckets(layout, 2, 0.001), 3, 0);  // {1,2}, {0}
     REQUIRE(plan.groups().size() == 2);
-    CHECK(plan.groups()[0].layers == LayerRange{0, 0});
-    CHECK(plan.groups()[1].layers == LayerRange{1, 2});
+    CHECK(plan.groups()[0].units == UnitRange{0, 0});
+    CHECK(plan.groups()[1].units == UnitRange{1, 2});
     CHECK(plan.groups()[1].count == 1780);
     CHECK(plan.groups()[1].padded == 1782);
-    CHECK(plan.paddedLayerOffset(2) == 37680 + 1470);
-    CHECK(&plan.groupOfLayer(2) == &plan.groups()[1]);
+    CHECK(plan.paddedUnitOffset(2) == 37680 + 1470);
+    CHECK(&plan.groupOfUnit(2) == &plan.groups()[1]);
   }
 
   SECTION("a replicated plan (ddp: buckets over one rank) owns one range, the model") {
@@ -130,15 +138,15 @@ TEST_CASE("shard plans: padded layout, owned shards, ranges") {
   }
 
   SECTION("a rank that owns nothing of a group") {
-    const MlpLayout tiny({784, 1, 1});  // layer 1: 2 parameters
-    const ShardPlan plan(tiny, eachLayer(tiny), 4, 3);
+    const std::vector<ParamUnit> tiny = mlpUnits({784, 1, 1});  // layer 1: 2 parameters
+    const ShardPlan plan(tiny, eachUnit(tiny), 4, 3);
     CHECK(plan.groups()[1].owned == 0);
     CHECK(plan.ownedRanges().size() == 1);
   }
 
   SECTION("bad groups and ranks are refused") {
-    CHECK_THROWS_WITH(ShardPlan(layout, {{0, 0}, {2, 2}}, 2, 0), Catch::Contains("layer 1 was expected"));
-    CHECK_THROWS_WITH(ShardPlan(layout, {{0, 1}}, 2, 0), Catch::Contains("has 3 layers"));
+    CHECK_THROWS_WITH(ShardPlan(layout, {{0, 0}, {2, 2}}, 2, 0), Catch::Contains("unit 1 was expected"));
+    CHECK_THROWS_WITH(ShardPlan(layout, {{0, 1}}, 2, 0), Catch::Contains("has 3 units"));
     CHECK_THROWS_WITH(ShardPlan(layout, {{0, 1}, {1, 2}}, 2, 0), Catch::Contains("once each"));
     CHECK_THROWS_WITH(ShardPlan(layout, wholeModel(layout), 2, 2), Catch::Contains("rank 2 of world 2"));
   }
