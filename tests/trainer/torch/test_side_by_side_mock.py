@@ -33,7 +33,15 @@ with open(os.environ["MOCK_LOG"], "a") as log:
 if mode == os.environ.get("MOCK_FAIL"):
     print(f"mock ouro-train: failing --mode {mode} on purpose", file=sys.stderr)
     sys.exit(3)
-if rank == "0":
+if rank == "0" and "--model" in args and flag("--model") == "gpt":
+    speed = {"ddp": 100.0, "zero1": 90.0, "zero2": 80.0, "zero3": 70.0}[mode]
+    report = {"val_loss": 2.5, "final_loss": 2.4, "train_loss": 2.75, "steps": int(flag("--steps")),
+              "samples_per_s": speed, "tokens_per_s": speed * int(flag("--block-size")), "comm_fraction": 0.125,
+              "train_seconds": 3.0, "world_size": int(os.environ["WORLD_SIZE"]), "mode": mode, "model": "gpt"}
+    if mode == os.environ.get("MOCK_BAD_JSON"):
+        del report["tokens_per_s"]
+    json.dump(report, open(flag("--json"), "w"))
+elif rank == "0":
     speed = {"ddp": 3000.0, "zero1": 2900.0, "zero2": 2800.0, "zero3": 2000.0}[mode]
     report = {"samples_per_s": speed, "test_accuracy": 0.8125, "steps": 468, "final_loss": 0.5,
               "train_seconds": 20.0, "world_size": int(os.environ["WORLD_SIZE"]), "mode": mode}
@@ -137,6 +145,53 @@ def check_runs(script, folder):
     check(result.returncode == 2 and "--modes: unknown bogus" in result.stderr, f"bad --modes: {result.stderr}")
 
 
+def check_gpt(sbs, script, folder):
+    """--model gpt: the GPT's flags reach ouro-train, its report is read, and the table gives
+    tokens/s, the model's FLOP/s against the sgemm rate measured in the run, and the loss."""
+    check(sbs.gpt_flops_per_token(2, 64, 32) == 6 * (256 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64) + 12 * 2 * 32 * 64,
+          "FLOPs per token: 6 N (N without wpe) + 12 L T C")
+    open(os.path.join(folder, "log.jsonl"), "w").close()
+    report = os.path.join(folder, "gpt.json")
+    gpt_flags = ["--model", "gpt", "--n-layer", "2", "--n-head", "2", "--n-embd", "64", "--block-size", "32",
+                 "--steps", "5", "--threads", "1", "--sgemm-seconds", "0.05", "--torch-backends", "",
+                 "--json", report]
+    result = run_script(script, folder, gpt_flags)
+    check(result.returncode == 0, f"GPT mock run exit status {result.returncode}: {result.stderr[-500:]}")
+    saved = json.load(open(report)) if os.path.exists(report) else {"rows": [{}]}
+    row = saved["rows"][0]
+    check(row.get("mode") == "ddp" and len(saved["rows"]) == 1, f"GPT modes default to ddp: {saved['rows']}")
+    check(row.get("tokens_per_s") == 3200.0, f"tokens/s = samples/s * T: {row.get('tokens_per_s')}")
+    flops = saved.get("flops_per_token")
+    check(flops == sbs.gpt_flops_per_token(2, 64, 32), f"JSON flops_per_token {flops}")
+    try:
+        import numpy  # noqa: F401  (the sgemm reference's BLAS)
+        check((saved.get("sgemm_gflops") or 0) > 0 and set(saved.get("sgemm_runs", {})) == {"before", "after"},
+              f"sgemm measured before and after: {saved.get('sgemm_gflops')} {saved.get('sgemm_runs')}")
+    except ImportError:
+        print("numpy not importable: the sgemm reference is not checked")
+    if flops and saved.get("sgemm_gflops"):
+        share = 3200.0 * flops / (saved["sgemm_gflops"] * 1e9)
+        check(abs(row.get("of_sgemm", 0) - share) < 1e-12, f"share of sgemm {row.get('of_sgemm')} != {share}")
+        line = next((l for l in result.stdout.splitlines() if l.startswith("| ouro-train | ddp | 3200 | n/a |")), "")
+        check(line.endswith(f"| {100 * share:.0f}% | 2.7500 | 12.5% |"), f"GPT row: {line!r} in\n{result.stdout}")
+    calls = [json.loads(line) for line in open(os.path.join(folder, "log.jsonl"))]
+    check(len(calls) == 2, f"one mode x 2 ranks started, got {len(calls)}")
+    argv = calls[0]["argv"] if calls else []
+    for flag, value in (("--model", "gpt"), ("--n-layer", "2"), ("--n-head", "2"), ("--n-embd", "64"),
+                        ("--block-size", "32"), ("--batch-size", "16"), ("--steps", "5"), ("--optimizer", "adamw"),
+                        ("--lr", "0.001"), ("--min-lr", "0.0001"), ("--weight-decay", "0.1"),
+                        ("--betas", "0.9,0.95"), ("--grad-clip", "1.0"), ("--warmup-steps", "20"),
+                        ("--threads", "1"), ("--sample", "0")):
+        check(flag in argv and argv[argv.index(flag) + 1] == value, f"GPT ouro-train got {flag} {value}: {argv}")
+    check("--layers" not in argv and "--data" not in argv, f"no MLP flags for the GPT: {argv}")
+
+    result = run_script(script, folder, gpt_flags[:-2] + ["--sgemm-seconds", "0"], {"MOCK_BAD_JSON": "ddp"})
+    check(result.returncode == 1 and "lacks tokens_per_s" in result.stderr,
+          f"a GPT report without tokens_per_s is named: {result.returncode} {result.stderr[-500:]}")
+    result = run_script(script, folder, ["--model", "gpt", "--n-embd", "65", "--n-head", "2"])
+    check(result.returncode == 2 and "multiple of --n-head" in result.stderr, f"bad GPT shape: {result.stderr}")
+
+
 def check_torch_backends(sbs):
     try:
         import torch  # noqa: F401
@@ -161,6 +216,7 @@ def main(argv):
     check_torch_backends(sbs)
     with tempfile.TemporaryDirectory(prefix="ouro-side-by-side-mock-") as folder:
         check_runs(argv[0], folder)
+        check_gpt(sbs, argv[0], folder)
     print(f"{'FAIL' if failures else 'ok'}: side_by_side.py mock checks ({len(failures)} failed)")
     return 1 if failures else 0
 
