@@ -15,6 +15,14 @@ int parseCount(const std::string& flag, const std::string& value, int min) {
   return v;
 }
 
+double parseSeconds(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(s >= 0))
+    throw std::invalid_argument(flag + " needs a number of seconds >= 0, got '" + v + "'");
+  return s;
+}
+
 }  // namespace
 
 std::string usage() {
@@ -23,7 +31,8 @@ std::string usage() {
          "OURO_INIT and a fresh OURO_TOKEN set (RANK, WORLD_SIZE, LOCAL_RANK too, as torchrun does).\n"
          "\n"
          "  -n, -np, --nproc-per-node N  ranks on this host (default 1)\n"
-         "  --nnodes M                   hosts in the job (default 1); start one ouro-run per host\n"
+         "  --nnodes M | MIN:MAX         hosts in the job (default 1); start one ouro-run per host. MIN:MAX:\n"
+         "                               elastic, a round starts with MIN..MAX hosts (docs/ELASTIC.md)\n"
          "  --node-rank K                this host's index in 0..M-1 (default 0)\n"
          "  --master HOST:PORT           where node 0's ouro-run serves the rendezvous store\n"
          "                               (needed with --nnodes > 1; every node gives the same one,\n"
@@ -32,11 +41,19 @@ std::string usage() {
          "  --bind-to auto|core|none     pin rank i to the i-th CPU ouro-run may use: 'auto' does so when\n"
          "                               the ranks fit the CPUs (default), 'core' always, 'none' never\n"
          "  --kill-timeout S             seconds ranks get after SIGTERM before SIGKILL (default 3)\n"
+         "  --max-restarts N             when a rank fails (or a host is lost), stop the job and start it\n"
+         "                               again in a new rendezvous round, up to N times (default 0)\n"
+         "  --rdzv-timeout S             a round waits this long for MIN hosts (default 300)\n"
+         "  --rdzv-last-call S           once MIN hosts joined, a round waits this long more for MAX (default 30)\n"
+         "  --node-timeout S             a host's ouro-run silent this long counts as lost (default 15)\n"
+         "  --rank-failure stop|continue stop: a failed rank stops the job (default); continue: it is\n"
+         "                               reported and the others run on; exit 0 if the rest end with 0\n"
          "  -h, --help                   this text\n"
          "  --version                    print the version\n"
          "\n"
          "When a rank exits non-zero or dies by a signal, the others are stopped and ouro-run exits\n"
-         "non-zero, naming the rank. SIGINT and SIGTERM stop ouro-run at once at every stage\n"
+         "non-zero, naming the rank (with --max-restarts, the job starts again: OURO_RESTART_COUNT and\n"
+         "TORCHELASTIC_RESTART_COUNT tell the ranks which round they are in). SIGINT and SIGTERM stop ouro-run at once at every stage\n"
          "(connecting, waiting for the other nodes, running, teardown): running ranks get the signal,\n"
          "SIGKILL after --kill-timeout; ouro-run exits 128+signal and says where it was. A second\n"
          "signal kills at once (docs/LAUNCHER.md).\n";
@@ -67,7 +84,29 @@ Options parseOptions(const std::vector<std::string>& args) {
     if (flag == "-n" || flag == "-np" || flag == "--nproc-per-node" || flag == "--nproc_per_node") {
       o.nproc_per_node = parseCount(flag, val(), 1);
     } else if (flag == "--nnodes") {
-      o.nnodes = parseCount(flag, val(), 1);
+      std::string v = val();
+      size_t colon = v.find(':');
+      if (colon == std::string::npos) {
+        o.nnodes = o.nnodes_min = parseCount(flag, v, 1);
+      } else {
+        o.nnodes_min = parseCount(flag + " MIN", v.substr(0, colon), 1);
+        o.nnodes = parseCount(flag + " MAX", v.substr(colon + 1), 1);
+        if (o.nnodes < o.nnodes_min)
+          throw std::invalid_argument("--nnodes MIN:MAX needs MIN <= MAX, got '" + v + "'");
+      }
+    } else if (flag == "--max-restarts" || flag == "--max_restarts") {
+      o.max_restarts = parseCount(flag, val(), 0);
+    } else if (flag == "--rdzv-timeout" || flag == "--rdzv_timeout") {
+      o.rdzv_timeout_s = parseSeconds(flag, val());
+    } else if (flag == "--rdzv-last-call") {
+      o.rdzv_last_call_s = parseSeconds(flag, val());
+    } else if (flag == "--node-timeout") {
+      o.node_timeout_s = parseSeconds(flag, val());
+      if (o.node_timeout_s < 0.5) throw std::invalid_argument("--node-timeout needs at least 0.5 s");
+    } else if (flag == "--rank-failure") {
+      o.rank_failure = val();
+      if (o.rank_failure != "stop" && o.rank_failure != "continue")
+        throw std::invalid_argument("--rank-failure needs stop or continue, got '" + o.rank_failure + "'");
     } else if (flag == "--node-rank" || flag == "--node_rank") {
       o.node_rank = parseCount(flag, val(), 0);
     } else if (flag == "--master") {
@@ -87,11 +126,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       if (o.bind_to != "auto" && o.bind_to != "core" && o.bind_to != "none")
         throw std::invalid_argument("--bind-to needs auto, core or none, got '" + o.bind_to + "'");
     } else if (flag == "--kill-timeout") {
-      std::string v = val();
-      char* end = nullptr;
-      o.kill_timeout_s = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || o.kill_timeout_s < 0)
-        throw std::invalid_argument("--kill-timeout needs a number of seconds >= 0, got '" + v + "'");
+      o.kill_timeout_s = parseSeconds(flag, val());
     } else if (flag == "-h" || flag == "--help") {
       o.show_help = true;
       return o;

@@ -42,8 +42,11 @@ std::string sigName(int sig) { return StopSignals::name(sig); }
 
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status)) {
+    const char* abbrev = sigabbrev_np(WTERMSIG(status));
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           (abbrev ? "SIG" + std::string(abbrev) + ", " : std::string()) + strsignal(WTERMSIG(status)) + ")";
+  }
   return "stopped with wait status " + std::to_string(status);
 }
 
@@ -69,6 +72,13 @@ Supervisor::~Supervisor() {
       if (fd >= 0) ::close(fd);
     delete c;
   }
+}
+
+std::vector<pid_t> Supervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const Child* c : children_)
+    if (c->pid > 0) out.push_back(c->pid);
+  return out;
 }
 
 void Supervisor::start(const std::vector<RankSpec>& ranks) {
@@ -170,7 +180,9 @@ void Supervisor::onStopSignal(int sig, JobOutcome* outcome) {
     // Asked again while the ranks are being stopped: the user does not want to wait.
     std::fprintf(stderr, "ouro-run: %s again while stopping %d local rank%s; killing them now (SIGKILL)\n",
                  name.c_str(), alive, alive == 1 ? "" : "s");
-    // The exit status stays what started the stopping (the first signal, or the failed rank).
+    // The exit status stays what started the stopping (the first signal, or the failed rank);
+    // after a failure, the signal still says: no restart.
+    if (!outcome->interrupted_by && !outcome->late_signal) outcome->late_signal = sig;
     signalAll(SIGKILL);
     kill_at_ns_ = monotonicNs() + 1000000000LL;
     return;
@@ -224,6 +236,18 @@ void Supervisor::reap(JobOutcome* outcome, const std::function<void(const std::s
       if (c->pid != pid || !c->alive) continue;
       c->alive = false;
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (!failed) succeeded_++;
+      if (failed && continue_on_failure_ && !stopping_) {
+        std::string what = "rank " + std::to_string(c->rank) + " (pid " + std::to_string(pid) + ") " + describeStatus(status);
+        int others = 0;
+        for (Child* o : children_) others += o->alive;
+        std::fprintf(stderr, "ouro-run: %s; the other %d local rank%s keep%s running (--rank-failure continue)\n",
+                     what.c_str(), others, others == 1 ? "" : "s", others == 1 ? "s" : "");
+        outcome->tolerated.push_back(what);
+        if (outcome->exit_code == 0 && outcome->failure.empty())
+          outcome->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        continue;
+      }
       if (failed && outcome->failure.empty() && !stopping_) {
         outcome->failure = "rank " + std::to_string(c->rank) + " (pid " + std::to_string(pid) + ") " +
                            describeStatus(status);
@@ -297,6 +321,15 @@ JobOutcome Supervisor::wait(const std::function<std::optional<std::string>()>& p
         outcome.exit_code = 1;
         beginStopping(SIGTERM);
       }
+    }
+  }
+  // --rank-failure continue: the failures seen only count when no rank ended well.
+  if (continue_on_failure_ && outcome.failure.empty() && !outcome.tolerated.empty()) {
+    if (succeeded_ > 0) {
+      outcome.exit_code = 0;
+    } else {
+      outcome.failure = "every local rank failed: " + outcome.tolerated.front();
+      // exit_code: the first failure's, set when it was reported
     }
   }
   return outcome;

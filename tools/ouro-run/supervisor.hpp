@@ -25,6 +25,11 @@ struct JobOutcome {
   int exit_code = 0;      // what ouro-run should exit with
   std::string failure;    // "" on success, else the line naming the rank and its status
   int interrupted_by = 0; // the stop signal (SIGINT, SIGTERM, ...) that ended the job, if any
+  // A stop signal that came while the ranks were already being stopped after a failure: the job
+  // must not be restarted (ouro-run exits 128 + it).
+  int late_signal = 0;
+  // --rank-failure continue: the failures reported while the others ran on.
+  std::vector<std::string> tolerated;
 };
 
 class Supervisor {
@@ -32,6 +37,11 @@ class Supervisor {
   // signal_fd: StopSignals::fd() (not owned). place names this node in messages ("" when the job
   // has one node, else e.g. "node rank 1 of 3").
   Supervisor(bool tag_output, double kill_timeout_s, int signal_fd, std::string place);
+  // --rank-failure continue: a failed rank is reported and the others keep running; the job
+  // succeeds (exit_code 0) when at least one rank ended with 0 and no other failure stopped it.
+  void setContinueOnFailure(bool on) { continue_on_failure_ = on; }
+  // The pids of the ranks started (alive or not), for cleaning what they left in /dev/shm.
+  std::vector<pid_t> pids() const;
   ~Supervisor();
 
   void start(const std::vector<RankSpec>& ranks);
@@ -58,6 +68,8 @@ class Supervisor {
   std::string place_;
   std::vector<Child*> children_;
   bool stopping_ = false;
+  bool continue_on_failure_ = false;
+  int succeeded_ = 0;
   long long kill_at_ns_ = 0;
 };
 
