@@ -55,6 +55,18 @@ void CommOps::allReduceSumInt64(int64_t* buf, size_t count, const std::string& w
   });
 }
 
+void CommOps::allReduceSumDouble(double* buf, size_t count, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroAllReduce(buf, buf, count, ouroFloat64, ouroSum, comm_->handle(), s), comm_->handle());
+  });
+}
+
+void CommOps::allReduceMaxFloat(float* buf, size_t count, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroAllReduce(buf, buf, count, ouroFloat32, ouroMax, comm_->handle(), s), comm_->handle());
+  });
+}
+
 void CommOps::reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async,
                                       const std::string& what) {
   run(async, what, [&](ouroStream_t s) {

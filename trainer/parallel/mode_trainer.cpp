@@ -54,6 +54,16 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
     master_.assign(plan_.ownedTotal(), 0.0f);
     grads_fp32_.assign(plan_.maxOwned(), 0.0f);
   }
+  if (config.virtual_ranks > 0) {
+    const int V = config.virtual_ranks, W = comm_.world();
+    slice_ = virtualSlice(V, W, comm_.rank());
+    // ZeRO-3 gathers units inside every forward and backward: every rank makes as many passes as
+    // the rank with the most micro-batches, repeating its last one (the same bits again) when it
+    // has fewer, so that the gathers pair up.
+    passes_ = config.mode == Mode::kZero3 ? (V + W - 1) / W : slice_.count;
+    fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count);
+    virtual_grads_.assign(plan_.ownedTotal(), 0.0f);
+  }
   if (!mode_->startsFromRankZero()) {
     setParameters(initial_params);
     return;
@@ -78,18 +88,23 @@ void ModeTrainer::setParameters(const float* params) {
 }
 
 StepResult ModeTrainer::step(const Rows& data) {
-  const int64_t rows = int64_t(config_.batch_size) * config_.accumulate;
+  const int64_t rows = int64_t(config_.batch_size) * (fixed_ ? slice_.count : config_.accumulate);
   if (data.count != rows)
     throw std::invalid_argument("Trainer::step: " + std::to_string(data.count) + " rows given, a step takes " +
                                 std::to_string(rows) + " (batch size " + std::to_string(config_.batch_size) +
                                 " x " + std::to_string(config_.accumulate) + " micro-batches)");
   Stopwatch watch;
   StepResult result;
-  for (int j = 0; j < config_.accumulate; j++) {
-    forwardMicroBatch(data, j, result);
-    backwardMicroBatch(j);
+  if (fixed_) {
+    virtualRanksGradients(data, result);
+  } else {
+    for (int j = 0; j < config_.accumulate; j++) {
+      forwardMicroBatch(data, j, result);
+      backwardMicroBatch(j);
+    }
+    mode_->finishGradients();
+    result.predictions = rows * data.predictionsPerRow();
   }
-  mode_->finishGradients();
   // The learning rate of step i (from 0): steps_ updates are done.
   result.lr = learningRate(config_.schedule, steps_);
   float grad_scale = 1.0f;
@@ -100,10 +115,39 @@ StepResult ModeTrainer::step(const Rows& data) {
   optimizerStep(result.lr, grad_scale);
   mode_->afterOptimizerStep();
   result.samples = int(rows);
-  result.predictions = rows * data.predictionsPerRow();
   result.comm_wait_seconds = comm_.takeWaitSeconds();
   result.seconds = watch.seconds();
   return result;
+}
+
+void ModeTrainer::virtualRanksGradients(const Rows& data, StepResult& result) {
+  const int V = config_.virtual_ranks, B = config_.batch_size;
+  // Per virtual rank: its loss sum and right predictions, in place v; the others' stay 0, so the
+  // all-reduce adds zeros to each (exact in any order) and every rank sums them in v order.
+  std::vector<double> per_virtual(2 * size_t(V), 0.0);
+  for (int p = 0; p < passes_; p++) {
+    const int j = std::min(p, slice_.count - 1);
+    compute_.setBatch(data.slice(int64_t(j) * B, B));
+    forwardAll();
+    const LossResult loss = compute_.loss(1.0f);
+    if (p == j) {
+      per_virtual[2 * size_t(slice_.first + j)] = loss.loss_sum;
+      per_virtual[2 * size_t(slice_.first + j) + 1] = double(loss.correct);
+    }
+    PrecisionArray& grads = fixed_->microBatch(j);
+    for (int k = int(units_.size()) - 1; k >= 0; k--)
+      compute_.backward(k, unitPointers(k, k - 1), grads.at(units_[size_t(k)].offset), false);
+  }
+  fixed_->reduce(comm_);
+  for (const ShardGroup& g : plan_.groups())
+    fixed_->mean(g.ownedRange(plan_.rank()).offset, g.owned, virtual_grads_.data() + g.owned_offset);
+  comm_.allReduceSumDouble(per_virtual.data(), per_virtual.size(), "the step's loss per virtual rank");
+  if (comm_.rank() != 0) return;  // rank 0 reports the step's totals
+  for (int v = 0; v < V; v++) {
+    result.loss_sum += per_virtual[2 * size_t(v)];
+    result.correct += int64_t(per_virtual[2 * size_t(v) + 1]);
+  }
+  result.predictions = int64_t(V) * B * data.predictionsPerRow();
 }
 
 std::span<const void* const> ModeTrainer::unitPointers(int u, int next) {
@@ -152,7 +196,8 @@ double ModeTrainer::gradientNorm() {
   for (size_t g = 0; g < plan_.groups().size(); g++) {
     const size_t owned = plan_.groups()[g].owned;
     if (owned == 0) continue;
-    if (bf16_) squares.addBf16(static_cast<const uint16_t*>(mode_->reducedGrads(g)), owned);
+    if (fixed_) squares.add(virtual_grads_.data() + plan_.groups()[g].owned_offset, owned);
+    else if (bf16_) squares.addBf16(static_cast<const uint16_t*>(mode_->reducedGrads(g)), owned);
     else squares.add(static_cast<const float*>(mode_->reducedGrads(g)), owned);
   }
   // Sharded: each rank holds a piece. The limbs are integers, so the sum over the ranks is exact
@@ -164,20 +209,27 @@ double ModeTrainer::gradientNorm() {
   return squares.norm2();
 }
 
+const float* ModeTrainer::ownedGradsFp32(size_t g) {
+  const ShardGroup& group = plan_.groups()[g];
+  if (fixed_) return virtual_grads_.data() + group.owned_offset;
+  if (!bf16_) return static_cast<const float*>(mode_->reducedGrads(g));
+  fromBf16(grads_fp32_.data(), static_cast<const uint16_t*>(mode_->reducedGrads(g)), group.owned);
+  return grads_fp32_.data();
+}
+
 void ModeTrainer::optimizerStep(double lr, float grad_scale) {
   steps_++;
   for (size_t g = 0; g < plan_.groups().size(); g++) {
     const ShardGroup& group = plan_.groups()[g];
     if (group.owned == 0) continue;
     void* compute_params = mode_->ownedComputeParams(g);
+    const float* grads = ownedGradsFp32(g);
     if (!bf16_) {
-      optimizers_[g].step(static_cast<float*>(compute_params), static_cast<const float*>(mode_->reducedGrads(g)),
-                          steps_, lr, grad_scale);
+      optimizers_[g].step(static_cast<float*>(compute_params), grads, steps_, lr, grad_scale);
       continue;
     }
     float* master = master_.data() + group.owned_offset;
-    fromBf16(grads_fp32_.data(), static_cast<const uint16_t*>(mode_->reducedGrads(g)), group.owned);
-    optimizers_[g].step(master, grads_fp32_.data(), steps_, lr, grad_scale);
+    optimizers_[g].step(master, grads, steps_, lr, grad_scale);
     toBf16(static_cast<uint16_t*>(compute_params), master, group.owned);
   }
 }
@@ -192,6 +244,8 @@ MemoryAccount ModeTrainer::memory() const {
   // The scratch every mode has (bf16): the unit compute's fp32 units and one group's gradients
   // widened to fp32 for the optimizer.
   m.buffers = compute_.scratchBytes() + grads_fp32_.size() * sizeof(float) + mode.comm_buffers;
+  // Virtual ranks: the micro-batches' gradients, the fixed-point sum and the mean's owned shard.
+  if (fixed_) m.buffers += fixed_->bytes() + virtual_grads_.size() * sizeof(float);
   m.activations = compute_.activationBytes();
   return m;
 }

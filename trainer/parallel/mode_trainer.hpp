@@ -18,6 +18,7 @@
 
 #include "model/optimizer.hpp"
 #include "parallel/comm_ops.hpp"
+#include "parallel/fixed_point_gradients.hpp"
 #include "parallel/mode_hooks.hpp"
 #include "parallel/shard_plan.hpp"
 #include "parallel/trainer.hpp"
@@ -62,9 +63,16 @@ class ModeTrainer final : public Trainer {
   void forwardMicroBatch(const Rows& data, int j, StepResult& result);
   // Backward of micro-batch j, the last unit first, with the mode's group hooks around it.
   void backwardMicroBatch(int j);
+  // The step with virtual ranks: each local micro-batch's gradient kept, then summed in fixed
+  // point over every rank (fixed_point_gradients.hpp) into virtual_grads_; the loss summed in
+  // micro-batch order.
+  void virtualRanksGradients(const Rows& data, StepResult& result);
   // The 2-norm of the averaged gradient (every group's owned piece; summed exactly over the ranks
   // when they are sharded).
   double gradientNorm();
+  // Group g's owned piece of the averaged gradient in fp32: virtual_grads_, or the mode's reduced
+  // gradients (widened into grads_fp32_ in bf16).
+  const float* ownedGradsFp32(size_t g);
   // The optimizer update of every group, from the mode's reduced gradients times grad_scale (fp32)
   // at learning rate lr: master (bf16) or compute params (fp32) updated; bf16 compute params then
   // rounded from the master. Counts one step.
@@ -84,6 +92,11 @@ class ModeTrainer final : public Trainer {
   std::vector<float> grads_fp32_;      // one group's reduced gradients, widened (bf16) or scaled
                                        // (fp32, clipping on)
   std::vector<const void*> params_;    // unitPointers()' storage
+  // Virtual ranks only (config_.virtual_ranks > 0).
+  VirtualSlice slice_;                          // this rank's micro-batches
+  int passes_ = 0;                              // forward/backward passes per step (see the .cpp)
+  std::unique_ptr<FixedPointGradients> fixed_;  // the micro-batches' gradients and their sum
+  std::vector<float> virtual_grads_;            // the owned shard of the mean gradient, fp32
   int64_t steps_ = 0;
   std::vector<std::vector<float>> exported_state_;  // ownedOptimizerState()'s storage
 };

@@ -36,6 +36,16 @@ Precision parsePrecision(const std::string& name) {
 
 const char* precisionName(Precision precision) { return precision == Precision::kBf16 ? "bf16" : "fp32"; }
 
+VirtualSlice virtualSlice(int virtual_ranks, int world, int rank) {
+  if (virtual_ranks < 1 || world < 1 || world > virtual_ranks || rank < 0 || rank >= world)
+    throw std::invalid_argument("virtual ranks: " + std::to_string(virtual_ranks) + " virtual ranks over " +
+                                std::to_string(world) + " ranks (rank " + std::to_string(rank) +
+                                "): the world size must be between 1 and --virtual-ranks");
+  const int64_t v = virtual_ranks;
+  const int first = int(v * rank / world), end = int(v * (rank + 1) / world);
+  return {first, end - first};
+}
+
 ModelBatch Rows::slice(int64_t first, int n) const {
   if (first < 0 || n < 0 || first + n > count)
     throw std::invalid_argument("Rows::slice: rows " + std::to_string(first) + " .. " + std::to_string(first + n) +
@@ -64,6 +74,18 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, std::uniqu
   if (model->maxRows() < config.batch_size)
     throw std::invalid_argument(what + ": the model was sized for " + std::to_string(model->maxRows()) +
                                 " rows, the batch size is " + std::to_string(config.batch_size));
+  if (config.virtual_ranks < 0)
+    throw std::invalid_argument(what + ": virtual ranks " + std::to_string(config.virtual_ranks) + " is negative");
+  if (config.virtual_ranks > 0) {
+    const int world = config.mode == Mode::kSingle || !comm ? 1 : comm->size();
+    if (config.accumulate != 1)
+      throw std::invalid_argument(what + ": --virtual-ranks sets the global batch (V micro-batches of the batch "
+                                  "size): leave --accumulate at 1");
+    if (world > config.virtual_ranks)
+      throw std::invalid_argument(what + ": " + std::to_string(world) + " ranks but --virtual-ranks " +
+                                  std::to_string(config.virtual_ranks) + ": run on at most " +
+                                  std::to_string(config.virtual_ranks) + " ranks, or raise --virtual-ranks");
+  }
   if (config.grad_clip < 0)
     throw std::invalid_argument(what + ": gradient clipping norm " + std::to_string(config.grad_clip) +
                                 " is negative (--grad-clip; 0 turns clipping off)");

@@ -53,7 +53,20 @@ struct TrainerConfig {
   // Weight decay only on tensors of two or more dimensions (matrices, embeddings), none on biases
   // and LayerNorm weights: nanoGPT's two AdamW parameter groups. false: on every tensor.
   bool decay_matrices_only = false;
+  // V > 0: the step's global batch is V micro-batches of batch_size, micro-batch v being what rank
+  // v of V would take; this rank computes virtualSlice(V, W, rank) of them, and the gradients are
+  // summed in fixed point (fixed_point_gradients.hpp), so the weights' bits depend on neither W
+  // (1 .. V) nor the assignment. accumulate must be 1. 0: V = W, the default path.
+  int virtual_ranks = 0;
 };
+
+// The virtual ranks (micro-batches) rank `rank` of `world` computes: [first, first + count), a
+// contiguous split, uneven when world does not divide V.
+struct VirtualSlice {
+  int first = 0;
+  int count = 0;
+};
+VirtualSlice virtualSlice(int virtual_ranks, int world, int rank);
 
 // Rows of training or evaluation data: a step's accumulate * batch_size rows (micro-batch j is
 // rows [j * batch_size, (j + 1) * batch_size)) or an evaluation's. MLP: `features` rows of
@@ -87,6 +100,8 @@ struct MemoryAccount {
   size_t activations = 0;  // forward/backward activations (not in the paper's formulas)
 };
 
+// With virtual ranks, the loss and prediction counts are the whole step's, on rank 0 (0 elsewhere):
+// summed in micro-batch order, so they do not depend on W either.
 struct StepResult {
   double loss_sum = 0;  // this rank's summed cross-entropy over its predictions of the step
   int64_t correct = 0;  // this rank's right predictions of the step (argmax = target)
@@ -115,7 +130,8 @@ class Trainer {
 
   // The model being trained (names, units, parameter count).
   virtual const Model& model() const = 0;
-  // One optimizer step over `accumulate` micro-batches: data holds accumulate * batch_size rows.
+  // One optimizer step over `accumulate` micro-batches: data holds accumulate * batch_size rows
+  // (with virtual ranks: virtualSlice(...).count * batch_size, the slice's micro-batches in order).
   virtual StepResult step(const Rows& data) = 0;
   // Loss sum and right predictions over data.count rows with the current parameters, in chunks of
   // the model's maxRows(). Collective in ZeRO-3 (it gathers unit by unit): every rank must call

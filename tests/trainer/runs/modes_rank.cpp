@@ -11,6 +11,11 @@
 //                     another from owned pieces, 5 more: OUT/restore-<A>-to-<B>-<precision>-<opt>.bin.
 //   --suite memory    after one step, every rank writes OUT/memory-<mode>-<precision>-rank<R>.txt:
 //                     "params grads optimizer buffers activations" in bytes (AdamW).
+//   --suite virtual   with 12 virtual ranks (TrainerConfig::virtual_ranks), every mode (single at
+//                     W = 1) and both precisions train 4 steps; rank 0 writes the parameters to
+//                     OUT/virtual-<mode>-<precision>.bin and the steps' loss sums' bits to
+//                     OUT/virtual-<mode>-<precision>.loss: the test requires the same files at
+//                     every W.
 // Synthetic data keep the test fast and independent of the Fashion-MNIST package. Rank r's
 // micro-batch j of step i is samples ((i * N + j) * W + r) * B ..+B, so W ranks of B samples and
 // one process of W * B samples see the same global batch.
@@ -122,6 +127,7 @@ struct RunSpec {
   Precision precision;
   OptimizerKind optimizer;
   int accumulate = 1;
+  int virtual_ranks = 0;
 };
 
 OptimizerConfig optimizerConfig(OptimizerKind kind) {
@@ -170,6 +176,7 @@ std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, i
   } else {
     config.schedule = {config.optimizer.lr, config.optimizer.lr, 0, kSteps, false};
   }
+  config.virtual_ranks = spec.virtual_ranks;
   return Trainer::create(config, spec.work.makeModel(batch), comm, init.data());
 }
 
@@ -371,6 +378,40 @@ void restoreRuns(const Workload& work, ouro::Communicator& comm, const std::stri
   }
 }
 
+// 12 virtual ranks of 2 samples: rank r computes micro-batches virtualSlice(12, W, r), micro-batch v
+// of step i being samples (i * 12 + v) * 2 ..+2 whoever computes it.
+void virtualSuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
+  constexpr int kVirtual = 12, kMicro = 2, kVirtualSteps = 4;
+  const std::vector<float> init = work.init();
+  const int world = comm.size(), rank = comm.rank();
+  const VirtualSlice slice = virtualSlice(kVirtual, world, rank);
+  std::vector<Mode> modes = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
+  if (world == 1) modes.insert(modes.begin(), Mode::kSingle);
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    for (Mode m : modes) {
+      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1, kVirtual};
+      auto trainer = create(spec, m == Mode::kSingle ? nullptr : &comm, kMicro, init);
+      RowBuffers data(work, slice.count * kMicro);
+      std::string losses;
+      for (int i = 0; i < kVirtualSteps; i++) {
+        for (int j = 0; j < slice.count; j++)
+          data.makeBatch(work, (int64_t(i) * kVirtual + slice.first + j) * kMicro, kMicro, size_t(j) * kMicro);
+        const StepResult r = trainer->step(data.rows);
+        uint64_t bits;
+        std::memcpy(&bits, &r.loss_sum, 8);
+        losses += std::to_string(bits) + " " + std::to_string(r.correct) + " " + std::to_string(r.predictions) + "\n";
+        if (work.gpt && !(r.grad_norm > kGptClip)) fail(label(spec) + ": no clipping at step " + std::to_string(i));
+      }
+      const std::vector<float> params = trainer->gatherParameters();
+      if (rank == 0) {
+        const std::string name = out + "/virtual-" + modeName(m) + "-" + precisionName(p);
+        writeFloats(name + ".bin", params);
+        writeText(name + ".loss", losses);
+      }
+    }
+  }
+}
+
 void memorySuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
   const std::vector<float> init = work.init();
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
@@ -396,8 +437,9 @@ int main(int argc, char** argv) {
     else if (flag == "--out") out = argv[i + 1];
     else if (flag == "--model") model = argv[i + 1];
   }
-  if (out.empty() || (suite != "equality" && suite != "memory") || (model != "mlp" && model != "gpt")) {
-    std::cerr << "usage: modes_rank --suite equality|memory --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
+  if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual") ||
+      (model != "mlp" && model != "gpt")) {
+    std::cerr << "usage: modes_rank --suite equality|memory|virtual --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
     return 2;
   }
   const Workload work{model == "gpt"};
@@ -407,6 +449,7 @@ int main(int argc, char** argv) {
     ouro::Communicator comm = ouro::Communicator::fromEnv();
     rank = comm.rank();
     if (suite == "equality") equalitySuite(work, comm, out);
+    else if (suite == "virtual") virtualSuite(work, comm, out);
     else memorySuite(work, comm, out);
     comm.barrier();
   } catch (const std::exception& e) {

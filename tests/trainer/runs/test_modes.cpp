@@ -279,6 +279,35 @@ void checkSingle(const Shape& shape) {
 
 }  // namespace
 
+// With 12 virtual ranks, every mode at every world size (1 .. 6, 5 uneven) ends with the same bits
+// and reports the same losses as single at W = 1; the runs moved the weights.
+void checkVirtual(const Shape& shape) {
+  std::map<std::string, std::pair<std::vector<float>, std::string>> reference;
+  for (int world : {1, 2, 3, 4, 5, 6}) {
+    test::TempDir dir;
+    runRanks(world, "virtual", dir.path(), shape.model);
+    for (const char* precision : {"fp32", "bf16"}) {
+      for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3"}) {
+        if (world > 1 && std::string(mode) == "single") continue;
+        const std::string name = std::string("virtual-") + mode + "-" + precision;
+        const std::vector<float> params = readFloats(dir.path() + "/" + name + ".bin");
+        const std::string losses = readText(dir.path() + "/" + name + ".loss");
+        REQUIRE(params.size() == shape.params());
+        auto& ref = reference[precision];
+        if (ref.first.empty()) {
+          ref = {params, losses};  // single at W = 1
+          continue;
+        }
+        INFO(shape.model << ", W = " << world << ", " << mode << ", " << precision
+                         << " against single at W = 1: first differing parameter (-1: none)");
+        CHECK(firstDifference(params, ref.first) == -1);
+        CHECK(losses == ref.second);
+      }
+    }
+  }
+  CHECK(firstDifference(reference["fp32"].first, reference["bf16"].first) >= 0);
+}
+
 TEST_CASE("ddp, zero1, zero2 and zero3 end with bit-identical parameters", "[equality]") {
   SECTION("2 ranks") { checkEquality(2, kMlp); }
   SECTION("3 ranks (padding)") { checkEquality(3, kMlp); }
@@ -298,6 +327,11 @@ TEST_CASE("GPT: ddp, zero1, zero2 and zero3 end with bit-identical parameters", 
 
 TEST_CASE("GPT: single with W * B sequences matches ddp with W ranks of B", "[gpt][single]") {
   checkSingle(kGptShape);
+}
+
+TEST_CASE("12 virtual ranks: the same bits at W = 1 .. 6 in every mode", "[virtual]") {
+  SECTION("mlp") { checkVirtual(kMlp); }
+  SECTION("gpt") { checkVirtual(kGptShape); }
 }
 
 TEST_CASE("GPT: memory accounts follow the ZeRO formulas", "[gpt][memory]") {

@@ -1,0 +1,77 @@
+// Fixed-point gradient sums (see fixed_point_gradients.hpp).
+#include "parallel/fixed_point_gradients.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ouro::trainer {
+
+FixedPointGradients::FixedPointGradients(Precision precision, size_t count, int virtual_ranks, int local)
+    : count_(count), virtual_ranks_(virtual_ranks) {
+  if (virtual_ranks < 1 || local < 1)
+    throw std::invalid_argument("FixedPointGradients: " + std::to_string(virtual_ranks) + " virtual ranks, " +
+                                std::to_string(local) + " local micro-batches: both must be at least 1");
+  headroom_bits_ = 0;
+  while ((int64_t(1) << headroom_bits_) < virtual_ranks) headroom_bits_++;
+  for (int j = 0; j < local; j++) micro_.emplace_back(precision, count);
+  const size_t blocks = (count + kBlock - 1) / kBlock;
+  block_max_.assign(blocks, 0.0f);
+  shift_.assign(blocks, 0);
+  sum_.assign(count, 0);
+  scratch_.assign(count, 0.0f);
+}
+
+void FixedPointGradients::reduce(CommOps& comm) {
+  const size_t blocks = block_max_.size();
+  std::fill(block_max_.begin(), block_max_.end(), 0.0f);
+  for (PrecisionArray& g : micro_) {
+    g.load(0, scratch_.data(), count_);
+    for (size_t b = 0; b < blocks; b++) {
+      const size_t end = std::min(count_, (b + 1) * kBlock);
+      float m = block_max_[b];
+      for (size_t i = b * kBlock; i < end; i++) m = std::max(m, std::fabs(scratch_[i]));
+      block_max_[b] = m;
+    }
+  }
+  comm.allReduceMaxFloat(block_max_.data(), blocks, "the largest gradient of each block (fixed-point sum)");
+  for (size_t b = 0; b < blocks; b++) {
+    if (!std::isfinite(block_max_[b]))
+      throw std::runtime_error("fixed-point gradient sum: block " + std::to_string(b) + " (elements " +
+                               std::to_string(b * kBlock) + "..) holds a gradient that is not finite: the loss "
+                               "diverged; lower --lr");
+    int e = 0;
+    std::frexp(block_max_[b], &e);  // block_max < 2^e (0 gives e = 0)
+    shift_[b] = 62 - headroom_bits_ - e;
+  }
+  std::fill(sum_.begin(), sum_.end(), 0);
+  for (PrecisionArray& g : micro_) {
+    g.load(0, scratch_.data(), count_);
+    for (size_t b = 0; b < blocks; b++) {
+      const size_t end = std::min(count_, (b + 1) * kBlock);
+      const int shift = shift_[b];
+      for (size_t i = b * kBlock; i < end; i++)
+        sum_[i] += int64_t(std::nearbyint(std::ldexp(double(scratch_[i]), shift)));
+    }
+  }
+  comm.allReduceSumInt64(sum_.data(), sum_.size(), "the fixed-point sum of the gradients");
+}
+
+void FixedPointGradients::mean(size_t offset, size_t n, float* out) const {
+  if (offset + n > count_)
+    throw std::invalid_argument("FixedPointGradients::mean: elements " + std::to_string(offset) + ".." +
+                                std::to_string(offset + n) + " of " + std::to_string(count_));
+  const double v = double(virtual_ranks_);
+  for (size_t i = offset; i < offset + n; i++)
+    out[i - offset] = float(std::ldexp(double(sum_[i]), -shift_[i / kBlock]) / v);
+}
+
+size_t FixedPointGradients::bytes() const {
+  size_t total = sum_.size() * sizeof(int64_t) + (block_max_.size() + scratch_.size()) * sizeof(float) +
+                 shift_.size() * sizeof(int);
+  for (const PrecisionArray& g : micro_) total += g.bytes();
+  return total;
+}
+
+}  // namespace ouro::trainer
