@@ -40,6 +40,14 @@ double parseRealIn(const std::string& flag, const std::string& value, double lo,
   return v;
 }
 
+// A rate in the fewest digits that read back as it (0.001, 1e-07, 0.0010000001), not
+// std::to_string's fixed six decimals that print 1e-7 as 0.000000.
+std::string numberText(double v) {
+  char text[64];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return ec == std::errc() ? std::string(text, end) : std::to_string(v);
+}
+
 std::vector<std::string> splitCommas(const std::string& text) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -296,17 +304,28 @@ Options parseOptions(const std::vector<std::string>& args) {
     if (o.gpt.n_embd % o.gpt.n_head != 0)
       throw std::invalid_argument("--n-embd " + std::to_string(o.gpt.n_embd) + " is not a multiple of --n-head " +
                                   std::to_string(o.gpt.n_head) + ": each head gets n_embd / n_head channels");
+    // The library's bounds, said with the flag that sets each field ("GPT config: n_embd is 20000;
+    // the embedding width must be ..." becomes "--n-embd 20000: the embedding width must be ...").
     try {
       trainer::validateGptConfig(o.gpt);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("GPT shape: ") + e.what());
+      const std::string what = e.what();
+      for (const auto& [field, flag] : {std::pair{"n_layer", "--n-layer"}, std::pair{"n_head", "--n-head"},
+                                        std::pair{"n_embd", "--n-embd"}, std::pair{"block_size", "--block-size"}}) {
+        const std::string head = std::string("GPT config: ") + field + " is ";
+        const size_t semicolon = what.find("; ");
+        if (what.rfind(head, 0) == 0 && semicolon != std::string::npos)
+          throw std::invalid_argument(flag + (" " + what.substr(head.size(), semicolon - head.size())) + ":" +
+                                      what.substr(semicolon + 1));
+      }
+      throw std::invalid_argument("GPT shape: " + what);
     }
     o.cosine = true;
   }
   if (!o.min_lr) o.min_lr = o.optimizer.lr / 10;
   if (o.cosine && *o.min_lr > o.optimizer.lr)
-    throw std::invalid_argument("--min-lr " + std::to_string(*o.min_lr) + " is above --lr " +
-                                std::to_string(o.optimizer.lr) + ": the schedule decays from --lr down to --min-lr");
+    throw std::invalid_argument("--min-lr " + numberText(*o.min_lr) + " is above --lr " + numberText(o.optimizer.lr) +
+                                ": the schedule decays from --lr down to --min-lr; pass a --min-lr at most --lr");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint DIR (where to write them)");
   if (o.log_every == 0 && !o.metrics_path.empty())
