@@ -278,7 +278,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
                {"OURO_TOKEN", token},    {"RANK", r},                     {"WORLD_SIZE", w},
                {"LOCAL_RANK", l},        {"LOCAL_WORLD_SIZE", lw},        {"GROUP_RANK", std::to_string(group_rank)},
                {"GROUP_WORLD_SIZE", std::to_string(members.size())},
-               {"OURO_RESTART_COUNT", rc}, {"OURO_MAX_RESTARTS", mr},
+               {"OURO_RESTART_COUNT", rc},
                {"TORCHELASTIC_RESTART_COUNT", rc}, {"TORCHELASTIC_MAX_RESTARTS", mr}};
       specs.push_back(std::move(s));
     }
@@ -488,7 +488,9 @@ int main(int argc, char** argv) {
     s.env = {{"OURO_RANK", r},       {"OURO_WORLD_SIZE", w},        {"OURO_LOCAL_RANK", l},
              {"OURO_LOCAL_WORLD_SIZE", lw}, {"OURO_INIT", url},      {"OURO_STORE_HOSTED", "1"},
              {"OURO_TOKEN", token},  {"RANK", r},                   {"WORLD_SIZE", w},
-             {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)}};
+             {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
+             {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+             {"TORCHELASTIC_MAX_RESTARTS", "0"}};
     specs.push_back(std::move(s));
   }
 
