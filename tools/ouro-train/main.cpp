@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -84,6 +85,7 @@ class Run {
   std::optional<trainer::CheckpointState> resume_;
   std::string plot_terminal_;
   int64_t start_step_ = 0;
+  int64_t resume_step_ = -1;  // the checkpoint's step when this run resumed, else -1
   int64_t target_steps_ = 0;
 
   std::unique_ptr<trainer::Trainer> trainer_;
@@ -121,14 +123,21 @@ void Run::setUp() {
   task_->load();
   try {
     order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
-                                         o_.accumulate);
+                                         o_.accumulate, o_.virtual_ranks);
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
   }
-  if (!o_.resume_dir.empty()) {
-    resume_ = trainer::readCheckpoint(o_.resume_dir);
-    trainer::checkResumable(resume_->manifest, manifestNow(0), o_.resume_dir);
-    start_step_ = resume_->manifest.step;
+  // --resume auto: the newest complete checkpoint (DIR/latest is written last), or a fresh start.
+  std::string resume_dir = o_.resume_dir;
+  if (resume_dir == "auto") {
+    std::error_code ec;
+    resume_dir = std::filesystem::exists(o_.checkpoint_dir + "/latest", ec) ? o_.checkpoint_dir : "";
+    if (writer && resume_dir.empty()) say("ouro-train: --resume auto: no checkpoint in " + o_.checkpoint_dir + " yet, starting afresh");
+  }
+  if (!resume_dir.empty()) {
+    resume_ = trainer::readCheckpoint(resume_dir);
+    trainer::checkResumable(resume_->manifest, manifestNow(0), resume_dir);
+    start_step_ = resume_step_ = resume_->manifest.step;
   }
   target_steps_ = o_.steps ? *o_.steps : o_.epochs * order_->stepsPerEpoch();
   // Last, as it creates the folder: only once every input has been found good.
@@ -140,6 +149,7 @@ trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
   m.mode = o_.mode;
   m.precision = o_.precision;
   m.world_size = job_.world();
+  m.virtual_ranks = o_.virtual_ranks;
   m.model = task_->manifestModel();
   if (o_.model == ModelKind::kMlp) m.layers = o_.layers;
   m.optimizer = o_.optimizer;
@@ -198,12 +208,13 @@ void Run::execute() {
   config.schedule = {o_.optimizer.lr, *o_.min_lr, o_.warmup_steps, target_steps_, o_.cosine};
   config.grad_clip = o_.grad_clip;
   config.decay_matrices_only = o_.model == ModelKind::kGpt;
+  config.virtual_ranks = o_.virtual_ranks;
   trainer_ = trainer::Trainer::create(config, task_->makeModel(o_.batch_size), job_.comm(), initial_.data());
   if (resume_) {
     trainer_->restore(resume_->params, resume_->optimizer_state, resume_->manifest.step);
     int64_t epoch = 0, batch = 0;
-    DataOrder::resumePosition(resume_->manifest, job_.world(), o_.batch_size, o_.accumulate, order_->stepsPerEpoch(),
-                              &epoch, &batch);
+    DataOrder::resumePosition(resume_->manifest, o_.virtual_ranks > 0 ? o_.virtual_ranks : job_.world(),
+                              o_.batch_size, o_.accumulate, order_->stepsPerEpoch(), &epoch, &batch);
     order_->seek(epoch, batch);
     if (writer)
       say("ouro-train: resuming from " + resume_->path + " at step " + std::to_string(start_step_) + " (epoch " +
@@ -216,7 +227,10 @@ void Run::execute() {
     say("ouro-train: " + std::string(trainer::modeName(o_.mode)) + " on " + std::to_string(job_.world()) +
         " rank(s), " + task_->describe() + " (" + std::to_string(task_->shape().paramCount()) + " parameters), " +
         trainer::precisionName(o_.precision) + ", " + optimizerText(o_.optimizer) + "; batch " +
-        std::to_string(o_.batch_size) + " per rank x " + std::to_string(o_.accumulate) + " micro-batch(es), " +
+        (o_.virtual_ranks > 0 ? std::to_string(o_.virtual_ranks) + " virtual ranks x " + std::to_string(o_.batch_size) +
+                                    " (the same bits on any 1.." + std::to_string(o_.virtual_ranks) + " ranks), "
+                              : std::to_string(o_.batch_size) + " per rank x " + std::to_string(o_.accumulate) +
+                                    " micro-batch(es), ") +
         std::to_string(order_->stepsPerEpoch()) + " steps per epoch; training to step " + std::to_string(target_steps_));
     if (start_step_ > target_steps_)
       say("ouro-train: the checkpoint is at step " + std::to_string(start_step_) + ", past the " +
@@ -224,7 +238,11 @@ void Run::execute() {
     if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
 
-  const int64_t rows = int64_t(o_.batch_size) * o_.accumulate;
+  // A step's rows: accumulate micro-batches, or with virtual ranks this rank's slice of them.
+  const int64_t micro_batches = o_.virtual_ranks > 0
+                                    ? trainer::virtualSlice(o_.virtual_ranks, job_.world(), job_.rank()).count
+                                    : o_.accumulate;
+  const int64_t rows = int64_t(o_.batch_size) * micro_batches;
   task_->reserveRows(rows);
   const double run_start = seconds();
   int64_t step = start_step_;
@@ -375,7 +393,8 @@ void Run::writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t st
   report["optimizer"] = optimizer;
   report["seed"] = o_.seed;
   report["resumed_from_step"] =
-      o_.resume_dir.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(start_step_);
+      resume_step_ < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(resume_step_);
+  report["virtual_ranks"] = o_.virtual_ranks;
   trainer::writeFileAtomic(o_.json_path, report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 

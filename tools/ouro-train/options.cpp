@@ -124,7 +124,9 @@ std::string usage() {
          "  --save FILE.safetensors     write the final model there (torch's names and shapes)\n"
          "  --checkpoint DIR            write sharded checkpoints there (at the end, and every N steps\n"
          "  --checkpoint-every N        with this)\n"
-         "  --resume DIR                continue from DIR's latest checkpoint\n"
+         "  --resume DIR|auto           continue from DIR's latest checkpoint (auto: --checkpoint's, or\n"
+         "                              start afresh when it has none)\n"
+         "  --virtual-ranks V           global batch of V micro-batches; the same bits on any 1..V ranks\n"
          "  --log-every N               progress line every N steps, rank 0 (default 50; 0 = none)\n"
          "  --metrics FILE.csv          one row per progress line\n"
          "  --plot FILE.png             loss and accuracy curves (needs gnuplot)\n"
@@ -261,7 +263,9 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.checkpoint_every = parseWhole<int64_t>(flag, val(), 1);
     } else if (flag == "--resume") {
       o.resume_dir = val();
-      if (o.resume_dir.empty()) bad(flag, "a folder", o.resume_dir);
+      if (o.resume_dir.empty()) bad(flag, "a folder, or auto", o.resume_dir);
+    } else if (flag == "--virtual-ranks") {
+      o.virtual_ranks = parseWhole<int>(flag, val(), 1);
     } else if (flag == "--log-every") {
       o.log_every = parseWhole<int64_t>(flag, val(), 0);
     } else if (flag == "--metrics") {
@@ -326,6 +330,11 @@ Options parseOptions(const std::vector<std::string>& args) {
   if (o.cosine && *o.min_lr > o.optimizer.lr)
     throw std::invalid_argument("--min-lr " + numberText(*o.min_lr) + " is above --lr " + numberText(o.optimizer.lr) +
                                 ": the schedule decays from --lr down to --min-lr; pass a --min-lr at most --lr");
+  if (o.resume_dir == "auto" && o.checkpoint_dir.empty())
+    throw std::invalid_argument("--resume auto continues from --checkpoint DIR's newest checkpoint: pass --checkpoint");
+  if (o.virtual_ranks > 0 && o.accumulate != 1)
+    throw std::invalid_argument("--virtual-ranks sets the global batch (V micro-batches of --batch-size): leave "
+                                "--accumulate at 1");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint DIR (where to write them)");
   if (o.log_every == 0 && !o.metrics_path.empty())

@@ -52,7 +52,10 @@ struct Options {
   std::string save_path;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // 0: only at the end of the run
-  std::string resume_dir;
+  std::string resume_dir;  // "auto": --checkpoint's newest complete checkpoint, or a fresh start
+  // --virtual-ranks V: the global batch is V micro-batches of --batch-size, the weights' bits the
+  // same at every world size 1..V (trainer.hpp, TrainerConfig::virtual_ranks); 0: none.
+  int virtual_ranks = 0;
   int64_t log_every = 50;
   std::string metrics_path;
   std::string plot_path;

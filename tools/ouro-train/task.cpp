@@ -114,7 +114,9 @@ class GptTask final : public Task {
   // gathers in them), and the sums are over every window once.
   Evaluation evaluate(trainer::Trainer& trainer, Job& job) override {
     const trainer::TokenWindows windows = trainer::validationWindows(corpus_, o_.gpt.block_size);
-    const int64_t n = windows.count(), world = job.world(), each = n / world;
+    // With virtual ranks the figures must not depend on W: every rank evaluates every window (rank
+    // 0 counts them), the chunks and their sums the same at any world size.
+    const int64_t n = windows.count(), world = job.world(), each = o_.virtual_ranks > 0 ? 0 : n / world;
     double sums[2] = {0, 0};
     auto run = [&](int64_t first, int64_t count, bool counted) {
       if (count == 0) return;

@@ -154,6 +154,7 @@ std::string manifestToJson(const CheckpointManifest& m) {
   j["version"] = kVersion;
   j["mode"] = modeName(m.mode);
   j["world_size"] = m.world_size;
+  j["virtual_ranks"] = m.virtual_ranks;
   j["precision"] = precisionName(m.precision);
   j["model"] = m.model;
   j["layers"] = m.layers;
@@ -237,6 +238,14 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   const uint64_t world = top.whole("world_size");
   if (world < 1 || world > uint64_t(INT32_MAX)) throw std::runtime_error(where + ": world_size must be >= 1");
   m.world_size = int(world);
+  // Manifests from before virtual ranks have none.
+  if (doc.contains("virtual_ranks")) {
+    const uint64_t v = top.whole("virtual_ranks");
+    if (v > uint64_t(INT32_MAX) || (v > 0 && v < world))
+      throw std::runtime_error(where + ": virtual_ranks " + std::to_string(v) + " with world_size " +
+                               std::to_string(world) + " is not a run ouro-train makes; the manifest is damaged");
+    m.virtual_ranks = int(v);
+  }
   // Manifests from before the GPT have no "model": they hold an MLP.
   if (doc.contains("model")) m.model = top.string("model");
   if (m.model != "mlp" && m.model.rfind("gpt:", 0) != 0)
@@ -418,6 +427,11 @@ void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& n
   if (saved.layers != now.layers)
     throw std::runtime_error(head + "holds the model --layers " + layersText(saved.layers) + ", this run asks for " +
                              layersText(now.layers) + ": pass --layers " + layersText(saved.layers));
+  if (saved.virtual_ranks != now.virtual_ranks)
+    throw std::runtime_error(head + "was trained with --virtual-ranks " + std::to_string(saved.virtual_ranks) +
+                             (saved.virtual_ranks == 0 ? " (none)" : "") + ", this run has " +
+                             std::to_string(now.virtual_ranks) + ": pass --virtual-ranks " +
+                             std::to_string(saved.virtual_ranks) + " (the virtual ranks fix the run's bits)");
   if (saved.mode != now.mode)
     throw std::runtime_error(head + "was written by --mode " + modeName(saved.mode) + ", this run is --mode " +
                              modeName(now.mode) + ": pass --mode " + modeName(saved.mode));

@@ -29,6 +29,7 @@ struct CheckpointManifest {
   Mode mode = Mode::kSingle;
   Precision precision = Precision::kFp32;
   int world_size = 1;
+  int virtual_ranks = 0;  // --virtual-ranks (0: none); a resume must keep it
   // "mlp" (then layers holds its widths, 784 ... 10) or the GPT's Model::describe()
   // ("gpt:n_layer=4,n_head=4,n_embd=128,block_size=128,vocab_size=256"; layers empty).
   std::string model = "mlp";
