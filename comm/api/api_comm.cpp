@@ -1,6 +1,7 @@
 // C API: creating, splitting, querying and destroying communicators.
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "comm/api/api_guard.hpp"
 #include "comm/api/handles.hpp"
@@ -106,6 +107,23 @@ ouroResult_t ouroCommSplit(ouroComm_t comm, int color, int key, ouroComm_t* newc
                color);
     auto child = c.split(color, key);
     if (child) *newcomm = wrapCommunicator(std::move(child));
+  });
+}
+
+ouroResult_t ouroCommShrink(ouroComm_t comm, int nexclude, const int* excluded_ranks, ouroComm_t* newcomm) {
+  return guard("ouroCommShrink", comm, [&] {
+    // Not requireUsable: a communicator that failed (a peer died, aborted or timed out) is what
+    // shrink is for. It takes no turn in the issue order either: it uses the store, not the links.
+    Communicator& c = requireCommunicator(comm, "ouroCommShrink");
+    requireArg(newcomm != nullptr, "rank %d: ouroCommShrink: newcomm is NULL", c.rank());
+    *newcomm = nullptr;
+    requireArg(nexclude >= 0 && nexclude <= c.size(),
+               "rank %d: ouroCommShrink: nexclude is %d; it must be 0..%d (the communicator's size)", c.rank(),
+               nexclude, c.size());
+    requireArg(nexclude == 0 || excluded_ranks != nullptr,
+               "rank %d: ouroCommShrink: excluded_ranks is NULL with nexclude %d", c.rank(), nexclude);
+    std::vector<int> excluded(excluded_ranks, excluded_ranks + nexclude);
+    *newcomm = wrapCommunicator(c.shrink(std::move(excluded)));
   });
 }
 

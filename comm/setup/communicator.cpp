@@ -52,7 +52,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   // Every rank publishes (color, key); ranks sharing a color form a new communicator ordered by
   // (key, old rank), bootstrapped under a prefix of its own in the same store.
   const std::string split_prefix = prefix_ + strprintf("split%d/", splits_++);
-  const Deadline deadline = Deadline::afterSeconds(timeout_s_ > 0 ? timeout_s_ : double(envInt("OURO_TIMEOUT_S")));
+  const Deadline deadline = setupDeadline();
   WireWriter w;
   w.i64(color);
   w.i64(key);
@@ -80,6 +80,10 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
                       "ouroCommSplit");
   if (timeout_s_ > 0) child->setTimeoutSeconds(timeout_s_);
   return child;
+}
+
+Deadline Communicator::setupDeadline() const {
+  return Deadline::afterSeconds(timeout_s_ > 0 ? timeout_s_ : double(envInt("OURO_TIMEOUT_S")));
 }
 
 void Communicator::setTimeoutSeconds(double seconds) {

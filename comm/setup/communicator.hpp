@@ -47,6 +47,12 @@ class Communicator {
   // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
   std::unique_ptr<Communicator> split(int color, int key);
 
+  // ouroCommShrink (NCCL's ncclCommShrink): a new communicator of this one's ranks less
+  // `excluded` (valid, distinct ranks), in the same order. Called by every remaining rank with the
+  // same list; agreed through the rendezvous store alone, so it works after this communicator
+  // failed (comm/setup/shrink.cpp has the protocol). This communicator is left as it is.
+  std::unique_ptr<Communicator> shrink(std::vector<int> excluded);
+
   // This communicator's limit on any wait, in seconds, instead of OURO_TIMEOUT_S (a caller's
   // timeout, as torch's init_process_group(timeout=)); communicators split from it inherit it.
   void setTimeoutSeconds(double seconds);
@@ -94,6 +100,8 @@ class Communicator {
  private:
   Communicator(std::shared_ptr<store::Store> store, std::string prefix, int rank, int nranks);
   void waitForTurn(uint64_t ticket);
+  // The limit on any one wait of this communicator's set-up calls (split, shrink), from now.
+  Deadline setupDeadline() const;
   void finishTurn(uint64_t next);
 
   std::shared_ptr<store::Store> store_;
@@ -102,6 +110,7 @@ class Communicator {
   int nranks_;
   Membership membership_;
   int splits_ = 0;  // how many ouroCommSplit calls this communicator has made (names their keys)
+  int shrinks_ = 0;  // how many ouroCommShrink calls this communicator has made (names their keys)
   double timeout_s_ = 0;  // this communicator's wait limit; 0: OURO_TIMEOUT_S
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<Planner> planner_;

@@ -81,6 +81,14 @@ ouroResult_t ouroCommInitFromEnv(ouroComm_t* comm);
 /* Collective over comm; color OURO_SPLIT_NOCOLOR gives *newcomm = NULL. Ranks of a new
  * communicator are ordered by key, then by rank in comm. */
 ouroResult_t ouroCommSplit(ouroComm_t comm, int color, int key, ouroComm_t* newcomm);
+/* NCCL's ncclCommShrink: a new communicator of comm's ranks less the nexclude ranks in
+ * excluded_ranks, ordered as in comm (new rank = old rank less the excluded ranks below it).
+ * Called by every remaining rank with the same list (in any order); usable after comm failed (a
+ * peer died, aborted or timed out): the ranks agree through the rendezvous store, never over
+ * comm's links. Different lists: ouroInvalidUsage on the callers, naming the lists; an excluded
+ * rank that calls it: ouroInvalidUsage saying it is excluded. comm is left as it was (destroy it).
+ * docs/API.md "Shrinking a communicator". */
+ouroResult_t ouroCommShrink(ouroComm_t comm, int nexclude, const int* excluded_ranks, ouroComm_t* newcomm);
 ouroResult_t ouroCommDestroy(ouroComm_t comm); /* waits for queued work, frees everything */
 ouroResult_t ouroCommAbort(ouroComm_t comm);   /* local and immediate; peers then fail with ouroRemoteError */
 ouroResult_t ouroCommCount(ouroComm_t comm, int* count);

@@ -123,6 +123,14 @@ class Communicator {
     check(ouroCommSplit(comm_, color, key, &c.comm_), comm_);
     return c;
   }
+  // ouroCommShrink: every remaining rank passes the same excluded ranks and gets the new
+  // communicator of the others, in the same order; works after this communicator failed, which
+  // is left as it was. An excluded rank that calls it gets an Exception (ouroInvalidUsage).
+  Communicator shrink(std::span<const int> excluded) const {
+    Communicator c;
+    check(ouroCommShrink(comm_, int(excluded.size()), excluded.data(), &c.comm_), comm_);
+    return c;
+  }
   // Local and immediate; peers then fail with ouroRemoteError.
   void abort() {
     if (comm_) check(ouroCommAbort(std::exchange(comm_, nullptr)));
