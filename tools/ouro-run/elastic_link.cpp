@@ -53,6 +53,14 @@ void ElasticLink::join(int round, int rank_store_port) {
   std::lock_guard lock(mu_);
   want_round_ = round;
   want_port_ = rank_store_port;
+  // At once, so the caller never reads the last round's kInRound as this one's.
+  if (state_.phase != Phase::kFailed) {
+    state_.phase = Phase::kJoining;
+    state_.round = round;
+    state_.joined = 0;
+    state_.round_failure.clear();
+    state_.done = 0;
+  }
   cv_.notify_all();
 }
 
@@ -298,10 +306,6 @@ void ElasticLink::run() {
           done += check(key(round, "done/" + std::to_string(members[i])));
         }
       }
-      if (watching_left) {
-        done = 0;
-        for (int n : watch_left) done += check("ouro-run/left/" + std::to_string(n));
-      }
       if (ok) {
         State now_state = state();
         if (now_state.round_failure != failure || now_state.done != done)
@@ -310,6 +314,11 @@ void ElasticLink::run() {
             s.done = done;
           });
       }
+    }
+    if (watching_left && ok) {
+      int left = 0;
+      for (int n : watch_left) left += check("ouro-run/left/" + std::to_string(n));
+      if (ok && state().left != left) setState([&](State& s) { s.left = left; });
     }
     if (!ok) break;
     setState([&](State& s) {

@@ -46,6 +46,7 @@ class ElasticLink {
     int rank_store_port = 0;    // kInRound: the round's rank store on node 0
     std::string round_failure;  // why the current round failed (any node's failure or a lost node)
     int done = 0;               // node 0: members other than node 0 whose ranks ended with 0
+    int left = 0;               // node 0, after watchLeft(): those nodes that saw the end
     std::string end;            // the job's verdict once set
     std::string error;          // kFailed
     long long last_ok_ns = 0;   // the last time node 0's store answered
@@ -65,7 +66,7 @@ class ElasticLink {
   void post(std::string key, std::string value);
   // Node 0: watch the members' heartbeats with this limit (0: don't).
   void setNodeTimeout(double s);
-  // Node 0: count the "left" markers of these nodes (state().done then counts those).
+  // Node 0: count the "left" markers of these nodes (in state().left).
   void watchLeft(std::vector<int> nodes);
   // Asks the thread to send what is queued and stop, waiting at most timeout_s.
   bool finish(double timeout_s);

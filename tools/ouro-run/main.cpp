@@ -186,7 +186,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         for (int i = 0; i < 30; i++) {
           int sig = signals.wait(link->notifyFd(), 100);
           if (sig) interrupted(sig, "while telling the other nodes that the job ended (" + place + ")", "the local ranks had exited");
-          if (link->state().done >= int(others.size())) break;
+          if (link->state().left >= int(others.size())) break;
         }
       } else {
         link->post("ouro-run/left/" + std::to_string(opt.node_rank), "1");
@@ -303,7 +303,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
           return lost;
         }
         if (!st.end.empty()) return "the job was ended: " + st.end;
-        if (!st.round_failure.empty()) return "round " + std::to_string(round) + " failed: " + st.round_failure;
+        if (!st.round_failure.empty()) return st.round_failure;
         return std::nullopt;
       };
       auto on_local_failure = [&](const std::string& what) {
