@@ -3,8 +3,9 @@
 # usage: elastic_rank.sh DIR MODE [INIT_PROBE]
 # Every start appends "rank R/W round C te=T max=M group=G pid=P" to DIR/starts, and the rank's
 # PID to DIR/pids (the tests check that none is left). MODE:
-#   kill1       round 0: rank 1 kills itself with SIGKILL, the others wait to be stopped;
-#               later rounds: every rank runs INIT_PROBE (a real ouro rendezvous) and exits 0
+#   kill1       round 0: rank 1 kills itself with SIGKILL 1 s in, the others start INIT_PROBE
+#               (their rendezvous records reach round 0's store; they wait there for rank 1
+#               until stopped); later rounds: every rank runs INIT_PROBE and exits 0
 #   killalways  rank 1 kills itself with SIGKILL in every round; the others wait
 #   exit3       rank 1 exits 3 at once; the others sleep 2 s, then exit 0
 #   wait        round 0: every rank waits (until stopped, 50 s at most) after touching
@@ -24,9 +25,8 @@ pause() {  # up to 50 s, in short sleeps so a SIGTERM is acted on at once
 case "$mode" in
   kill1)
     if ((round == 0)); then
-      if ((RANK == 1)); then sleep 0.3; kill -KILL $$; fi
-      pause
-      exit 0
+      if ((RANK == 1)); then sleep 1; kill -KILL $$; fi
+      exec "$probe"
     fi
     exec "$probe" ;;
   killalways)
