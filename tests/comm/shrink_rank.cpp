@@ -11,6 +11,8 @@
 //             excluding V and run every collective on the new communicator with exact results.
 //   mismatch  as dead, but the highest rank forgets V in its list: every caller gets
 //             ouroInvalidUsage naming both lists; then all retry with V and succeed.
+//   forgot    as dead, but every rank passes an empty list: ouroTimeout at OURO_TIMEOUT_S naming V
+//             (never a hang); then all retry excluding V and succeed.
 //   excluded  no failure: the others shrink excluding V while V (alive) calls shrink too, with a
 //             list naming itself (--variant self) or an empty one (--variant other), and gets
 //             ouroInvalidUsage saying it is excluded; then all ranks still use the parent.
@@ -235,6 +237,22 @@ int runMismatch(ouroComm_t comm, int n, int victim) {
   return 0;
 }
 
+int runForgot(ouroComm_t comm, int n, int victim) {
+  oneAllReduceThenVictimDies(comm, n, victim);
+  ouroComm_t out = nullptr;
+  const double t0 = nowS();
+  const ouroResult_t rc = ouroCommShrink(comm, 0, nullptr, &out);
+  const std::string msg = lastError(comm);
+  event("forgot-shrink", rc, nowS() - t0, msg);
+  expect(rc == ouroTimeout && out == nullptr, "shrink waiting for a dead rank gave %s", resultName(rc));
+  expect(contains(msg, "waiting for rank " + std::to_string(victim) + " to call ouroCommShrink"),
+         "the message must name the rank it waited for: '%s'", msg.c_str());
+  ouroComm_t child = shrinkOrDie(comm, {victim}, "shrink");
+  checkCollectives(child, without(n, {victim}), "after the shrink that excludes it");
+  destroyBoth(child, comm);
+  return 0;
+}
+
 int runExcluded(ouroComm_t comm, int n, int victim, const std::string& variant) {
   ouroComm_t child = nullptr;
   if (g_rank == victim) {
@@ -350,6 +368,7 @@ int main(int argc, char** argv) {
     must(ouroCommInitRank(&comm, n, g_rank, init), "ouroCommInitRank", nullptr);
     if (scenario == "dead") runDead(comm, n, victim);
     else if (scenario == "mismatch") runMismatch(comm, n, victim);
+    else if (scenario == "forgot") runForgot(comm, n, victim);
     else if (scenario == "excluded") runExcluded(comm, n, victim, variant);
     else if (scenario == "storelost") runStoreLost(comm, n, victim);
     else usage(("unknown scenario " + scenario).c_str());

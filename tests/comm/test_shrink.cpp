@@ -140,6 +140,19 @@ TEST_CASE("different exclusion lists: every caller gets ouroInvalidUsage naming 
   }
 }
 
+TEST_CASE("a dead rank nobody excludes: ouroTimeout naming it at OURO_TIMEOUT_S, then a shrink that excludes it",
+          "[shrink]") {
+  const Run run = launch(3, kTcp, "forgot", 1, "", "2");
+  expectPassed(run, 1);
+  for (int r : {0, 2}) {
+    INFO(run.label << "\nrank " << r << ": " << test::describe(run.ranks[size_t(r)]));
+    const double s = eventSeconds(run.ranks[size_t(r)].out, "forgot-shrink");
+    CHECK(s >= 1.5);
+    CHECK(s < 2 + 2);
+  }
+  expectNoSegments(run);
+}
+
 TEST_CASE("an excluded rank that is alive and calls shrink is told it is excluded", "[shrink]") {
   for (const char* variant : {"self", "other"}) {
     for (const Transport* t : {&kShm, &kTcp}) {
