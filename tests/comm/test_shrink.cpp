@@ -21,12 +21,15 @@ struct Transport {
   const char* name;
   std::map<std::string, std::string> env;
   bool tcp_init;  // tcp:// rendezvous (rank 0 serves the store) instead of file://
+  bool two_hosts = false;  // the lower half of the ranks on one simulated host (OURO_HOSTID), the rest on another
 };
 
 const Transport kShm{"shared memory (direct algorithms), file:// rendezvous", {{"OURO_TRANSPORT", "shm"}}, false};
 const Transport kShmLinks{"shared memory links (OURO_ALGO=pairwise), tcp:// rendezvous",
                           {{"OURO_TRANSPORT", "shm"}, {"OURO_ALGO", "pairwise"}}, true};
 const Transport kTcp{"TCP, tcp:// rendezvous", {{"OURO_TRANSPORT", "tcp"}}, true};
+const Transport kTwoHosts{"two simulated hosts: shared memory within, TCP between, file:// rendezvous", {}, false,
+                          true};
 
 std::vector<std::string> segmentsOf(int pid) {
   std::vector<std::string> out;
@@ -61,6 +64,7 @@ Run launch(int n, const Transport& t, const std::string& scenario, int victim, c
     if (!variant.empty()) s.argv.insert(s.argv.end(), {"--variant", variant});
     s.env = t.env;
     s.env["OURO_TIMEOUT_S"] = timeout_s;
+    if (t.two_hosts) s.env["OURO_HOSTID"] = r < n / 2 ? "shrink-host-a" : "shrink-host-b";
     procs.push_back(std::make_unique<test::Process>(s));
     run.pids.push_back(procs.back()->pid());
   }
@@ -102,7 +106,7 @@ void expectNoSegments(const Run& run) {
 }  // namespace
 
 TEST_CASE("a rank dies: the others shrink it out and every collective is exact", "[shrink]") {
-  for (const Transport* t : {&kShm, &kShmLinks, &kTcp}) {
+  for (const Transport* t : {&kShm, &kShmLinks, &kTcp, &kTwoHosts}) {
     DYNAMIC_SECTION(t->name) {
       const Run run = launch(4, *t, "dead", 2);
       expectPassed(run, 2);
