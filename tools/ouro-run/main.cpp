@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,28 @@
 #include "supervisor.hpp"
 
 namespace {
+
+// --rank-failure continue: each tolerated failure goes into the ranks' store under
+// "ouro-run/failed/<rank>" (a program recovering inside the job, such as ouro-train --on-failure
+// shrink, then knows at once who is gone instead of waiting for it). Best effort: a store that
+// cannot be reached costs the program its wait, nothing else.
+std::function<void(int, const std::string&)> publishFailures(const std::string& url, const std::string& token) {
+  struct Client {
+    ouroStore_t handle = nullptr;
+    ~Client() {
+      if (handle) ouroStoreClose(handle);
+    }
+  };
+  auto store = std::make_shared<Client>();
+  return [store, url, token](int rank, const std::string& what) {
+    if (!store->handle && ouroStoreOpen(url.c_str(), token.c_str(), 5.0, &store->handle) != ouroSuccess) {
+      store->handle = nullptr;
+      return;
+    }
+    const std::string key = "ouro-run/failed/" + std::to_string(rank);
+    ouroStoreSet(store->handle, key.c_str(), what.data(), what.size());
+  };
+}
 
 std::string randomToken() {
   unsigned char bytes[16] = {};
@@ -289,6 +312,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
     {
       Supervisor supervisor(opt.tag_output, opt.kill_timeout_s, signals.fd(), place);
       supervisor.setContinueOnFailure(opt.rank_failure == "continue");
+      if (opt.rank_failure == "continue") supervisor.setOnTolerated(publishFailures(url, token));
       try {
         supervisor.start(specs);
       } catch (const std::exception& e) {
@@ -496,6 +520,7 @@ int main(int argc, char** argv) {
 
   Supervisor supervisor(opt.tag_output, opt.kill_timeout_s, signals.fd(), place);
   supervisor.setContinueOnFailure(opt.rank_failure == "continue");
+  if (opt.rank_failure == "continue") supervisor.setOnTolerated(publishFailures(url, token));
   const time_t job_start = time(nullptr);
   try {
     supervisor.start(specs);

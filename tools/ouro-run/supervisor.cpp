@@ -244,6 +244,7 @@ void Supervisor::reap(JobOutcome* outcome, const std::function<void(const std::s
         std::fprintf(stderr, "ouro-run: %s; the other %d local rank%s keep%s running (--rank-failure continue)\n",
                      what.c_str(), others, others == 1 ? "" : "s", others == 1 ? "s" : "");
         outcome->tolerated.push_back(what);
+        if (on_tolerated_) on_tolerated_(c->rank, what);
         if (outcome->exit_code == 0 && outcome->failure.empty())
           outcome->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         continue;

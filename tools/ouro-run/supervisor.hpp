@@ -40,6 +40,9 @@ class Supervisor {
   // --rank-failure continue: a failed rank is reported and the others keep running; the job
   // succeeds (exit_code 0) when at least one rank ended with 0 and no other failure stopped it.
   void setContinueOnFailure(bool on) { continue_on_failure_ = on; }
+  // Told each rank failure that --rank-failure continue lets pass (rank, what happened), as it is
+  // reaped: ouro-run publishes it in the ranks' store for programs that recover inside the job.
+  void setOnTolerated(std::function<void(int rank, const std::string& what)> f) { on_tolerated_ = std::move(f); }
   // The pids of the ranks started (alive or not), for cleaning what they left in /dev/shm.
   std::vector<pid_t> pids() const;
   ~Supervisor();
@@ -69,6 +72,7 @@ class Supervisor {
   std::vector<Child*> children_;
   bool stopping_ = false;
   bool continue_on_failure_ = false;
+  std::function<void(int, const std::string&)> on_tolerated_;
   int succeeded_ = 0;
   long long kill_at_ns_ = 0;
 };

@@ -37,6 +37,14 @@ Job::Job(trainer::Mode mode) {
   world_ = comm_->size();
 }
 
+void Job::shrink(const std::vector<int>& excluded) {
+  if (!comm_) throw std::logic_error("Job::shrink: no communicator (--mode single)");
+  ouro::Communicator smaller = comm_->shrink(excluded);
+  comm_ = std::make_unique<ouro::Communicator>(std::move(smaller));  // the failed one is destroyed
+  rank_ = comm_->rank();
+  world_ = comm_->size();
+}
+
 std::string Job::who() const { return "rank " + std::to_string(rank_) + "/" + std::to_string(world_); }
 
 void Job::sum(std::span<double> values) {

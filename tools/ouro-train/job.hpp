@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ouro/ouro.hpp"
 #include "parallel/trainer.hpp"
@@ -34,6 +35,9 @@ class Job {
   void max(std::span<uint64_t> values);
   void max(std::span<double> values);
   void barrier();
+  // --on-failure shrink: the communicator of the ranks left without `excluded` (ranks of the
+  // current one; ouroCommShrink, which works after a failure). rank() and world() follow.
+  void shrink(const std::vector<int>& excluded);
   // Every rank passes its own exit code (0 = fine); all get the largest, and `reporter` the lowest
   // failing rank, so only one rank prints a message every rank would print alike.
   int agreeOnFailure(int code, int* reporter);

@@ -26,6 +26,7 @@
 #include "model_io.hpp"
 #include "options.hpp"
 #include "parallel/trainer.hpp"
+#include "recovery.hpp"
 #include "reporting.hpp"
 #include "task.hpp"
 
@@ -43,6 +44,9 @@ double seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
+
+// The message every failing path prints (defined below).
+void complain(const Job* job, const std::string& message);
 
 void say(const std::string& line) {
   std::fputs((line + "\n").c_str(), stdout);
@@ -82,13 +86,23 @@ class Run {
   std::unique_ptr<Task> task_;
   std::unique_ptr<DataOrder> order_;
   std::vector<float> initial_;
+  std::vector<float> initial_model_;  // --on-failure shrink in ZeRO modes: where to restart without a checkpoint
   std::optional<trainer::CheckpointState> resume_;
   std::string plot_terminal_;
   int64_t start_step_ = 0;
   int64_t resume_step_ = -1;  // the checkpoint's step when this run resumed, else -1
   int64_t target_steps_ = 0;
 
+  // --on-failure shrink (recovery.hpp): after a communication failure, go on with the ranks left.
+  // Returns the step to continue from.
+  int64_t recover(const std::exception& failure);
+
+  trainer::TrainerConfig config_;
   std::unique_ptr<trainer::Trainer> trainer_;
+  Snapshot before_step_;                 // --on-failure shrink: the state before the current step
+  int recoveries_ = 0;
+  std::vector<int> launch_ranks_;        // the ranks the launcher started, by rank of job_'s communicator
+  nlohmann::ordered_json recovery_log_ = nlohmann::ordered_json::array();
   std::unique_ptr<MetricsCsv> csv_;
   Progress interval_, totals_;
   std::vector<MetricsRow> rows_;
@@ -198,7 +212,7 @@ void Run::checkpoint(int64_t step) {
 
 void Run::execute() {
   const bool writer = job_.rank() == 0;
-  trainer::TrainerConfig config;
+  trainer::TrainerConfig& config = config_;
   config.mode = o_.mode;
   config.precision = o_.precision;
   config.optimizer = o_.optimizer;
@@ -222,6 +236,7 @@ void Run::execute() {
           std::to_string(order_->batchesPerEpoch()) + ")");
     resume_.reset();  // whole-model copies no longer needed
   }
+  if (o_.on_failure_shrink) initial_model_ = initial_;
   initial_ = {};
   if (writer) {
     say("ouro-train: " + std::string(trainer::modeName(o_.mode)) + " on " + std::to_string(job_.world()) +
@@ -248,22 +263,30 @@ void Run::execute() {
   int64_t step = start_step_;
   last_step_epoch_ = order_->epoch();
   std::optional<Evaluation> eval_at_step;
+  const bool shrink = o_.on_failure_shrink;
   while (step < target_steps_) {
-    const double t0 = seconds();
-    const int64_t epoch = last_step_epoch_ = order_->epoch();
-    const bool epoch_done = order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
-    trainer::StepResult r = trainer_->step(task_->rows());
-    const double wall = seconds() - t0;
-    step++;
-    interval_.add(r, wall);
-    totals_.add(r, wall);
-    last_lr_ = r.lr;
-    eval_at_step.reset();
-    if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
-    if (epoch_done) eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
-    else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
-      eval_at_step = evaluateAt(step, "evaluation");
-    if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
+    if (shrink) takeSnapshot(*trainer_, order_->epoch(), order_->batchInEpoch(), interval_, totals_, &before_step_);
+    try {
+      const double t0 = seconds();
+      const int64_t epoch = last_step_epoch_ = order_->epoch();
+      const bool epoch_done = order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
+      trainer::StepResult r = trainer_->step(task_->rows());
+      const double wall = seconds() - t0;
+      step++;
+      interval_.add(r, wall);
+      totals_.add(r, wall);
+      last_lr_ = r.lr;
+      eval_at_step.reset();
+      if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
+      if (epoch_done) eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
+      else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
+        eval_at_step = evaluateAt(step, "evaluation");
+      if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
+    } catch (const ouro::Exception& e) {
+      if (!shrink) throw;
+      step = recover(e);
+      eval_at_step.reset();
+    }
   }
   const double train_wall = seconds() - run_start;
   if (interval_.steps() > 0) logInterval(step);
@@ -313,6 +336,94 @@ void Run::execute() {
       say("plotted " + o_.plot_path);
     }
   }
+}
+
+int64_t Run::recover(const std::exception& failure) {
+  const double t0 = seconds();
+  const int old_rank = job_.rank(), old_world = job_.world();
+  complain(&job_, std::string("a collective failed: ") + failure.what() + "; recovering (--on-failure shrink)");
+  // This rank's state now (local: no communication) and where its data stood; the trainer on the
+  // failed communicator goes first, as it holds a stream on it.
+  Snapshot now;
+  takeSnapshot(*trainer_, order_->epoch(), order_->batchInEpoch(), interval_, totals_, &now);
+  trainer_.reset();
+  if (launch_ranks_.empty())
+    for (int r = 0; r < old_world; r++) launch_ranks_.push_back(r);
+  const std::vector<int> lost = agreeOnLost(recoveries_, old_rank, launch_ranks_);
+  if (lost.empty())
+    throw std::runtime_error("a collective failed but every rank is still there, so there is nothing to shrink: " +
+                             std::string(failure.what()));
+  job_.shrink(lost);
+  std::vector<int> kept;
+  for (int r = 0; r < old_world; r++)
+    if (!std::binary_search(lost.begin(), lost.end(), r)) kept.push_back(launch_ranks_[size_t(r)]);
+  launch_ranks_ = kept;
+  // A rank that died in the middle of a collective may have let it complete on some ranks: those are
+  // one step ahead. Everybody goes back to the smallest step count.
+  std::vector<double> least = {-double(now.steps)};
+  job_.max(least);
+  const int64_t step = int64_t(-least[0]);
+  std::string lost_text;
+  for (int r : lost) lost_text += (lost_text.empty() ? "" : ",") + std::to_string(r);
+  const bool replicated = o_.mode == trainer::Mode::kDdp;
+  // The state before the interrupted step when that is where the ranks meet (this rank's data
+  // order has already moved past the step's batches), else this rank's state now (it finished the
+  // step, and a later call failed).
+  Snapshot* from = step == before_step_.steps ? &before_step_ : step == now.steps ? &now : nullptr;
+  if (replicated && !from)
+    throw std::runtime_error("after losing rank(s) " + lost_text + " the ranks left are at steps " +
+                             std::to_string(step) + " and " + std::to_string(now.steps) + ", further apart than a step");
+  order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
+                                       o_.accumulate, o_.virtual_ranks);
+  task_->reserveRows(int64_t(o_.batch_size) *
+                     trainer::virtualSlice(o_.virtual_ranks, job_.world(), job_.rank()).count);
+  std::string how;
+  int64_t resume_at = step;
+  if (replicated) {
+    // Every rank holds the whole model: no file is read.
+    trainer_ = trainer::Trainer::create(config_, task_->makeModel(o_.batch_size), job_.comm(), from->params.data());
+    trainer_->restore(from->params, from->optimizer_state, from->steps);
+    order_->seek(from->epoch, from->batch);
+    interval_ = from->interval;
+    totals_ = from->totals;
+    how = "from the ranks' own copies";
+  } else {
+    // ZeRO: the lost rank's shards are gone; the newest checkpoint (or the start) at the new size.
+    std::error_code ec;
+    const bool have = !o_.checkpoint_dir.empty() && std::filesystem::exists(o_.checkpoint_dir + "/latest", ec);
+    std::vector<float> start = initial_model_;
+    trainer_ = trainer::Trainer::create(config_, task_->makeModel(o_.batch_size), job_.comm(), start.data());
+    resume_at = 0;
+    how = "from the initial model (no checkpoint yet)";
+    if (have) {
+      const trainer::CheckpointState saved = trainer::readCheckpoint(o_.checkpoint_dir);
+      trainer_->restore(saved.params, saved.optimizer_state, saved.manifest.step);
+      int64_t epoch = 0, batch = 0;
+      DataOrder::resumePosition(saved.manifest, o_.virtual_ranks, o_.batch_size, 1, order_->stepsPerEpoch(), &epoch,
+                                &batch);
+      order_->seek(epoch, batch);
+      resume_at = saved.manifest.step;
+      how = "from " + saved.path;
+    }
+    interval_ = Progress();
+  }
+  const double took = seconds() - t0;
+  nlohmann::ordered_json entry;
+  entry["lost_ranks"] = lost;
+  entry["at_step"] = step;
+  entry["resumed_at_step"] = resume_at;
+  entry["world_size"] = job_.world();
+  entry["seconds"] = took;
+  recovery_log_.push_back(entry);
+  recoveries_++;
+  if (job_.rank() == 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "%.2f s", took);
+    say("ouro-train: lost rank(s) " + lost_text + " at step " + std::to_string(step) + "; going on with " +
+        std::to_string(job_.world()) + " rank(s) at step " + std::to_string(resume_at) + ", " + how + " (recovered in " +
+        buf + ")");
+  }
+  return resume_at;
 }
 
 void Run::writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t steps_this_run, double train_wall,
@@ -395,6 +506,7 @@ void Run::writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t st
   report["resumed_from_step"] =
       resume_step_ < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(resume_step_);
   report["virtual_ranks"] = o_.virtual_ranks;
+  report["recoveries"] = recovery_log_;
   trainer::writeFileAtomic(o_.json_path, report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 

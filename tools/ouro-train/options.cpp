@@ -127,6 +127,8 @@ std::string usage() {
          "  --resume DIR|auto           continue from DIR's latest checkpoint (auto: --checkpoint's, or\n"
          "                              start afresh when it has none)\n"
          "  --virtual-ranks V           global batch of V micro-batches; the same bits on any 1..V ranks\n"
+         "  --on-failure stop|shrink    shrink: go on with the ranks left when one is lost (needs\n"
+         "                              --virtual-ranks and ouro-run --rank-failure continue; default stop)\n"
          "  --log-every N               progress line every N steps, rank 0 (default 50; 0 = none)\n"
          "  --metrics FILE.csv          one row per progress line\n"
          "  --plot FILE.png             loss and accuracy curves (needs gnuplot)\n"
@@ -264,6 +266,11 @@ Options parseOptions(const std::vector<std::string>& args) {
     } else if (flag == "--resume") {
       o.resume_dir = val();
       if (o.resume_dir.empty()) bad(flag, "a folder, or auto", o.resume_dir);
+    } else if (flag == "--on-failure") {
+      const std::string v = val();
+      if (v == "shrink") o.on_failure_shrink = true;
+      else if (v == "stop") o.on_failure_shrink = false;
+      else bad(flag, "stop or shrink", v);
     } else if (flag == "--virtual-ranks") {
       o.virtual_ranks = parseWhole<int>(flag, val(), 1);
     } else if (flag == "--log-every") {
@@ -332,6 +339,12 @@ Options parseOptions(const std::vector<std::string>& args) {
                                 ": the schedule decays from --lr down to --min-lr; pass a --min-lr at most --lr");
   if (o.resume_dir == "auto" && o.checkpoint_dir.empty())
     throw std::invalid_argument("--resume auto continues from --checkpoint DIR's newest checkpoint: pass --checkpoint");
+  if (o.on_failure_shrink && o.virtual_ranks == 0)
+    throw std::invalid_argument("--on-failure shrink needs --virtual-ranks V: the virtual ranks are what the ranks left "
+                                "share out again, with the same bits");
+  if (o.on_failure_shrink && o.mode == Mode::kSingle)
+    throw std::invalid_argument("--on-failure shrink needs ranks to lose: use --mode ddp (or a ZeRO mode, which "
+                                "reloads the newest checkpoint)");
   if (o.virtual_ranks > 0 && o.accumulate != 1)
     throw std::invalid_argument("--virtual-ranks sets the global batch (V micro-batches of --batch-size): leave "
                                 "--accumulate at 1");
