@@ -1,6 +1,7 @@
 // A communicator: the membership (who the ranks are and which share this host), the rendezvous
-// store it was built from (kept for ouroCommSplit), and, once connected, the progress service
-// (links, waits, failures), the planner, and what each executor kind keeps per communicator.
+// store it was built from (kept for ouroCommSplit and ouroCommShrink), and, once connected, the
+// progress service (links, waits, failures), the planner, and what each executor kind keeps per
+// communicator.
 // One object per ouroComm_t handle.
 #pragma once
 
