@@ -513,7 +513,7 @@ int main(int argc, char** argv) {
              {"OURO_LOCAL_WORLD_SIZE", lw}, {"OURO_INIT", url},      {"OURO_STORE_HOSTED", "1"},
              {"OURO_TOKEN", token},  {"RANK", r},                   {"WORLD_SIZE", w},
              {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
-             {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+             {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"OURO_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
              {"TORCHELASTIC_MAX_RESTARTS", "0"}};
     specs.push_back(std::move(s));
   }
