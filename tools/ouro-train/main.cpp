@@ -90,7 +90,8 @@ class Run {
   std::optional<trainer::CheckpointState> resume_;
   std::string plot_terminal_;
   int64_t start_step_ = 0;
-  int64_t resume_step_ = -1;  // the checkpoint's step when this run resumed, else -1
+  int64_t resume_step_ = -1;
+  int shard_size_ = 0;        // hsdp: the shard group's size (--shard-size, or a host's ranks)  // the checkpoint's step when this run resumed, else -1
   int64_t target_steps_ = 0;
 
   // --on-failure shrink (recovery.hpp): after a communication failure, go on with the ranks left.
@@ -132,6 +133,13 @@ void Run::setUp() {
     if (!o_.plot_path.empty()) {
       probeOutputFile("--plot", o_.plot_path);
       plot_terminal_ = gnuplotPngTerminal();
+    }
+  }
+  if (o_.mode == trainer::Mode::kHsdp) {
+    try {
+      shard_size_ = trainer::hybridShardSize(o_.shard_size, job_.comm());
+    } catch (const std::invalid_argument& e) {
+      throw BadInput(e.what());
     }
   }
   task_->load();
@@ -223,6 +231,7 @@ void Run::execute() {
   config.grad_clip = o_.grad_clip;
   config.decay_matrices_only = o_.model == ModelKind::kGpt;
   config.virtual_ranks = o_.virtual_ranks;
+  config.shard_size = shard_size_;
   trainer_ = trainer::Trainer::create(config, task_->makeModel(o_.batch_size), job_.comm(), initial_.data());
   if (resume_) {
     trainer_->restore(resume_->params, resume_->optimizer_state, resume_->manifest.step);
@@ -522,7 +531,7 @@ int runMain(const Options& options) {
     const int world = launcherWorldSize(&source);
     if (world > 1) {
       complain(nullptr, "--mode single trains in one process, but the launcher started " + std::to_string(world) +
-                            " (" + source + "): pass --mode ddp, zero1, zero2 or zero3 to use them, or start one process");
+                            " (" + source + "): pass --mode ddp, zero1, zero2, zero3 or hsdp to use them, or start one process");
       return kBadInput;
     }
   }

@@ -96,7 +96,9 @@ std::string usage() {
          "or every rank of a job started by ouro-run -n W, mpirun, srun or torchrun (rank and world size\n"
          "from their variables).\n"
          "\n"
-         "  --mode single|ddp|zero1|zero2|zero3   how ranks share the work (default single)\n"
+         "  --mode single|ddp|zero1|zero2|zero3|hsdp   how ranks share the work (default single)\n"
+         "  --shard-size N              hsdp: ranks per shard group, consecutive, dividing the world size\n"
+         "                              (default: the ranks of one host)\n"
          "  --model mlp|gpt             what to train (default mlp)\n"
          "  --layers 784,512,256,10     MLP layer widths: must start at 784 and end at 10 (default 784,512,256,10)\n"
          "  --n-layer L --n-head H      GPT blocks and attention heads (default 4, 4)\n"
@@ -208,7 +210,7 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.top_k = parseWhole<int>(flag, val(), 1);
       gpt_only.push_back(flag);
     } else if (flag == "--mode") {
-      o.mode = parseNamed(flag, val(), "one of single, ddp, zero1, zero2, zero3", trainer::parseMode);
+      o.mode = parseNamed(flag, val(), "one of single, ddp, zero1, zero2, zero3, hsdp", trainer::parseMode);
     } else if (flag == "--layers") {
       o.layers = parseLayers(val());
     } else if (flag == "--batch-size") {
@@ -271,6 +273,8 @@ Options parseOptions(const std::vector<std::string>& args) {
       if (v == "shrink") o.on_failure_shrink = true;
       else if (v == "stop") o.on_failure_shrink = false;
       else bad(flag, "stop or shrink", v);
+    } else if (flag == "--shard-size") {
+      o.shard_size = parseWhole<int>(flag, val(), 1);
     } else if (flag == "--virtual-ranks") {
       o.virtual_ranks = parseWhole<int>(flag, val(), 1);
     } else if (flag == "--log-every") {
@@ -339,6 +343,8 @@ Options parseOptions(const std::vector<std::string>& args) {
                                 ": the schedule decays from --lr down to --min-lr; pass a --min-lr at most --lr");
   if (o.resume_dir == "auto" && o.checkpoint_dir.empty())
     throw std::invalid_argument("--resume auto continues from --checkpoint DIR's newest checkpoint: pass --checkpoint");
+  if (o.shard_size > 0 && o.mode != Mode::kHsdp)
+    throw std::invalid_argument("--shard-size sets hsdp's shard groups: pass --mode hsdp, or leave it out");
   if (o.on_failure_shrink && o.virtual_ranks == 0)
     throw std::invalid_argument("--on-failure shrink needs --virtual-ranks V: the virtual ranks are what the ranks left "
                                 "share out again, with the same bits");

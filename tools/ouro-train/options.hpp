@@ -56,6 +56,7 @@ struct Options {
   // --virtual-ranks V: the global batch is V micro-batches of --batch-size, the weights' bits the
   // same at every world size 1..V (trainer.hpp, TrainerConfig::virtual_ranks); 0: none.
   int virtual_ranks = 0;
+  int shard_size = 0;  // --shard-size N (hsdp): consecutive ranks per shard group; 0: one host's
   // --on-failure stop|shrink: shrink goes on with the ranks left when one is lost (recovery.hpp).
   bool on_failure_shrink = false;
   int64_t log_every = 50;

@@ -432,7 +432,10 @@ void checkResumable(const CheckpointManifest& saved, const CheckpointManifest& n
                              (saved.virtual_ranks == 0 ? " (none)" : "") + ", this run has " +
                              std::to_string(now.virtual_ranks) + ": pass --virtual-ranks " +
                              std::to_string(saved.virtual_ranks) + " (the virtual ranks fix the run's bits)");
-  if (saved.mode != now.mode)
+  // The distributed modes give the same bits at the same world size and their checkpoints hold
+  // whole vectors once rebuilt, so one continues another's run (ddp, zero1/2/3, hsdp); single and
+  // the distributed modes count their batch differently (one process of B, or W ranks of B).
+  if ((saved.mode == Mode::kSingle) != (now.mode == Mode::kSingle))
     throw std::runtime_error(head + "was written by --mode " + modeName(saved.mode) + ", this run is --mode " +
                              modeName(now.mode) + ": pass --mode " + modeName(saved.mode));
   if (saved.precision != now.precision)

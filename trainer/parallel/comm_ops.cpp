@@ -23,6 +23,15 @@ CommOps::CommOps(ouro::Communicator* comm, Mode mode) : comm_(comm), mode_(mode)
   }
 }
 
+std::unique_ptr<ouro::Communicator> CommOps::split(int color, int key) const {
+  if (!comm_) return nullptr;
+  try {
+    return std::make_unique<ouro::Communicator>(comm_->split(color, key));
+  } catch (const std::exception& e) {
+    fail("splitting the communicator (color " + std::to_string(color) + ")", e);
+  }
+}
+
 void CommOps::fail(const std::string& what, const std::exception& e) const {
   const std::string message = std::string("trainer (") + modeName(mode_) + ", rank " + std::to_string(rank_) + " of " +
                               std::to_string(world_) + "): " + what + " failed: " + e.what();

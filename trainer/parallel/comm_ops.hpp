@@ -26,6 +26,11 @@ class CommOps {
 
   int rank() const { return rank_; }
   int world() const { return world_; }
+  // ouroCommSplit of this communicator (collective; every rank calls it). A world of one splits
+  // into a world of one.
+  std::unique_ptr<ouro::Communicator> split(int color, int key) const;
+  // The communicator (null in a world of one).
+  ouro::Communicator* communicator() const { return comm_; }
 
   void allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what);
   // Blocking, in place.

@@ -85,6 +85,11 @@ class ModeHooks {
   virtual void afterOptimizerStep() {}
 
   virtual ModeBytes bytes() const = 0;
+
+  // The ranks among which the plan's owned pieces cover the model once (the plan's world): the
+  // gathers of the whole model and the gradient norm's sum go over them. Every mode's but hsdp's
+  // (its shard group) is the communicator the mode was made with.
+  virtual CommOps* partitionComm() { return nullptr; }
 };
 
 // The modes, one file each. comm is a world of one in single mode; a mode keeps a reference to it
@@ -98,5 +103,7 @@ std::unique_ptr<ModeHooks> makeReplicatedMode(const TrainerConfig& config, const
 std::unique_ptr<ModeHooks> makeShardedOptimizerMode(const TrainerConfig& config, const Units& units, CommOps& comm);
 // zero3: parameters sharded too, gathered unit by unit (sharded_parameters_trainer.cpp).
 std::unique_ptr<ModeHooks> makeShardedParametersMode(const TrainerConfig& config, const Units& units, CommOps& comm);
+// hsdp: zero3 within shard groups, replicated across them (sharded_parameters_trainer.cpp).
+std::unique_ptr<ModeHooks> makeHybridShardedMode(const TrainerConfig& config, const Units& units, CommOps& comm);
 
 }  // namespace ouro::trainer

@@ -60,7 +60,7 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
     // ZeRO-3 gathers units inside every forward and backward: every rank makes as many passes as
     // the rank with the most micro-batches, repeating its last one (the same bits again) when it
     // has fewer, so that the gathers pair up.
-    passes_ = config.mode == Mode::kZero3 ? (V + W - 1) / W : slice_.count;
+    passes_ = config.mode == Mode::kZero3 || config.mode == Mode::kHsdp ? (V + W - 1) / W : slice_.count;
     fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count);
     virtual_grads_.assign(plan_.ownedTotal(), 0.0f);
   }
@@ -204,7 +204,7 @@ double ModeTrainer::gradientNorm() {
   // in any order: every mode and every sharding gets the same bits.
   if (plan_.world() > 1) {
     const std::span<int64_t> limbs = squares.limbs();
-    comm_.allReduceSumInt64(limbs.data(), limbs.size(), "summing the squares of the gradient norm");
+    partition().allReduceSumInt64(limbs.data(), limbs.size(), "summing the squares of the gradient norm");
   }
   return squares.norm2();
 }
@@ -287,8 +287,8 @@ std::vector<float> ModeTrainer::gatherParameters() {
     const ShardGroup& group = plan_.groups()[g];
     std::copy(ownedFp32(g), ownedFp32(g) + group.owned, send.data() + group.block_offset);
   }
-  comm_.allGather(send.data(), recv.data(), block_total, ouroFloat32, "gathering the parameters");
-  comm_.takeWaitSeconds();  // not part of any step's communication
+  partition().allGather(send.data(), recv.data(), block_total, ouroFloat32, "gathering the parameters");
+  partition().takeWaitSeconds();  // not part of any step's communication
   std::vector<float> params(compute_.model().paramCount());
   for (const ShardGroup& group : plan_.groups()) {
     for (int d = 0; d < world; d++) {

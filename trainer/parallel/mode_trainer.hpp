@@ -77,6 +77,8 @@ class ModeTrainer final : public Trainer {
   // at learning rate lr: master (bf16) or compute params (fp32) updated; bf16 compute params then
   // rounded from the master. Counts one step.
   void optimizerStep(double lr, float grad_scale);
+  // The ranks whose owned pieces cover the model once (ModeHooks::partitionComm).
+  CommOps& partition() { return mode_->partitionComm() ? *mode_->partitionComm() : comm_; }
   // The owned parameters of group g in fp32: the master (bf16) or the compute parameters (fp32).
   const float* ownedFp32(size_t g) const;
 

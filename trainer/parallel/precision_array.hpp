@@ -18,6 +18,7 @@ class PrecisionArray {
   PrecisionArray(Precision precision, size_t count);
 
   size_t size() const { return count_; }
+  Precision precision() const { return precision_; }
   size_t elementBytes() const { return precision_ == Precision::kBf16 ? 2 : 4; }
   size_t bytes() const { return count_ * elementBytes(); }
   ouroDataType_t dtype() const { return precision_ == Precision::kBf16 ? ouroBfloat16 : ouroFloat32; }

@@ -1,6 +1,10 @@
 // Gradients reduce-scattered group by group (see sharded_gradients.hpp).
 #include "parallel/sharded_gradients.hpp"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
 namespace ouro::trainer {
 
 ShardedGradients::ShardedGradients(Precision precision, const ShardPlan& plan, CommOps& comm, bool one_group_buffer)
@@ -24,9 +28,46 @@ void ShardedGradients::beginGroup(size_t g) {
   grads_.zero(group.count, group.padded - group.count);
 }
 
+void ShardedGradients::setHybrid(CommOps& replicas) {
+  replicas_ = &replicas;
+  size_t largest_block = 0;
+  for (const ShardGroup& group : plan_.groups()) largest_block = std::max(largest_block, group.block);
+  const size_t G = size_t(replicas.world()), piece = (largest_block + G - 1) / G;
+  pieces_ = PrecisionArray(grads_.precision(), piece * size_t(comm_.world()));
+  gathered_ = PrecisionArray(grads_.precision(), piece * G);
+}
+
+void ShardedGradients::hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at,
+                                    const std::string& what) {
+  const ShardGroup& group = plan_.groups()[g];
+  const size_t L = size_t(plan_.world()), G = size_t(replicas_->world());
+  const size_t piece = (group.block + G - 1) / G;
+  const size_t e = grads_.elementBytes();
+  const auto* src = static_cast<const std::byte*>(from);
+  // Rank gi L + l gets piece gi of block l (zeros past the block's end).
+  for (size_t l = 0; l < L; l++) {
+    for (size_t gi = 0; gi < G; gi++) {
+      const size_t at = (gi * L + l) * piece, first = gi * piece;
+      const size_t n = first < group.block ? std::min(piece, group.block - first) : 0;
+      std::memcpy(pieces_.at(at), src + (l * group.block + first) * e, n * e);
+      pieces_.zero(at + n, piece - n);
+    }
+  }
+  comm_.reduceScatterAvgInPlace(pieces_.at(0), piece, pieces_.dtype(), false, what);
+  replicas_->allGather(pieces_.at(size_t(comm_.rank()) * piece), gathered_.at(0), piece, gathered_.dtype(),
+                       what + ", gathered among the shard's replicas");
+  to.copyFrom(to_at, gathered_, 0, group.owned);
+}
+
 void ShardedGradients::reduceScatter(size_t g, bool async, const std::string& what) {
   const ShardGroup& group = plan_.groups()[g];
   void* buf = one_group_buffer_ ? grads_.at(0) : grads_.at(group.padded_offset);
+  if (replicas_) {
+    // Into the shard (one group buffer) or over this rank's block of the padded layout.
+    if (one_group_buffer_) hybridReduce(g, buf, shard_, group.owned_offset, what);
+    else hybridReduce(g, buf, grads_, group.padded_offset + size_t(plan_.rank()) * group.block, what);
+    return;
+  }
   comm_.reduceScatterAvgInPlace(buf, group.block, grads_.dtype(), async, what);
   if (async) pending_ = int(g);
 }
@@ -49,6 +90,8 @@ const void* ShardedGradients::reduced(size_t g) const {
 
 size_t ShardedGradients::keptBytes() const { return one_group_buffer_ ? shard_.bytes() : grads_.bytes(); }
 
-size_t ShardedGradients::bufferBytes() const { return one_group_buffer_ ? grads_.bytes() : 0; }
+size_t ShardedGradients::bufferBytes() const {
+  return (one_group_buffer_ ? grads_.bytes() : 0) + pieces_.bytes() + gathered_.bytes();
+}
 
 }  // namespace ouro::trainer

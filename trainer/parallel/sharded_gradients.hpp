@@ -10,6 +10,15 @@
 //   padded layout (zero1, and zero2/zero3 with --accumulate N > 1, as FSDP's no_sync()): the
 //     full local gradients, each group padded, kept over the micro-batches so they add up before
 //     anything is averaged; each group is reduce-scattered in place at the last one.
+//
+// hsdp (setHybrid): the plan shards over the L ranks of a shard group, and G groups hold a replica
+// each. ddp's bits come from one fold over all W = G L ranks in rank order, so the reduction runs
+// over all of them, in two of ouro's collectives: the group's L blocks are cut into G pieces each
+// and laid out so that rank g L + l's block is piece g of block l; one reduce-scatter (average)
+// over the W ranks leaves each rank that piece reduced (the same fold as ddp's all-reduce, ouro's
+// reductions being the same bits whatever the collective); an all-gather among the G ranks that
+// hold block l (one per group) then gives each of them the whole block. Only this crosses hosts;
+// the parameters' gathers stay in the group. Blocking, one group at a time.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +35,9 @@ class ShardedGradients {
  public:
   // plan and comm are kept by reference and must outlive this object.
   ShardedGradients(Precision precision, const ShardPlan& plan, CommOps& comm, bool one_group_buffer);
+  // hsdp: comm is then every rank (W = L G, rank g L + l), replicas the G ranks holding the same
+  // block (rank g). Both must outlive this object.
+  void setHybrid(CommOps& replicas);
 
   // Where backward writes (or adds) unit k's gradient.
   void* unitGrads(int k);
@@ -42,15 +54,22 @@ class ShardedGradients {
   const void* reduced(size_t g) const;
 
   size_t keptBytes() const;    // held between steps: the shard, or the padded layout
-  size_t bufferBytes() const;  // the one group buffer, a communication buffer (0 without)
+  size_t bufferBytes() const;  // the one group buffer (and hsdp's pieces), communication buffers
 
  private:
+  // hsdp's reduction of group g (see above), from `from` (the group's gradients, padded) into
+  // this rank's owned piece at `to`.
+  void hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at, const std::string& what);
   const ShardPlan& plan_;
   CommOps& comm_;
   bool one_group_buffer_;
   PrecisionArray grads_;  // one group (one_group_buffer_) or the padded layout
   PrecisionArray shard_;  // one_group_buffer_ only: this rank's reduced gradients
   int pending_ = -1;      // the group whose reduce-scatter is queued and not yet saved
+  CommOps* replicas_ = nullptr;  // hsdp only
+
+  PrecisionArray pieces_;        // hsdp: W pieces of the largest group, laid out for the reduce-scatter
+  PrecisionArray gathered_;      // hsdp: G pieces, one block
 };
 
 }  // namespace ouro::trainer

@@ -19,28 +19,93 @@
 // With --accumulate N > 1 the full local gradients (padded per unit) are kept over the N
 // micro-batches and reduce-scattered at the last one, as FSDP's no_sync(): the memory formula
 // (16 Psi / W) holds for N = 1 only.
+//
+// hsdp is the same mode over a shard group of L consecutive ranks (one host's by default): the plan
+// shards over the group, the gathers run on the group's communicator, and each unit's gradient is
+// reduced over every rank with sharded_gradients.hpp's hybrid reduction (ddp's fold, then shared
+// among the G replicas of the shard). 16 Psi / L per rank in bf16 mixed-precision Adam.
 #include <array>
 #include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "parallel/mode_hooks.hpp"
 #include "parallel/sharded_gradients.hpp"
 
 namespace ouro::trainer {
 
+int hybridShardSize(int shard_size, ouro::Communicator* world) {
+  const int W = world ? world->size() : 1, r = world ? world->rank() : 0;
+  if (shard_size > 0) {
+    if (W % shard_size != 0)
+      throw std::invalid_argument("--shard-size " + std::to_string(shard_size) + " does not divide the world size " +
+                                  std::to_string(W) + ": shard groups are that many consecutive ranks, every rank in one");
+    return shard_size;
+  }
+  if (!world) return 1;
+  // The ranks of one host: every rank checks that the consecutive group of L its rank falls in is
+  // all on its host (one rank per host disagreeing is enough to refuse).
+  const int L = world->localCount();
+  int32_t bad = W % L != 0 ? 1 : 0;
+  if (!bad) {
+    const ouro::Communicator group = world->split(r / L, r);
+    bad = group.localCount() != group.size() ? 1 : 0;
+  }
+  world->allReduce(std::span<int32_t>(&bad, 1), ouroMax);
+  if (bad)
+    throw std::invalid_argument("--mode hsdp: a shard group is the ranks of one host, but the hosts' ranks are not "
+                                "consecutive groups of " + std::to_string(L) + " (world " + std::to_string(W) +
+                                "), so a group would span hosts: start as many ranks on every host, in host order "
+                                "(ouro-run does), or pass --shard-size N");
+  return L;
+}
+
 namespace {
+
+// hsdp's communicators: the shard group (ranks g L .. g L + L - 1) and the replicas of this rank's
+// shard (ranks l, L + l, ...), split from the world.
+struct ShardGroups {
+  std::unique_ptr<ouro::Communicator> group_comm, replica_comm;
+  std::unique_ptr<CommOps> group, replicas;
+
+  ShardGroups(const TrainerConfig& config, CommOps& world) {
+    const int L = shardSize(config, world), r = world.rank();
+    group_comm = world.split(r / L, r);
+    replica_comm = world.split(r % L, r);
+    group = std::make_unique<CommOps>(group_comm.get(), config.mode);
+    replicas = std::make_unique<CommOps>(replica_comm.get(), config.mode);
+  }
+
+  static int shardSize(const TrainerConfig& config, CommOps& world) {
+    return config.shard_size > 0 ? config.shard_size : hybridShardSize(0, world.communicator());
+  }
+};
 
 class ShardedParametersMode final : public ModeHooks {
  public:
-  ShardedParametersMode(const TrainerConfig& config, const Units& units, CommOps& comm)
-      : comm_(comm),
-        plan_(units, eachUnit(units), comm.world(), comm.rank()),
+  // groups: hsdp's (null: zero3 over every rank).
+  ShardedParametersMode(const TrainerConfig& config, const Units& units, CommOps& comm,
+                        std::unique_ptr<ShardGroups> groups = nullptr)
+      : groups_(std::move(groups)),
+        comm_(groups_ ? *groups_->group : comm),
+        plan_(units, eachUnit(units), comm_.world(), comm_.rank()),
         shard_(config.precision, plan_.ownedTotal()),
         gathered_{PrecisionArray(config.precision, plan_.maxPadded()),
                   PrecisionArray(config.precision, plan_.maxPadded())},
-        grads_(config.precision, plan_, comm, /*one_group_buffer=*/config.accumulate == 1) {
+        grads_(config.precision, plan_, groups_ ? comm : comm_, /*one_group_buffer=*/config.accumulate == 1) {
+    if (groups_) grads_.setHybrid(*groups_->replicas);
     for (const ParamUnit& unit : units)
       for (int r : unit.also_reads)
         if (!read_.count(r)) read_.emplace(r, ReadUnit{PrecisionArray(config.precision, plan_.groups()[size_t(r)].padded)});
+  }
+  // hsdp's own streams may still write into the buffers below (a step that threw): they end first.
+  ~ShardedParametersMode() override {
+    if (!groups_) return;
+    groups_->group->drain();
+    groups_->replicas->drain();
   }
 
   const ShardPlan& plan() const override { return plan_; }
@@ -99,6 +164,8 @@ class ShardedParametersMode final : public ModeHooks {
   // Nothing is gathered after the step; the gathered copies are stale.
   void afterOptimizerStep() override { forgetGathered(); }
 
+  CommOps* partitionComm() override { return &comm_; }
+
   ModeBytes bytes() const override {
     size_t gathered = gathered_[0].bytes() + gathered_[1].bytes();
     for (const auto& [r, unit] : read_) gathered += unit.buffer.bytes();
@@ -146,8 +213,9 @@ class ShardedParametersMode final : public ModeHooks {
                            "all-gather of the parameters of " + plan_.describeGroup("unit", size_t(k)));
   }
 
-  CommOps& comm_;
-  ShardPlan plan_;                          // one group per unit, sharded over the ranks
+  std::unique_ptr<ShardGroups> groups_;     // hsdp only; before comm_, which may refer to it
+  CommOps& comm_;                           // the ranks the units are sharded over
+  ShardPlan plan_;                          // one group per unit, sharded over comm_'s ranks
   PrecisionArray shard_;                    // this rank's parameters, compute precision
   std::array<PrecisionArray, 2> gathered_;  // two gathered units (padded)
   std::array<int, 2> holder_ = {-1, -1};    // which unit each gather buffer holds
@@ -160,6 +228,10 @@ class ShardedParametersMode final : public ModeHooks {
 std::unique_ptr<ModeHooks> makeShardedParametersMode(const TrainerConfig& config, const Units& units,
                                                       CommOps& comm) {
   return std::make_unique<ShardedParametersMode>(config, units, comm);
+}
+
+std::unique_ptr<ModeHooks> makeHybridShardedMode(const TrainerConfig& config, const Units& units, CommOps& comm) {
+  return std::make_unique<ShardedParametersMode>(config, units, comm, std::make_unique<ShardGroups>(config, comm));
 }
 
 }  // namespace ouro::trainer

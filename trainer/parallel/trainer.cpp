@@ -14,7 +14,8 @@ Mode parseMode(const std::string& name) {
   if (name == "zero1") return Mode::kZero1;
   if (name == "zero2") return Mode::kZero2;
   if (name == "zero3") return Mode::kZero3;
-  throw std::invalid_argument("unknown mode '" + name + "': use single, ddp, zero1, zero2 or zero3");
+  if (name == "hsdp") return Mode::kHsdp;
+  throw std::invalid_argument("unknown mode '" + name + "': use single, ddp, zero1, zero2, zero3 or hsdp");
 }
 
 const char* modeName(Mode mode) {
@@ -24,6 +25,7 @@ const char* modeName(Mode mode) {
     case Mode::kZero1: return "zero1";
     case Mode::kZero2: return "zero2";
     case Mode::kZero3: return "zero3";
+    case Mode::kHsdp: return "hsdp";
   }
   return "unknown";
 }
@@ -86,6 +88,9 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, std::uniqu
                                   std::to_string(config.virtual_ranks) + ": run on at most " +
                                   std::to_string(config.virtual_ranks) + " ranks, or raise --virtual-ranks");
   }
+  if (config.shard_size < 0)
+    throw std::invalid_argument(what + ": shard size " + std::to_string(config.shard_size) + " is negative");
+  if (config.mode == Mode::kHsdp && config.shard_size > 0) hybridShardSize(config.shard_size, comm);
   if (config.grad_clip < 0)
     throw std::invalid_argument(what + ": gradient clipping norm " + std::to_string(config.grad_clip) +
                                 " is negative (--grad-clip; 0 turns clipping off)");
@@ -101,6 +106,7 @@ std::unique_ptr<Trainer> Trainer::create(const TrainerConfig& config, std::uniqu
     case Mode::kZero1:
     case Mode::kZero2: make = makeShardedOptimizerMode; break;
     case Mode::kZero3: make = makeShardedParametersMode; break;
+    case Mode::kHsdp: make = makeHybridShardedMode; break;
   }
   if (!make) throw std::invalid_argument(what + ": unknown mode");
   return std::make_unique<ModeTrainer>(config, std::move(model), comm, make, initial_params);

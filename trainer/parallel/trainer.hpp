@@ -8,9 +8,14 @@
 //           (average) after backward; each rank steps its shard; parameters all-gathered.
 //   zero2   as zero1, and only this rank's shard of the gradients is kept: reduce-scatter per
 //           bucket during backward, the bucket's memory reused.
-//   zero3   as zero2, and parameters are sharded too: each layer is all-gathered before its
-//           forward and its backward (the next layer's gather prefetched on a stream) and freed
-//           after use; gradients reduce-scattered per layer.
+//   zero3   as zero2, and parameters are sharded too: each unit is all-gathered before its
+//           forward and its backward (the next unit's gather prefetched on a stream) and freed
+//           after use; gradients reduce-scattered per unit.
+//   hsdp    zero3 within shard groups of L consecutive ranks (a host's by default), one replica
+//           per group: gathers stay in the group; each unit's gradient is reduce-scattered over
+//           every rank in an order that makes it one shard's piece per rank, then all-gathered
+//           among the ranks holding the same shard (sharded_gradients.hpp), so the sum is the
+//           same rank-order fold as ddp's.
 // Every mode produces the same bits after the same steps: ouro's reductions depend only on the
 // inputs, dtype, op and number of ranks (docs/API.md), the optimizers are elementwise, and no
 // mode changes what is summed, only where.
@@ -29,7 +34,7 @@
 
 namespace ouro::trainer {
 
-enum class Mode { kSingle, kDdp, kZero1, kZero2, kZero3 };
+enum class Mode { kSingle, kDdp, kZero1, kZero2, kZero3, kHsdp };
 enum class Precision { kFp32, kBf16 };
 
 Mode parseMode(const std::string& name);            // throws std::invalid_argument
@@ -58,7 +63,15 @@ struct TrainerConfig {
   // summed in fixed point (fixed_point_gradients.hpp), so the weights' bits depend on neither W
   // (1 .. V) nor the assignment. accumulate must be 1. 0: V = W, the default path.
   int virtual_ranks = 0;
+  // hsdp: ranks per shard group (consecutive ranks; must divide the world size); 0: the ranks of
+  // one host, which must be consecutive and as many on every host.
+  int shard_size = 0;
 };
+
+// hsdp's shard group size: shard_size when it divides the world size, else (0) the ranks of one
+// host, checked to be consecutive and as many on every host (collective over world; null: 1).
+// Throws std::invalid_argument saying what is wrong and what to pass.
+int hybridShardSize(int shard_size, ouro::Communicator* world);
 
 // The virtual ranks (micro-batches) rank `rank` of `world` computes: [first, first + count), a
 // contiguous split, uneven when world does not divide V.

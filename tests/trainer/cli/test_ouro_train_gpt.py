@@ -20,7 +20,7 @@ CASE (each a meson test of its own):
              and W=2's global batch up to rounding
   resume     zero2 at W=2 (and ddp in bf16 with --accumulate 2) killed after a checkpoint and
              resumed equals the uninterrupted run byte for byte, across an epoch boundary;
-             another --mode is refused; the W=2 checkpoint resumed at W=3 holds the same state
+             another distributed --mode continues it; the W=2 checkpoint resumed at W=3 holds the same state
              and trains on; a ddp checkpoint of W=2 resumes at W=1
 Exit status: 0 pass, 1 fail.
 """
@@ -494,11 +494,14 @@ def case_resume(ouro_run, ouro_train, work):
     d2_flags = gpt(text, "--warmup-steps", "2", "--batch-size", "16", "--accumulate", "2", "--precision", "bf16")
     resume_equality(ouro_run, ouro_train, work, "d2", "ddp", d2_flags, 4, 8)
 
-    # Another mode is refused (docs/TRAINING.md: a checkpoint resumes in the mode that wrote it).
-    _, _, err = run(ranks(ouro_run, 2, ouro_train, "--mode", "zero3", *flags, "--steps", "10", "--sample", "0",
-                          "--resume", f"{work}/z2-crashed"), work, expect=None)
-    check(err.count("was written by --mode zero2, this run is --mode zero3: pass --mode zero2") == 1,
-          f"zero2 checkpoint resumed with --mode zero3: stderr\n{err}")
+    # Another distributed mode continues the run with the same bits (docs/TRAINING.md): the zero2
+    # checkpoint resumed in zero3 and in hsdp (shard groups of 1 at W=2) ends as the zero2 run.
+    for other, extra in (("zero3", []), ("hsdp", ["--shard-size", "1"])):
+        run(ranks(ouro_run, 2, ouro_train, "--mode", other, *extra, *flags, "--steps", "10", "--log-every", "0",
+                  "--sample", "0", "--resume", f"{work}/z2-crashed", "--save", f"{work}/z2-as-{other}.safetensors"),
+            work)
+        same_tensors(f"{work}/z2-full.safetensors", f"{work}/z2-as-{other}.safetensors",
+                     f"zero2 checkpoint continued in {other}")
 
     # The W=2 checkpoint at W=3, no further step: the same state, gathered; the position 5 x 2 x 32
     # = 320 samples into epoch 0 is 3 global batches of 3 x 32 (288) at W=3.
@@ -525,7 +528,7 @@ def case_resume(ouro_run, ouro_train, work):
     check("at step 4" in out and w1["steps"] == 8 and w1["world_size"] == 1 and math.isfinite(w1["val_loss"]),
           f"ddp W=2 checkpoint at W=1: {out}")
     return ("resume: zero2 fp32 5+5 = 10 steps and ddp bf16 accumulate 2 4+4 = 8 steps byte for byte across an "
-            "epoch; --mode zero3 refused; W=2 -> W=3 same state, trains on; ddp W=2 -> W=1 trains on")
+            "epoch; continued in zero3 and hsdp; W=2 -> W=3 same state, trains on; ddp W=2 -> W=1 trains on")
 
 
 CASES = {

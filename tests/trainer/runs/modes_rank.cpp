@@ -11,6 +11,10 @@
 //                     another from owned pieces, 5 more: OUT/restore-<A>-to-<B>-<precision>-<opt>.bin.
 //   --suite memory    after one step, every rank writes OUT/memory-<mode>-<precision>-rank<R>.txt:
 //                     "params grads optimizer buffers activations" in bytes (AdamW).
+//   --suite hybrid    hsdp with shard groups of W / 2 ranks, and ddp, zero3, 10 steps each (fp32
+//                     and bf16, AdamW, accumulate 1 and 2): rank 0 writes OUT/<label>.bin and
+//                     .eval as the equality suite; every rank also writes hsdp's memory account to
+//                     OUT/memory-hsdp-<precision>-rank<R>.txt
 //   --suite virtual   with 12 virtual ranks (TrainerConfig::virtual_ranks), every mode (single at
 //                     W = 1) and both precisions train 4 steps; rank 0 writes the parameters to
 //                     OUT/virtual-<mode>-<precision>.bin and the steps' loss sums' bits to
@@ -128,6 +132,7 @@ struct RunSpec {
   OptimizerKind optimizer;
   int accumulate = 1;
   int virtual_ranks = 0;
+  int shard_size = 0;  // hsdp
 };
 
 OptimizerConfig optimizerConfig(OptimizerKind kind) {
@@ -145,7 +150,8 @@ OptimizerConfig optimizerConfig(OptimizerKind kind) {
 }
 
 std::string label(const RunSpec& r) {
-  return std::string(r.work.gpt ? "gpt-" : "") + modeName(r.mode) + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) + "-acc" +
+  return std::string(r.work.gpt ? "gpt-" : "") + modeName(r.mode) +
+         (r.shard_size > 0 ? "L" + std::to_string(r.shard_size) : "") + "-" + precisionName(r.precision) + "-" + optimizerName(r.optimizer) + "-acc" +
          std::to_string(r.accumulate);
 }
 
@@ -177,6 +183,7 @@ std::unique_ptr<Trainer> create(const RunSpec& spec, ouro::Communicator* comm, i
     config.schedule = {config.optimizer.lr, config.optimizer.lr, 0, kSteps, false};
   }
   config.virtual_ranks = spec.virtual_ranks;
+  config.shard_size = spec.shard_size;
   return Trainer::create(config, spec.work.makeModel(batch), comm, init.data());
 }
 
@@ -412,6 +419,33 @@ void virtualSuite(const Workload& work, ouro::Communicator& comm, const std::str
   }
 }
 
+void hybridSuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
+  const int world = comm.size(), rank = comm.rank(), L = world / 2;
+  const std::vector<float> init = work.init();
+  if (rank == 0) writeFloats(out + "/init.bin", init);
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    for (int accumulate : {1, 2}) {
+      for (RunSpec spec : {RunSpec{work, Mode::kDdp, p, OptimizerKind::kAdamW, accumulate},
+                           RunSpec{work, Mode::kZero3, p, OptimizerKind::kAdamW, accumulate},
+                           RunSpec{work, Mode::kHsdp, p, OptimizerKind::kAdamW, accumulate, 0, L}}) {
+        auto trainer = train(spec, &comm, world, rank, kBatch, kSteps, init);
+        const std::vector<float> params = trainer->gatherParameters();
+        const std::string eval = evaluation(*trainer, work);
+        if (rank == 0) {
+          writeFloats(out + "/" + label(spec) + ".bin", params);
+          writeText(out + "/" + label(spec) + ".eval", eval);
+        }
+        if (spec.mode == Mode::kHsdp && accumulate == 1) {
+          const MemoryAccount a = trainer->memory();
+          std::ofstream file(out + "/memory-" + (work.gpt ? "gpt-" : "") + "hsdp-" + precisionName(p) + "-rank" +
+                             std::to_string(rank) + ".txt");
+          file << a.params << " " << a.grads << " " << a.optimizer << " " << a.buffers << " " << a.activations << "\n";
+        }
+      }
+    }
+  }
+}
+
 void memorySuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
   const std::vector<float> init = work.init();
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
@@ -437,9 +471,9 @@ int main(int argc, char** argv) {
     else if (flag == "--out") out = argv[i + 1];
     else if (flag == "--model") model = argv[i + 1];
   }
-  if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual") ||
+  if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual" && suite != "hybrid") ||
       (model != "mlp" && model != "gpt")) {
-    std::cerr << "usage: modes_rank --suite equality|memory|virtual --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
+    std::cerr << "usage: modes_rank --suite equality|memory|virtual|hybrid --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
     return 2;
   }
   const Workload work{model == "gpt"};
@@ -450,6 +484,7 @@ int main(int argc, char** argv) {
     rank = comm.rank();
     if (suite == "equality") equalitySuite(work, comm, out);
     else if (suite == "virtual") virtualSuite(work, comm, out);
+    else if (suite == "hybrid") hybridSuite(work, comm, out);
     else memorySuite(work, comm, out);
     comm.barrier();
   } catch (const std::exception& e) {

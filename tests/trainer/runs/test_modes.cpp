@@ -308,6 +308,47 @@ void checkVirtual(const Shape& shape) {
   CHECK(firstDifference(reference["fp32"].first, reference["bf16"].first) >= 0);
 }
 
+// hsdp with shard groups of W / 2 ranks ends with ddp's bits (and zero3 too), fp32 and bf16, one
+// and two micro-batches; its memory account is the ZeRO-3 formula over the shard group, and its
+// evaluation gives ddp's bits.
+void checkHybrid(int world, const Shape& shape) {
+  test::TempDir dir;
+  runRanks(world, "hybrid", dir.path(), shape.model);
+  const std::string L = std::to_string(world / 2);
+  const std::vector<float> init = readFloats(dir.path() + "/init.bin");
+  for (const char* config : {"fp32-adamw-acc1", "bf16-adamw-acc1", "fp32-adamw-acc2", "bf16-adamw-acc2"}) {
+    const std::string base = dir.path() + "/" + shape.prefix;
+    const std::vector<float> ddp = readFloats(base + "ddp-" + config + ".bin");
+    REQUIRE(ddp.size() == shape.params());
+    CHECK(firstDifference(ddp, init) >= 0);
+    INFO(shape.model << ", W = " << world << ", " << config << ": first differing parameter (-1: none)");
+    CHECK(firstDifference(readFloats(base + "hsdpL" + L + "-" + config + ".bin"), ddp) == -1);
+    CHECK(firstDifference(readFloats(base + "zero3-" + config + ".bin"), ddp) == -1);
+    CHECK(readText(base + "hsdpL" + L + "-" + config + ".eval") == readText(base + "ddp-" + config + ".eval"));
+  }
+  // Memory: zero3's account with the shard group's L in place of W, plus the hybrid reduction's
+  // pieces (W pieces of the largest unit's block, and G of them gathered).
+  const size_t Lg = size_t(world / 2), G = 2;
+  for (const char* precision : {"fp32", "bf16"}) {
+    const bool bf16 = std::string(precision) == "bf16";
+    const size_t e = bf16 ? 2 : 4;
+    for (int r = 0; r < world; r++) {
+      const Memory got = readMemory(dir.path() + "/memory-" + shape.prefix + "hsdp-" + precision + "-rank" +
+                                    std::to_string(r) + ".txt");
+      Memory want = expected(shape, "zero3", bf16, Lg, size_t(r) % Lg);
+      size_t largest_block = 0;
+      for (size_t u : shape.units) largest_block = std::max(largest_block, roundUp(u, Lg) / Lg);
+      const size_t piece = (largest_block + G - 1) / G;
+      want.buffers += (piece * size_t(world) + piece * G) * e;
+      INFO(shape.model << ", W = " << world << ", hsdp L = " << Lg << ", " << precision << ", rank " << r);
+      CHECK(got.params == want.params);
+      CHECK(got.grads == want.grads);
+      CHECK(got.optimizer == want.optimizer);
+      CHECK(got.buffers == want.buffers);
+    }
+  }
+}
+
 TEST_CASE("ddp, zero1, zero2 and zero3 end with bit-identical parameters", "[equality]") {
   SECTION("2 ranks") { checkEquality(2, kMlp); }
   SECTION("3 ranks (padding)") { checkEquality(3, kMlp); }
@@ -327,6 +368,13 @@ TEST_CASE("GPT: ddp, zero1, zero2 and zero3 end with bit-identical parameters", 
 
 TEST_CASE("GPT: single with W * B sequences matches ddp with W ranks of B", "[gpt][single]") {
   checkSingle(kGptShape);
+}
+
+TEST_CASE("hsdp ends with ddp's bits: W = 4 in groups of 2, W = 6 in groups of 3", "[hybrid]") {
+  SECTION("mlp, W = 4") { checkHybrid(4, kMlp); }
+  SECTION("mlp, W = 6") { checkHybrid(6, kMlp); }
+  SECTION("gpt, W = 4") { checkHybrid(4, kGptShape); }
+  SECTION("gpt, W = 6") { checkHybrid(6, kGptShape); }
 }
 
 TEST_CASE("12 virtual ranks: the same bits at W = 1 .. 6 in every mode", "[virtual]") {
