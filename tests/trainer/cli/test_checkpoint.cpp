@@ -247,7 +247,10 @@ TEST_CASE("checkpoint: resuming under another configuration is refused, another 
     return std::string("(accepted)");
   };
   CHECK_THAT(refusal([](auto& m) { m.layers = {784, 64, 10}; }), Contains("pass --layers 784,32,10"));
-  CHECK_THAT(refusal([](auto& m) { m.mode = Mode::kDdp; }), Contains("pass --mode zero2"));
+  // Distributed modes continue each other's runs (the same bits); single and them do not.
+  CHECK_THAT(refusal([](auto& m) { m.mode = Mode::kSingle; }), Contains("pass --mode zero2"));
+  CHECK(refusal([](auto& m) { m.mode = Mode::kDdp; }) == "(accepted)");
+  CHECK(refusal([](auto& m) { m.mode = Mode::kHsdp; }) == "(accepted)");
   CHECK_THAT(refusal([](auto& m) { m.precision = Precision::kFp32; }), Contains("pass --precision bf16"));
   CHECK_THAT(refusal([](auto& m) { m.optimizer.kind = OptimizerKind::kSgd; }), Contains("pass --optimizer adamw"));
   CHECK_THAT(refusal([](auto& m) { m.seed = 1; }), Contains("pass --seed 9223372036854775813"));

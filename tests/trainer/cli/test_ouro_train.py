@@ -218,7 +218,7 @@ def case_bad_input(ouro_run, ouro_train, work):
         (["--layers", "784,32,11"], None, 2, "--layers must end at 10"),
         (["--layers", "784,,10"], None, 2, "--layers needs comma-separated widths"),
         (["--layers", "784"], None, 2, "--layers needs at least two widths"),
-        (["--mode", "ring"], None, 2, "--mode needs one of single, ddp, zero1, zero2, zero3, got 'ring'"),
+        (["--mode", "ring"], None, 2, "--mode needs one of single, ddp, zero1, zero2, zero3, hsdp, got 'ring'"),
         (["--precision", "fp16"], None, 2, "--precision needs fp32 or bf16, got 'fp16'"),
         (["--optimizer", "adam"], None, 2, "--optimizer needs sgd or adamw, got 'adam'"),
         (["--steps", "3", "--epochs", "1"], None, 2, "--steps and --epochs exclude each other"),
