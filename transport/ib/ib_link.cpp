@@ -17,23 +17,11 @@
 namespace ouro::transport::ib {
 namespace {
 
-// wr_id: what completed (kind), how many send-queue entries it retires, and the slot.
-enum WrKind : uint64_t { kWrMessage = 1, kWrCredit = 2, kWrAnnounce = 3, kWrProbe = 4 };
-uint64_t wrId(WrKind kind, uint32_t entries, uint32_t slot) { return uint64_t(kind) << 56 | uint64_t(entries) << 48 | slot; }
-WrKind wrKind(uint64_t id) { return WrKind(id >> 56); }
-uint32_t wrEntries(uint64_t id) { return uint32_t(id >> 48) & 0xff; }
-uint32_t wrSlot(uint64_t id) { return uint32_t(id & 0xffffffffu); }
-
-const char* wrWhat(const ibv_wc& wc) {
-  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) return "receive of a message";
-  switch (wrKind(wc.wr_id)) {
-    case kWrMessage: return "RDMA write of a message";
-    case kWrCredit: return "RDMA write of credits";
-    case kWrAnnounce: return "RDMA write of a receive destination";
-    case kWrProbe: return "liveness probe (zero-byte RDMA write)";
-  }
-  return "work request";
-}
+// wr_id (ib_protocol.hpp): what completed, how many send-queue entries it retires, the slot.
+constexpr WrKind kWrMessage = WrKind::kMessage, kWrCredit = WrKind::kCredit, kWrAnnounce = WrKind::kAnnounce,
+                 kWrProbe = WrKind::kProbe;
+uint64_t wrId(WrKind kind, uint32_t entries, uint32_t slot) { return encodeWrId(kind, entries, slot); }
+const uint64_t kRecvWrId = encodeWrId(WrKind::kReceive, 0, 0);
 
 // Control buffer layout: what the peer writes, then what we send from (each on its own line).
 constexpr size_t kCreditIn = 0, kAnnounceIn = 64, kCreditOut = 128, kAnnounceOut = 192, kControlBytes = 256;
@@ -180,6 +168,7 @@ void IbLink::connect(const std::string& remote_endpoint) {
   // Receives first: a write with immediate that finds none would be refused (RNR).
   for (uint32_t i = 0; i < options_.slots; i++) {
     ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = kRecvWrId;
     if (int rc = ibv_post_recv(qp_, &wr, &bad))
       raise(Result::kSystemError, "rank %d: InfiniBand link to rank %d: ibv_post_recv failed: %s", self_, peer_,
             std::strerror(rc));
@@ -217,12 +206,19 @@ bool IbLink::progress() {
   ibv_wc wc[16];
   int n = ibv_poll_cq(cq_, 16, wc);
   if (n < 0) fail("ibv_poll_cq failed");
+  // A failed completion's opcode is undefined: what it was about comes from its wr_id alone, and
+  // the batch's first real error is reported rather than a flush that followed it.
+  int statuses[16];
+  for (int i = 0; i < n; i++) statuses[i] = int(wc[i].status);
+  if (int bad = firstFailedCompletion(statuses, n, IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR); bad >= 0) {
+    const ibv_wc& c = wc[bad];
+    fail(strprintf("a %s completed with %s (vendor error %#x)", describeWorkRequest(c.wr_id).c_str(),
+                   ibv_wc_status_str(c.status), c.vendor_err));
+  }
   for (int i = 0; i < n; i++) {
     const ibv_wc& c = wc[i];
-    if (c.status != IBV_WC_SUCCESS)
-      fail(strprintf("a %s completed with %s (vendor error %#x)", wrWhat(c), ibv_wc_status_str(c.status), c.vendor_err));
     moved = true;
-    if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    if (wrIdKind(c.wr_id) == WrKind::kReceive) {
       try {
         receiver_.onImmediate(ntohl(c.imm_data));
       } catch (const Error& e) {
@@ -230,13 +226,14 @@ bool IbLink::progress() {
         throw;
       }
       ibv_recv_wr wr{}, *bad = nullptr;
+      wr.wr_id = kRecvWrId;
       if (int rc = ibv_post_recv(qp_, &wr, &bad)) fail(strprintf("ibv_post_recv failed: %s", std::strerror(rc)));
       continue;
     }
-    send_wr_used_ -= std::min(send_wr_used_, wrEntries(c.wr_id));
-    if (wrKind(c.wr_id) == kWrMessage) sender_.onLocalCompletion(wrSlot(c.wr_id));
-    if (wrKind(c.wr_id) == kWrProbe) probe_outstanding_ = false;
-    if (wrKind(c.wr_id) == kWrAnnounce) announce_outstanding_ = false;
+    send_wr_used_ -= std::min(send_wr_used_, wrIdEntries(c.wr_id));
+    if (wrIdKind(c.wr_id) == kWrMessage) sender_.onLocalCompletion(wrIdSlot(c.wr_id));
+    if (wrIdKind(c.wr_id) == kWrProbe) probe_outstanding_ = false;
+    if (wrIdKind(c.wr_id) == kWrAnnounce) announce_outstanding_ = false;
   }
   // The credit word the peer writes (RDMA, no completion here): read it as the NIC left it.
   const uint64_t credit = __atomic_load_n(reinterpret_cast<uint64_t*>(control_.data + kCreditIn), __ATOMIC_ACQUIRE);
@@ -362,11 +359,11 @@ void IbLink::postCredit() {
 }
 
 // One signalled RDMA write of `bytes` at `offset` of this link's control area to the peer's.
-void IbLink::writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, uint64_t kind,
+void IbLink::writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, WrKind kind,
                           const char* what) {
   ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + offset), uint32_t(bytes), control_.mr->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = wrId(WrKind(kind), 1, 0);
+  wr.wr_id = wrId(kind, 1, 0);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;

@@ -64,7 +64,7 @@ class IbLink final : public Link {
   void checkFailed() const;
   void postWrite(ibv_send_wr* first, const char* what);
   void postCredit();
-  void writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, uint64_t kind, const char* what);
+  void writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, WrKind kind, const char* what);
   void probe();  // a zero-byte write, at most once a second, to find a peer that vanished
   size_t stride() const { return sizeof(MessageHeader) + options_.slot_bytes; }
 

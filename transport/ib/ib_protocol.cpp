@@ -111,6 +111,33 @@ AnnouncementResult decodeAnnouncement(const void* bytes, size_t len, uint64_t ex
 
 // ---- endpoint ----
 
+WrKind wrIdKind(uint64_t wr_id) {
+  const uint64_t kind = wr_id >> 56;
+  return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kReceive) ? WrKind(kind) : WrKind::kUnknown;
+}
+
+std::string describeWorkRequest(uint64_t wr_id) {
+  switch (wrIdKind(wr_id)) {
+    case WrKind::kMessage: return strprintf("RDMA write of a message (slot %u)", wrIdSlot(wr_id));
+    case WrKind::kCredit: return "RDMA write of credits";
+    case WrKind::kAnnounce: return "RDMA write of a receive destination";
+    case WrKind::kProbe: return "liveness probe (zero-byte RDMA write)";
+    case WrKind::kReceive: return "receive of a message";
+    case WrKind::kUnknown: break;
+  }
+  return strprintf("work request with unknown wr_id %#llx", (unsigned long long)wr_id);
+}
+
+int firstFailedCompletion(const int* statuses, int n, int ok_status, int flush_status) {
+  int first = -1;
+  for (int i = 0; i < n; i++) {
+    if (statuses[i] == ok_status) continue;
+    if (statuses[i] != flush_status) return i;
+    if (first < 0) first = i;
+  }
+  return first;
+}
+
 std::string encodeEndpoint(const EndpointInfo& e) {
   std::string gid;
   for (uint8_t b : e.gid) gid += strprintf("%02x", b);

@@ -118,6 +118,26 @@ struct EndpointResult {
 // Validates the format and every field's range (the peer's slots/payload must then equal ours).
 EndpointResult decodeEndpoint(const std::string& text);
 
+// Work request ids: what a completion is about, decided from wr_id alone. For a failed
+// completion the verbs spec leaves wc.opcode undefined (mlx5 reports garbage or 0), so the
+// opcode must not be read; receives carry kWrReceive (a receive posted with wr_id 0 would be
+// indistinguishable from "unknown"). Layout: kind (8 bits, 63..56) | send-queue entries it
+// retires (8 bits, 55..48) | slot (32 bits, 31..0).
+enum class WrKind : uint8_t { kUnknown = 0, kMessage = 1, kCredit = 2, kAnnounce = 3, kProbe = 4, kReceive = 5 };
+constexpr uint64_t encodeWrId(WrKind kind, uint32_t entries, uint32_t slot) {
+  return uint64_t(kind) << 56 | uint64_t(entries & 0xffu) << 48 | slot;
+}
+// kUnknown for a wr_id ouro never posts (0, or a kind past kReceive).
+WrKind wrIdKind(uint64_t wr_id);
+constexpr uint32_t wrIdEntries(uint64_t wr_id) { return uint32_t(wr_id >> 48) & 0xffu; }
+constexpr uint32_t wrIdSlot(uint64_t wr_id) { return uint32_t(wr_id & 0xffffffffu); }
+// "RDMA write of a message (slot 2)", "receive of a message", "work request with unknown wr_id 0x0".
+std::string describeWorkRequest(uint64_t wr_id);
+// Which completion of a polled batch to report when some failed: the first whose status is not a
+// flush (`flush_status`, IBV_WC_WR_FLUSH_ERR: work the QP dropped after it had already failed),
+// else the first failed one; -1 when every completion succeeded (`ok_status`).
+int firstFailedCompletion(const int* statuses, int n, int ok_status, int flush_status);
+
 // What the verbs layer posts for one message.
 struct SendPlan {
   uint32_t slot = 0;
