@@ -41,7 +41,7 @@ constexpr Setting kSettings[] = {
     {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when the two ranks' cores measure a cache-line round trip of 200 ns to 2 us (far apart; logged at info level)"},
     {"OURO_SHM_STREAM_STAGING_BYTES", "8388608", "calls of at least this many bytes per rank (count x element size) may stream their staging copies (0 = never)"},
     {"OURO_IB_HCA", "", "RDMA devices and ports the InfiniBand transport may use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1:1 (prefixes; =exact names; ^excludes); default: the first device with an active port"},
-    {"OURO_IB_GID_INDEX", "0", "GID table index of the InfiniBand port (RoCE: the index of a RoCE v2 GID, see show_gids)"},
+    {"OURO_IB_GID_INDEX", "-1", "GID table index of the InfiniBand port; -1: automatic, as NCCL (RoCE: the RoCE v2 entry with an IPv4-mapped address; InfiniBand: index 0); an empty (all-zero) entry is refused"},
     {"OURO_IB_SLOTS", "4", "messages an InfiniBand link may have in flight per direction (2..256)"},
     {"OURO_IB_SLOT_BYTES", "524288", "bytes per InfiniBand message slot (the pipelining unit over InfiniBand)"},
     {"OURO_IB_TIMEOUT", "14", "InfiniBand local ACK timeout exponent: 4.096 us x 2^N before a retry (1..31)"},

@@ -3,6 +3,7 @@
 // only), which GID to use from a port's GID table, which asynchronous events fail which links,
 // when on-demand paging falls back to the slots, whether the locked-memory limit fits the links.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -46,4 +47,121 @@ TEST_CASE("ib completions: the batch's first real error is reported, not a flush
   const int only_flushes[] = {kOk, kFlush, kFlush};
   CHECK(firstFailedCompletion(only_flushes, 3, kOk, kFlush) == 1);
   CHECK(firstFailedCompletion(nullptr, 0, kOk, kFlush) == -1);
+}
+
+// ---- GID selection from a port's GID table ----
+
+namespace {
+GidEntry gid(uint32_t index, GidType type, std::initializer_list<uint8_t> bytes) {
+  GidEntry e;
+  e.index = index;
+  e.type = type;
+  size_t i = 0;
+  for (uint8_t b : bytes) e.raw[i++] = b;
+  return e;
+}
+GidEntry linkLocal(uint32_t index, GidType type) {
+  return gid(index, type, {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x0a, 0x5c, 0x9c, 0xff, 0xfe, 0x01, 0x02, 0x03});
+}
+GidEntry ipv4(uint32_t index, GidType type) {
+  return gid(index, type, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 7});
+}
+GidEntry empty(uint32_t index, GidType type) { return gid(index, type, {}); }
+
+// A typical mlx5 RoCE port: index 0/1 are the link-local v1/v2 entries, 2/3 the IPv4 address's
+// v1/v2 entries, 4 an empty slot (reads back as zeros through ibv_query_gid).
+std::vector<GidEntry> mlx5RoceTable() {
+  return {linkLocal(0, GidType::kRoceV1), linkLocal(1, GidType::kRoceV2), ipv4(2, GidType::kRoceV1),
+          ipv4(3, GidType::kRoceV2), empty(4, GidType::kRoceV1)};
+}
+}  // namespace
+
+TEST_CASE("ib GID: RoCE picks the RoCE v2 entry with an IPv4-mapped address, as NCCL", "[ib]") {
+  GidChoice c = chooseGid(mlx5RoceTable(), /*ethernet=*/true, -1);
+  REQUIRE(c.ok);
+  CHECK(c.entry.index == 3);
+  CHECK(c.entry.type == GidType::kRoceV2);
+  // Order in the table does not matter.
+  std::vector<GidEntry> reversed = mlx5RoceTable();
+  std::reverse(reversed.begin(), reversed.end());
+  CHECK(chooseGid(reversed, true, -1).entry.index == 3);
+  // Without an IPv4 address: v2 link-local beats v1; a global IPv6 v2 entry beats link-local.
+  std::vector<GidEntry> no_ipv4 = {linkLocal(0, GidType::kRoceV1), linkLocal(1, GidType::kRoceV2)};
+  CHECK(chooseGid(no_ipv4, true, -1).entry.index == 1);
+  no_ipv4.push_back(gid(5, GidType::kRoceV2, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));
+  CHECK(chooseGid(no_ipv4, true, -1).entry.index == 5);
+  // Only v1 entries: the IPv4 one.
+  CHECK(chooseGid({linkLocal(0, GidType::kRoceV1), ipv4(1, GidType::kRoceV1)}, true, -1).entry.index == 1);
+}
+
+TEST_CASE("ib GID: InfiniBand uses index 0, and never an empty entry", "[ib]") {
+  std::vector<GidEntry> ib = {linkLocal(0, GidType::kIb), linkLocal(1, GidType::kIb)};
+  CHECK(chooseGid(ib, false, -1).entry.index == 0);
+  ib[0] = empty(0, GidType::kIb);
+  CHECK(chooseGid(ib, false, -1).entry.index == 1);
+}
+
+TEST_CASE("ib GID: empty entries and an all-empty table are errors, not a zero GID", "[ib]") {
+  // Requested explicitly: the empty index 4, and an index past the table.
+  for (int bad : {4, 9}) {
+    GidChoice c = chooseGid(mlx5RoceTable(), true, bad);
+    CHECK_FALSE(c.ok);
+    CHECK(contains(c.error, "OURO_IB_GID_INDEX=" + std::to_string(bad)));
+    CHECK(contains(c.error, "empty"));
+    CHECK(contains(c.error, "3 (RoCE v2 0000:0000:0000:0000:0000:ffff:0a00:0007)"));
+  }
+  // Requested and valid (even v1): honoured.
+  GidChoice v1 = chooseGid(mlx5RoceTable(), true, 0);
+  REQUIRE(v1.ok);
+  CHECK(v1.entry.type == GidType::kRoceV1);
+  GidChoice none = chooseGid({empty(0, GidType::kRoceV1), empty(1, GidType::kRoceV2)}, true, -1);
+  CHECK_FALSE(none.ok);
+  CHECK(contains(none.error, "no usable entry"));
+  CHECK_FALSE(chooseGid({}, false, -1).ok);
+}
+
+TEST_CASE("ib endpoints: link layer and GID type are published and compared", "[ib]") {
+  EndpointInfo a;
+  a.qpn = 5, a.mtu = 5, a.slots = 4, a.slot_payload = 4096, a.slots_addr = a.credit_addr = a.announce_addr = 64;
+  a.link_layer = kLinkEthernet;
+  a.gid_type = 2;
+  const GidEntry v4 = ipv4(3, GidType::kRoceV2);
+  std::memcpy(a.gid, v4.raw, 16);
+  EndpointResult round = decodeEndpoint(encodeEndpoint(a));
+  REQUIRE(round.ok);
+  CHECK(round.value.link_layer == kLinkEthernet);
+  CHECK(round.value.gid_type == 2);
+
+  EndpointInfo b = a;
+  PeerPath same = checkPeerEndpoint(a, b, 3);
+  CHECK(same.error.empty());
+  CHECK(same.global);  // RoCE: always by GID
+
+  b.gid_type = 1;  // the peer picked a RoCE v1 entry
+  PeerPath types = checkPeerEndpoint(a, b, 3);
+  CHECK(contains(types.error, "RoCE v2 GID and rank 3 by a RoCE v1 GID"));
+  CHECK(contains(types.error, "OURO_IB_GID_INDEX"));
+
+  b = a;
+  b.link_layer = kLinkInfiniBand, b.gid_type = 0, b.lid = 9;
+  CHECK(contains(checkPeerEndpoint(a, b, 3).error, "not on one fabric"));
+
+  b = a;
+  std::memset(b.gid, 0, 16);
+  CHECK(contains(checkPeerEndpoint(a, b, 3).error, "all-zero GID"));
+
+  // InfiniBand: LID addressing in one subnet, GRH across subnets or without a LID.
+  EndpointInfo ia = a, ib = a;
+  ia.link_layer = ib.link_layer = kLinkInfiniBand;
+  ia.gid_type = ib.gid_type = 0;
+  std::memcpy(ia.gid, linkLocal(0, GidType::kIb).raw, 16);
+  std::memcpy(ib.gid, linkLocal(0, GidType::kIb).raw, 16);
+  ia.lid = 1, ib.lid = 2;
+  PeerPath local = checkPeerEndpoint(ia, ib, 3);
+  CHECK(local.error.empty());
+  CHECK_FALSE(local.global);
+  ib.gid[7] = 0x42;  // another subnet prefix
+  CHECK(checkPeerEndpoint(ia, ib, 3).global);
+  // Older endpoints (ib1) are refused as another version.
+  CHECK_FALSE(decodeEndpoint("ib1 qpn=1").ok);
 }

@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -13,6 +16,42 @@ namespace ouro::transport::ib {
 namespace {
 
 const char* portStateName(ibv_port_state s) { return ibv_port_state_str(s); }
+
+// The port's GID table with each entry's type. ibv_query_gid_table lists the valid entries of
+// every port with their types; where it is missing (old kernels), each index is read with
+// ibv_query_gid (empty entries read as zero) and its type from sysfs.
+std::vector<GidEntry> readGidTable(ibv_context* ctx, const std::string& device, uint8_t port, const ibv_port_attr& pa,
+                                   int ports) {
+  std::vector<GidEntry> table;
+  std::vector<ibv_gid_entry> all(size_t(std::max(1, pa.gid_tbl_len)) * size_t(std::max(1, ports)));
+  ssize_t n = ibv_query_gid_table(ctx, all.data(), all.size(), 0);
+  if (n >= 0) {
+    for (ssize_t i = 0; i < n; i++) {
+      if (all[size_t(i)].port_num != port) continue;
+      GidEntry e;
+      e.index = all[size_t(i)].gid_index;
+      std::memcpy(e.raw, all[size_t(i)].gid.raw, 16);
+      e.type = GidType(std::min<uint32_t>(all[size_t(i)].gid_type, 2));
+      table.push_back(e);
+    }
+    return table;
+  }
+  const bool ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+  for (int i = 0; i < pa.gid_tbl_len && i < 256; i++) {
+    ibv_gid gid{};
+    if (ibv_query_gid(ctx, port, i, &gid) != 0) continue;
+    GidEntry e;
+    e.index = uint32_t(i);
+    std::memcpy(e.raw, gid.raw, 16);
+    e.type = ethernet ? GidType::kRoceV1 : GidType::kIb;
+    std::ifstream type_file(strprintf("/sys/class/infiniband/%s/ports/%u/gid_attrs/types/%d", device.c_str(),
+                                      unsigned(port), i));
+    std::string type;
+    if (std::getline(type_file, type) && type.find("v2") != std::string::npos) e.type = GidType::kRoceV2;
+    table.push_back(e);
+  }
+  return table;
+}
 
 }  // namespace
 
@@ -47,17 +86,19 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index)
         seen += strprintf(" %s:%d (%s)", name.c_str(), port, portStateName(pa.state));
         continue;
       }
-      ibv_gid gid{};
-      if (ibv_query_gid(ctx, uint8_t(port), gid_index, &gid) != 0) {
-        seen += strprintf(" %s:%d (no GID at index %d, OURO_IB_GID_INDEX)", name.c_str(), port, gid_index);
+      const bool ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+      GidChoice gid = chooseGid(readGidTable(ctx, name, uint8_t(port), pa, attr.phys_port_cnt), ethernet, gid_index);
+      if (!gid.ok) {
+        seen += strprintf(" %s:%d (%s)", name.c_str(), port, gid.error.c_str());
         continue;
       }
       std::shared_ptr<IbDevice> dev(new IbDevice());
       dev->context_ = ctx;
       dev->port_ = uint8_t(port);
       dev->port_attr_ = pa;
-      dev->gid_ = gid;
-      dev->gid_index_ = gid_index;
+      std::memcpy(dev->gid_.raw, gid.entry.raw, 16);
+      dev->gid_index_ = int(gid.entry.index);
+      dev->gid_type_ = gid.entry.type;
       dev->name_ = name;
       chosen = dev;
     }
@@ -85,7 +126,9 @@ IbDevice::~IbDevice() {
 }
 
 std::string IbDevice::describe() const {
-  if (ethernet()) return strprintf("%s:%u (RoCE, GID index %d)", name_.c_str(), unsigned(port_), gid_index_);
+  if (ethernet())
+    return strprintf("%s:%u (RoCE, GID index %d: %s %s)", name_.c_str(), unsigned(port_), gid_index_,
+                     gidTypeName(gid_type_), formatGid(gid_.raw).c_str());
   return strprintf("%s:%u (InfiniBand, LID %u)", name_.c_str(), unsigned(port_), unsigned(port_attr_.lid));
 }
 

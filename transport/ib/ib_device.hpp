@@ -18,7 +18,8 @@ namespace ouro::transport::ib {
 
 class IbDevice {
  public:
-  // Opens the first device and port `filter` allows whose port is active. Throws
+  // Opens the first device and port `filter` allows whose port is active and has a usable GID
+  // (`gid_index` -1: chosen automatically, chooseGid in ib_hca.hpp). Throws
   // Error(kUnavailable) saying which devices were seen and why none fits, and what to do.
   static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index);
   ~IbDevice();
@@ -31,6 +32,7 @@ class IbDevice {
   const ibv_port_attr& portAttr() const { return port_attr_; }
   const ibv_gid& gid() const { return gid_; }
   int gidIndex() const { return gid_index_; }
+  GidType gidType() const { return gid_type_; }
   bool ethernet() const { return port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
   const std::string& name() const { return name_; }
   std::string describe() const;  // "mlx5_0:1 (InfiniBand, LID 5)" for info lines
@@ -47,6 +49,7 @@ class IbDevice {
   ibv_port_attr port_attr_{};
   ibv_gid gid_{};
   int gid_index_ = 0;
+  GidType gid_type_ = GidType::kIb;
   std::string name_;
   std::unique_ptr<MrCache> mr_cache_;
   std::mutex events_mu_;

@@ -1,5 +1,7 @@
 #include "transport/ib/ib_hca.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/strings.hpp"
 
@@ -42,6 +44,93 @@ bool HcaFilter::allows(const std::string& device, int port) const {
     if (name && (e.port < 0 || e.port == port)) listed = true;
   }
   return exclude ? !listed : listed;
+}
+
+const char* gidTypeName(GidType t) {
+  switch (t) {
+    case GidType::kIb: return "IB";
+    case GidType::kRoceV1: return "RoCE v1";
+    case GidType::kRoceV2: return "RoCE v2";
+  }
+  return "unknown";
+}
+
+bool gidIsZero(const uint8_t raw[16]) {
+  return std::all_of(raw, raw + 16, [](uint8_t b) { return b == 0; });
+}
+
+bool gidIsIpv4Mapped(const uint8_t raw[16]) {
+  return std::all_of(raw, raw + 10, [](uint8_t b) { return b == 0; }) && raw[10] == 0xff && raw[11] == 0xff;
+}
+
+bool gidIsLinkLocal(const uint8_t raw[16]) { return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80; }
+
+std::string formatGid(const uint8_t raw[16]) {
+  std::string s;
+  for (int i = 0; i < 16; i += 2) s += strprintf("%s%02x%02x", i ? ":" : "", raw[i], raw[i + 1]);
+  return s;
+}
+
+namespace {
+
+// Lower is better; -1: never.
+int gidRank(const GidEntry& e, bool ethernet) {
+  if (gidIsZero(e.raw)) return -1;
+  if (!ethernet) return e.index == 0 ? 0 : 1;
+  const int address = gidIsIpv4Mapped(e.raw) ? 0 : gidIsLinkLocal(e.raw) ? 2 : 1;
+  switch (e.type) {
+    case GidType::kRoceV2: return address;
+    case GidType::kRoceV1: return 3 + address;
+    case GidType::kIb: return 6 + address;  // not expected on an Ethernet port
+  }
+  return -1;
+}
+
+std::string describeTable(const std::vector<GidEntry>& table) {
+  std::string s;
+  int listed = 0;
+  for (const GidEntry& e : table) {
+    if (gidIsZero(e.raw)) continue;
+    if (listed++ == 8) {
+      s += " ...";
+      break;
+    }
+    s += strprintf(" %u (%s %s)", e.index, gidTypeName(e.type), formatGid(e.raw).c_str());
+  }
+  return s.empty() ? " none" : s;
+}
+
+}  // namespace
+
+GidChoice chooseGid(const std::vector<GidEntry>& table, bool ethernet, int requested) {
+  GidChoice c;
+  if (requested >= 0) {
+    auto it = std::find_if(table.begin(), table.end(), [&](const GidEntry& e) { return int(e.index) == requested; });
+    if (it == table.end() || gidIsZero(it->raw)) {
+      c.error = strprintf("OURO_IB_GID_INDEX=%d: that GID table entry is empty (all-zero GID); non-empty entries:%s; "
+                          "unset OURO_IB_GID_INDEX to choose automatically",
+                          requested, describeTable(table).c_str());
+      return c;
+    }
+    c.ok = true;
+    c.entry = *it;
+    return c;
+  }
+  const GidEntry* best = nullptr;
+  int best_rank = -1;
+  for (const GidEntry& e : table) {
+    const int r = gidRank(e, ethernet);
+    if (r < 0) continue;
+    if (!best || r < best_rank || (r == best_rank && e.index < best->index)) best = &e, best_rank = r;
+  }
+  if (!best) {
+    c.error = strprintf("the port's GID table has no usable entry (all empty)%s",
+                        ethernet ? "; on RoCE, give the interface an IP address (RoCE v2 GIDs follow it)" : "");
+    return c;
+  }
+  c.ok = true;
+  c.entry = *best;
+  return c;
 }
 
 }  // namespace ouro::transport::ib

@@ -2,8 +2,10 @@
 // syntax: "mlx5_0:1,mlx5_1:1" (device[:port], comma separated), a leading '^' excludes the
 // listed devices instead, a leading '=' asks for exact names (else a name is a prefix: "mlx5"
 // matches mlx5_0 and mlx5_1). Empty: every device, first active port. Pure parsing, no verbs.
+// Also the other pure decisions of device and port setup: which GID table entry to use.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,5 +26,33 @@ struct HcaFilter {
 
 // Throws ouro::Error(kInvalidArgument) naming the bad entry (port not a number in 1..255, empty name).
 HcaFilter parseHcaList(const std::string& text);
+
+// ---- GID selection ----
+// The values of enum ibv_gid_type (verbs.h), so the choice below needs no verbs header.
+enum class GidType : uint32_t { kIb = 0, kRoceV1 = 1, kRoceV2 = 2 };
+const char* gidTypeName(GidType t);  // "IB", "RoCE v1", "RoCE v2"
+
+struct GidEntry {
+  uint32_t index = 0;
+  uint8_t raw[16] = {};
+  GidType type = GidType::kIb;
+};
+bool gidIsZero(const uint8_t raw[16]);         // an empty table entry reads as all zeros
+bool gidIsIpv4Mapped(const uint8_t raw[16]);   // ::ffff:a.b.c.d
+bool gidIsLinkLocal(const uint8_t raw[16]);    // fe80::/10
+std::string formatGid(const uint8_t raw[16]);  // "fe80:0000:...": 8 groups of 4 hex digits
+
+struct GidChoice {
+  bool ok = false;
+  GidEntry entry;
+  std::string error;  // why no entry fits, listing the table
+};
+// The GID a queue pair addresses by. `requested` is OURO_IB_GID_INDEX (-1: automatic). Automatic,
+// as NCCL: on Ethernet (RoCE) the RoCE v2 entry with an IPv4-mapped address, then RoCE v2 with a
+// global IPv6 address, then RoCE v2 link-local, then RoCE v1 in the same order (the lowest index
+// among equals); on InfiniBand index 0 (the port GID), else the lowest non-empty entry. An empty
+// (all-zero) entry is never chosen, not even when requested: it is an error naming the entries
+// that exist. `table` may hold empty entries and entries in any order.
+GidChoice chooseGid(const std::vector<GidEntry>& table, bool ethernet, int requested);
 
 }  // namespace ouro::transport::ib

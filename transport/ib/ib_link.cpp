@@ -117,6 +117,8 @@ std::string IbLink::localEndpoint() const {
   e.psn = psn_;
   e.lid = device_->portAttr().lid;
   std::memcpy(e.gid, device_->gid().raw, 16);
+  e.gid_type = uint32_t(device_->gidType());
+  e.link_layer = device_->ethernet() ? kLinkEthernet : kLinkInfiniBand;
   e.mtu = uint32_t(device_->portAttr().active_mtu);
   e.slots = options_.slots;
   e.slot_payload = options_.slot_bytes;
@@ -138,6 +140,11 @@ void IbLink::connect(const std::string& remote_endpoint) {
           "and OURO_IB_SLOT_BYTES on every rank",
           self_, peer_, r.value.slots, (unsigned long long)r.value.slot_payload, options_.slots, options_.slot_bytes);
   remote_ = r.value;
+  EndpointResult mine = decodeEndpoint(localEndpoint());
+  const PeerPath path = checkPeerEndpoint(mine.value, remote_, peer_);
+  if (!path.error.empty())
+    raise(Result::kInvalidUsage, "rank %d: InfiniBand link to rank %d (via %s): %s", self_, peer_,
+          device_->describe().c_str(), path.error.c_str());
 
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
@@ -148,8 +155,8 @@ void IbLink::connect(const std::string& remote_endpoint) {
   attr.min_rnr_timer = 12;
   attr.ah_attr.port_num = device_->port();
   attr.ah_attr.sl = options_.service_level;
-  if (device_->ethernet() || remote_.lid == 0) {
-    // RoCE (and routed InfiniBand): address by GID.
+  if (path.global) {
+    // RoCE, and InfiniBand to a peer without a LID or in another subnet: address by GID.
     attr.ah_attr.is_global = 1;
     std::memcpy(attr.ah_attr.grh.dgid.raw, remote_.gid, 16);
     attr.ah_attr.grh.sgid_index = uint8_t(device_->gidIndex());

@@ -111,6 +111,31 @@ AnnouncementResult decodeAnnouncement(const void* bytes, size_t len, uint64_t ex
 
 // ---- endpoint ----
 
+PeerPath checkPeerEndpoint(const EndpointInfo& local, const EndpointInfo& remote, int peer) {
+  PeerPath p;
+  static const char* const kTypes[] = {"IB", "RoCE v1", "RoCE v2"};
+  auto layer = [](uint32_t l) { return l == kLinkEthernet ? "Ethernet (RoCE)" : "InfiniBand"; };
+  bool zero = true;
+  for (uint8_t b : remote.gid) zero = zero && b == 0;
+  if (local.link_layer != remote.link_layer) {
+    p.error = strprintf("this rank's port is %s and rank %d's is %s: they are not on one fabric; choose ports on the "
+                        "same fabric with OURO_IB_HCA on both",
+                        layer(local.link_layer), peer, layer(remote.link_layer));
+  } else if (local.link_layer == kLinkEthernet && local.gid_type != remote.gid_type) {
+    p.error = strprintf("this rank addresses RoCE by a %s GID and rank %d by a %s GID: both ends must use one type; "
+                        "unset OURO_IB_GID_INDEX (automatic picks RoCE v2) or set it to entries of one type",
+                        kTypes[local.gid_type], peer, kTypes[remote.gid_type]);
+  } else if (zero && (local.link_layer == kLinkEthernet || remote.lid == 0)) {
+    p.error = strprintf("rank %d published an all-zero GID (an empty GID table entry) and it is needed to address it",
+                        peer);
+  }
+  // RoCE is always addressed by GID; InfiniBand by LID inside one subnet, by GID (through a
+  // router) when the peer has no LID or another subnet prefix (the GID's first 8 bytes).
+  p.global = local.link_layer == kLinkEthernet || remote.lid == 0 ||
+             std::memcmp(local.gid, remote.gid, 8) != 0;
+  return p;
+}
+
 WrKind wrIdKind(uint64_t wr_id) {
   const uint64_t kind = wr_id >> 56;
   return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kReceive) ? WrKind(kind) : WrKind::kUnknown;
@@ -141,9 +166,9 @@ int firstFailedCompletion(const int* statuses, int n, int ok_status, int flush_s
 std::string encodeEndpoint(const EndpointInfo& e) {
   std::string gid;
   for (uint8_t b : e.gid) gid += strprintf("%02x", b);
-  return strprintf("ib1 qpn=%u psn=%u lid=%u gid=%s mtu=%u slots=%u payload=%llu slots=%llx:%x credit=%llx:%x "
-                   "announce=%llx:%x",
-                   e.qpn, e.psn, e.lid, gid.c_str(), e.mtu, e.slots, (unsigned long long)e.slot_payload,
+  return strprintf("ib2 qpn=%u psn=%u lid=%u gid=%s gidtype=%u link=%u mtu=%u slots=%u payload=%llu slots=%llx:%x "
+                   "credit=%llx:%x announce=%llx:%x",
+                   e.qpn, e.psn, e.lid, gid.c_str(), e.gid_type, e.link_layer, e.mtu, e.slots, (unsigned long long)e.slot_payload,
                    (unsigned long long)e.slots_addr, e.slots_rkey, (unsigned long long)e.credit_addr, e.credit_rkey,
                    (unsigned long long)e.announce_addr, e.announce_rkey);
 }
@@ -159,11 +184,11 @@ EndpointResult decodeEndpoint(const std::string& text) {
   unsigned long long payload = 0, slots_addr = 0, credit_addr = 0, announce_addr = 0;
   int end = -1;
   int n = std::sscanf(text.c_str(),
-                      "ib1 qpn=%u psn=%u lid=%u gid=%32[0-9a-f] mtu=%u slots=%u payload=%llu slots=%llx:%x "
-                      "credit=%llx:%x announce=%llx:%x%n",
-                      &e.qpn, &e.psn, &e.lid, gid, &e.mtu, &e.slots, &payload, &slots_addr, &e.slots_rkey, &credit_addr,
+                      "ib2 qpn=%u psn=%u lid=%u gid=%32[0-9a-f] gidtype=%u link=%u mtu=%u slots=%u payload=%llu "
+                      "slots=%llx:%x credit=%llx:%x announce=%llx:%x%n",
+                      &e.qpn, &e.psn, &e.lid, gid, &e.gid_type, &e.link_layer, &e.mtu, &e.slots, &payload, &slots_addr, &e.slots_rkey, &credit_addr,
                       &e.credit_rkey, &announce_addr, &e.announce_rkey, &end);
-  if (n != 13 || end != int(text.size()) || std::strlen(gid) != 32) {
+  if (n != 15 || end != int(text.size()) || std::strlen(gid) != 32) {
     r.error = strprintf("malformed InfiniBand endpoint '%.80s' (is every rank running the same ouro version?)",
                         text.c_str());
     return r;
@@ -176,7 +201,7 @@ EndpointResult decodeEndpoint(const std::string& text) {
   e.slots_addr = slots_addr;
   e.credit_addr = credit_addr;
   e.announce_addr = announce_addr;
-  if (e.qpn == 0 || e.qpn > 0xffffff || e.psn > 0xffffff || e.lid > 0xffff || e.mtu < 1 || e.mtu > 5 ||
+  if (e.qpn == 0 || e.qpn > 0xffffff || e.gid_type > 2 || e.link_layer > 1 || e.psn > 0xffffff || e.lid > 0xffff || e.mtu < 1 || e.mtu > 5 ||
       e.slots < 1 || e.slots > kMaxSlots || e.slot_payload == 0 || e.slot_payload > kMaxSlotPayload ||
       e.slots_addr == 0 || e.credit_addr == 0 || e.announce_addr == 0) {
     r.error = strprintf("InfiniBand endpoint '%.80s' has a field out of range", text.c_str());

@@ -91,6 +91,8 @@ struct AnnouncementResult {
 };
 AnnouncementResult decodeAnnouncement(const void* bytes, size_t len, uint64_t expected_seq);
 
+constexpr uint32_t kLinkInfiniBand = 0, kLinkEthernet = 1;
+
 // One side of a queue pair, as published through the bootstrap store for the peer: how to reach
 // the QP (number, LID, GID, first packet sequence number, MTU) and where to write (its receive
 // slots, the credit word and announcement area it reads as a sender), with the remote keys.
@@ -99,6 +101,8 @@ struct EndpointInfo {
   uint32_t psn = 0;  // 24 bits
   uint32_t lid = 0;  // 16 bits (0 on RoCE)
   uint8_t gid[16] = {};
+  uint32_t gid_type = 0;    // enum ibv_gid_type: 0 IB, 1 RoCE v1, 2 RoCE v2
+  uint32_t link_layer = 0;  // kLinkInfiniBand or kLinkEthernet
   uint32_t mtu = 0;  // enum ibv_mtu value, 1..5
   uint32_t slots = 0;
   uint64_t slot_payload = 0;
@@ -137,6 +141,15 @@ std::string describeWorkRequest(uint64_t wr_id);
 // flush (`flush_status`, IBV_WC_WR_FLUSH_ERR: work the QP dropped after it had already failed),
 // else the first failed one; -1 when every completion succeeded (`ok_status`).
 int firstFailedCompletion(const int* statuses, int n, int ok_status, int flush_status);
+
+// Whether two published endpoints can reach each other, before any queue pair is moved: the
+// same link layer, on RoCE the same GID type, a non-zero GID where it is needed. `global`: the
+// address vector needs a GRH (RoCE, a peer without LID, or another InfiniBand subnet prefix).
+struct PeerPath {
+  std::string error;  // "" when usable; else why, naming `peer` and what to set
+  bool global = false;
+};
+PeerPath checkPeerEndpoint(const EndpointInfo& local, const EndpointInfo& remote, int peer);
 
 // What the verbs layer posts for one message.
 struct SendPlan {

@@ -47,8 +47,9 @@ class VerbsFabric final : public IbFabric {
 }  // namespace
 
 std::unique_ptr<IbFabric> IbFabric::open(const IbSettings& settings) {
-  if (settings.gid_index < 0 || settings.gid_index > 255)
-    raise(Result::kInvalidArgument, "OURO_IB_GID_INDEX=%d: must be 0..255", settings.gid_index);
+  if (settings.gid_index < -1 || settings.gid_index > 255)
+    raise(Result::kInvalidArgument, "OURO_IB_GID_INDEX=%d: must be 0..255, or -1 (the default) to choose automatically",
+          settings.gid_index);
   return std::make_unique<VerbsFabric>(IbDevice::open(parseHcaList(settings.hca), settings.gid_index), settings);
 }
 

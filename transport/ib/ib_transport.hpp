@@ -14,7 +14,7 @@ namespace ouro::transport::ib {
 
 struct IbSettings {
   std::string hca;  // OURO_IB_HCA
-  int gid_index = 0;
+  int gid_index = -1;  // -1: automatic (RoCE v2 with an IPv4-mapped address; index 0 on InfiniBand)
   uint32_t slots = 4;
   size_t slot_bytes = 524288;
   int timeout = 14;
