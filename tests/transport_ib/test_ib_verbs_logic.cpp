@@ -165,3 +165,33 @@ TEST_CASE("ib endpoints: link layer and GID type are published and compared", "[
   // Older endpoints (ib1) are refused as another version.
   CHECK_FALSE(decodeEndpoint("ib1 qpn=1").ok);
 }
+
+// ---- asynchronous events: filtered by port, cleared when the port comes back ----
+
+TEST_CASE("ib async events: a port error on the other port of a dual-port HCA fails no link", "[ib]") {
+  AsyncEventLog log(/*port=*/1);
+  log.record(AsyncEvent::kPortError, 2, "port error on mlx5_0 (port 2)");
+  CHECK(log.failureFor(100, 0xc0) == "");
+  log.record(AsyncEvent::kPortError, 1, "port error on mlx5_0 (port 1)");
+  CHECK(log.failureFor(100, 0xc0) == "port error on mlx5_0 (port 1)");
+  CHECK(log.failureFor(101, 0xc8) == "port error on mlx5_0 (port 1)");
+  // Another port's PORT_ACTIVE does not clear ours; ours does (a flap).
+  log.record(AsyncEvent::kPortActive, 2, "port active");
+  CHECK_FALSE(log.failureFor(100, 0xc0).empty());
+  log.record(AsyncEvent::kPortActive, 1, "port active");
+  CHECK(log.failureFor(100, 0xc0) == "");
+}
+
+TEST_CASE("ib async events: QP and CQ events concern their link, a device error every link", "[ib]") {
+  AsyncEventLog log(1);
+  log.record(AsyncEvent::kQpFatal, 100, "local work queue catastrophic error");
+  log.record(AsyncEvent::kCqError, 0xd0, "CQ error on mlx5_0");
+  log.record(AsyncEvent::kOther, 0, "LID change");
+  CHECK(contains(log.failureFor(100, 0xc0), "queue pair error event local work queue"));
+  CHECK(log.failureFor(101, 0xc8) == "");
+  CHECK(contains(log.failureFor(102, 0xd0), "completion queue error event"));
+  log.record(AsyncEvent::kPortActive, 1, "port active");  // does not heal a failed QP
+  CHECK_FALSE(log.failureFor(100, 0xc0).empty());
+  log.record(AsyncEvent::kDeviceFatal, 0, "local catastrophic error on mlx5_0");
+  CHECK(log.failureFor(101, 0xc8) == "local catastrophic error on mlx5_0");
+}

@@ -112,6 +112,7 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index)
           count, seen.empty() ? " none" : seen.c_str());
   chosen->pd_ = ibv_alloc_pd(chosen->context_);
   if (!chosen->pd_) raise(Result::kSystemError, "InfiniBand: ibv_alloc_pd on %s failed", chosen->name_.c_str());
+  chosen->events_ = AsyncEventLog(chosen->port_);
   chosen->mr_cache_ = std::make_unique<MrCache>(chosen->context_, chosen->pd_);
   // Async events are read without blocking whenever a link asks (progress, liveness checks).
   int flags = ::fcntl(chosen->context_->async_fd, F_GETFL);
@@ -132,31 +133,35 @@ std::string IbDevice::describe() const {
   return strprintf("%s:%u (InfiniBand, LID %u)", name_.c_str(), unsigned(port_), unsigned(port_attr_.lid));
 }
 
-std::string IbDevice::qpFailed(uint32_t qp_num) {
+std::string IbDevice::qpFailed(uint32_t qp_num, const ibv_cq* cq) {
   std::lock_guard lock(events_mu_);
   ibv_async_event event;
   while (ibv_get_async_event(context_, &event) == 0) {
+    const std::string what = strprintf("%s on %s", ibv_event_type_str(event.event_type), name_.c_str());
     switch (event.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR:
-        failed_qps_[event.element.qp->qp_num] = ibv_event_type_str(event.event_type);
+        events_.record(AsyncEvent::kQpFatal, event.element.qp->qp_num, ibv_event_type_str(event.event_type));
         break;
       case IBV_EVENT_CQ_ERR:
-      case IBV_EVENT_DEVICE_FATAL:
+        events_.record(AsyncEvent::kCqError, reinterpret_cast<uintptr_t>(event.element.cq), what);
+        break;
+      case IBV_EVENT_DEVICE_FATAL: events_.record(AsyncEvent::kDeviceFatal, 0, what); break;
       case IBV_EVENT_PORT_ERR:
-        device_failure_ = strprintf("%s on %s", ibv_event_type_str(event.event_type), name_.c_str());
+        events_.record(AsyncEvent::kPortError, uint32_t(event.element.port_num),
+                       strprintf("%s (port %d)", what.c_str(), event.element.port_num));
         break;
-      default:
-        OURO_TRACE("InfiniBand: %s on %s", ibv_event_type_str(event.event_type), name_.c_str());
+      case IBV_EVENT_PORT_ACTIVE:
+        events_.record(AsyncEvent::kPortActive, uint32_t(event.element.port_num), what);
+        OURO_INFO("InfiniBand: %s (port %d)", what.c_str(), event.element.port_num);
         break;
+      default: OURO_TRACE("InfiniBand: %s", what.c_str()); break;
     }
     ibv_ack_async_event(&event);
   }
-  auto it = failed_qps_.find(qp_num);
-  if (it != failed_qps_.end()) return "queue pair error event " + it->second;
-  return device_failure_;
+  return events_.failureFor(qp_num, reinterpret_cast<uintptr_t>(cq));
 }
 
 }  // namespace ouro::transport::ib

@@ -38,8 +38,9 @@ class IbDevice {
   std::string describe() const;  // "mlx5_0:1 (InfiniBand, LID 5)" for info lines
   MrCache& mrCache() { return *mr_cache_; }
 
-  // Drains pending asynchronous events without blocking; returns why `qp_num` failed, or "".
-  std::string qpFailed(uint32_t qp_num);
+  // Drains pending asynchronous events without blocking; returns why the link with `qp_num` and
+  // `cq` cannot work (its QP or CQ failed, this port is down, the device failed), or "".
+  std::string qpFailed(uint32_t qp_num, const ibv_cq* cq);
 
  private:
   IbDevice() = default;
@@ -53,8 +54,7 @@ class IbDevice {
   std::string name_;
   std::unique_ptr<MrCache> mr_cache_;
   std::mutex events_mu_;
-  std::map<uint32_t, std::string> failed_qps_;
-  std::string device_failure_;  // a port or device event that takes every QP down
+  AsyncEventLog events_{1};
 };
 
 }  // namespace ouro::transport::ib

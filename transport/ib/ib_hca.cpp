@@ -133,4 +133,26 @@ GidChoice chooseGid(const std::vector<GidEntry>& table, bool ethernet, int reque
   return c;
 }
 
+void AsyncEventLog::record(AsyncEvent kind, uint64_t element, const std::string& what) {
+  switch (kind) {
+    case AsyncEvent::kQpFatal: qps_[uint32_t(element)] = what; break;
+    case AsyncEvent::kCqError: cqs_[element] = what; break;
+    case AsyncEvent::kDeviceFatal: device_ = what; break;
+    case AsyncEvent::kPortError:
+      if (element == port_) port_down_ = what;
+      break;
+    case AsyncEvent::kPortActive:
+      if (element == port_) port_down_.clear();
+      break;
+    case AsyncEvent::kOther: break;
+  }
+}
+
+std::string AsyncEventLog::failureFor(uint32_t qp_num, uint64_t cq) const {
+  if (!device_.empty()) return device_;
+  if (auto it = qps_.find(qp_num); it != qps_.end()) return "queue pair error event " + it->second;
+  if (auto it = cqs_.find(cq); it != cqs_.end()) return "completion queue error event " + it->second;
+  return port_down_;
+}
+
 }  // namespace ouro::transport::ib

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,30 @@ struct GidChoice {
 // (all-zero) entry is never chosen, not even when requested: it is an error naming the entries
 // that exist. `table` may hold empty entries and entries in any order.
 GidChoice chooseGid(const std::vector<GidEntry>& table, bool ethernet, int requested);
+
+
+// ---- asynchronous events ----
+// What the device's asynchronous events mean for the links on one port (IbDevice reads them with
+// ibv_get_async_event and records them here; pure, so the filtering is host-tested).
+enum class AsyncEvent { kQpFatal, kCqError, kDeviceFatal, kPortError, kPortActive, kOther };
+class AsyncEventLog {
+ public:
+  explicit AsyncEventLog(uint32_t port) : port_(port) {}
+  // `element`: the QP number (kQpFatal), the CQ's identity (kCqError), the port number
+  // (kPortError, kPortActive). A port error on another port of the HCA is ignored; this port's
+  // PORT_ACTIVE clears its earlier PORT_ERR (a flap; queue pairs that lost packets meanwhile
+  // fail on their own completions). A QP or CQ event concerns that link only; a device fatal
+  // error every link, for good.
+  void record(AsyncEvent kind, uint64_t element, const std::string& what);
+  // Why the link with this QP and CQ cannot work now, or "".
+  std::string failureFor(uint32_t qp_num, uint64_t cq) const;
+
+ private:
+  uint32_t port_;
+  std::map<uint32_t, std::string> qps_;
+  std::map<uint64_t, std::string> cqs_;
+  std::string device_;
+  std::string port_down_;
+};
 
 }  // namespace ouro::transport::ib

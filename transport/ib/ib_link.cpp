@@ -414,7 +414,7 @@ void IbLink::registerBuffer(const void* data, size_t bytes) {
 }
 
 bool IbLink::peerAlive() const {
-  if (!failure_.empty() || !device_->qpFailed(qp_->qp_num).empty()) return false;
+  if (!failure_.empty() || !device_->qpFailed(qp_->qp_num, cq_).empty()) return false;
   // A peer killed outright sends nothing and its QP is gone: only a write of ours finds out (its
   // retries run out, a failed completion that progress() reports). Probe now and then while idle.
   const_cast<IbLink*>(this)->probe();
@@ -443,7 +443,7 @@ void IbLink::probe() {
 
 std::string IbLink::peerFailure() const {
   if (!failure_.empty()) return failure_;
-  return device_->qpFailed(qp_->qp_num);
+  return device_->qpFailed(qp_->qp_num, cq_);
 }
 
 }  // namespace ouro::transport::ib
