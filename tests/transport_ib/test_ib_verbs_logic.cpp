@@ -4,6 +4,7 @@
 // when on-demand paging falls back to the slots, whether the locked-memory limit fits the links.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -194,4 +195,44 @@ TEST_CASE("ib async events: QP and CQ events concern their link, a device error 
   CHECK_FALSE(log.failureFor(100, 0xc0).empty());
   log.record(AsyncEvent::kDeviceFatal, 0, "local catastrophic error on mlx5_0");
   CHECK(log.failureFor(101, 0xc8) == "local catastrophic error on mlx5_0");
+}
+
+// ---- on-demand paging: every failure falls back to the slots ----
+
+TEST_CASE("ib ODP: OURO_IB_ODP=0 or a device without implicit ODP means the slots, silently", "[ib]") {
+  OdpPlacement off(false, true);
+  CHECK_FALSE(off.enabled());
+  CHECK(off.whyOff() == "OURO_IB_ODP=0");
+  CHECK(off.disable("anything") == "");  // nothing to report: it was asked for
+  OdpPlacement unsupported(true, false);
+  CHECK_FALSE(unsupported.enabled());
+  CHECK(contains(unsupported.whyOff(), "implicit on-demand paging"));
+  CHECK(OdpPlacement(true, true).enabled());
+}
+
+TEST_CASE("ib ODP: a registration failure turns ODP off for good, logged once, receives use the slots", "[ib]") {
+  OdpPlacement odp(true, true);
+  const std::string first = odp.disable("registering the implicit on-demand region failed: Operation not supported");
+  CHECK_FALSE(odp.enabled());
+  CHECK(contains(first, "registering the implicit on-demand region failed"));
+  CHECK(contains(first, "through the link's slots"));
+  CHECK(contains(first, "OURO_IB_ODP=0"));
+  CHECK(odp.disable("again") == "");
+  CHECK(contains(odp.whyOff(), "implicit on-demand region failed"));
+}
+
+TEST_CASE("ib ODP: prefetch results decide per receive, unsupported prefetch turns ODP off", "[ib]") {
+  CHECK(OdpPlacement::classifyPrefetch(0) == OdpPlacement::Prefetch::kDone);
+  CHECK(OdpPlacement::classifyPrefetch(EFAULT) == OdpPlacement::Prefetch::kRangeRefused);  // VM_PFNMAP
+  CHECK(OdpPlacement::classifyPrefetch(EINVAL) == OdpPlacement::Prefetch::kRangeRefused);
+  CHECK(OdpPlacement::classifyPrefetch(EOPNOTSUPP) == OdpPlacement::Prefetch::kUnsupported);
+  OdpPlacement odp(true, true);
+  std::string log;
+  CHECK(odp.afterPrefetch(0, &log));
+  CHECK_FALSE(odp.afterPrefetch(EFAULT, &log));  // this receive through the slots
+  CHECK(odp.enabled());                          // the next may still be placed directly
+  CHECK(log.empty());
+  CHECK_FALSE(odp.afterPrefetch(EOPNOTSUPP, &log));
+  CHECK_FALSE(odp.enabled());
+  CHECK(contains(log, "prefetch is not supported"));
 }

@@ -55,7 +55,7 @@ std::vector<GidEntry> readGidTable(ibv_context* ctx, const std::string& device, 
 
 }  // namespace
 
-std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index) {
+std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index, bool odp) {
   int count = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&count);
@@ -113,7 +113,7 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index)
   chosen->pd_ = ibv_alloc_pd(chosen->context_);
   if (!chosen->pd_) raise(Result::kSystemError, "InfiniBand: ibv_alloc_pd on %s failed", chosen->name_.c_str());
   chosen->events_ = AsyncEventLog(chosen->port_);
-  chosen->mr_cache_ = std::make_unique<MrCache>(chosen->context_, chosen->pd_);
+  chosen->mr_cache_ = std::make_unique<MrCache>(chosen->context_, chosen->pd_, odp);
   // Async events are read without blocking whenever a link asks (progress, liveness checks).
   int flags = ::fcntl(chosen->context_->async_fd, F_GETFL);
   ::fcntl(chosen->context_->async_fd, F_SETFL, flags | O_NONBLOCK);

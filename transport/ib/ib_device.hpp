@@ -21,7 +21,8 @@ class IbDevice {
   // Opens the first device and port `filter` allows whose port is active and has a usable GID
   // (`gid_index` -1: chosen automatically, chooseGid in ib_hca.hpp). Throws
   // Error(kUnavailable) saying which devices were seen and why none fits, and what to do.
-  static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index);
+  // `odp`: OURO_IB_ODP (on-demand paging for direct placement where the device offers it).
+  static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index, bool odp);
   ~IbDevice();
   IbDevice(const IbDevice&) = delete;
   IbDevice& operator=(const IbDevice&) = delete;

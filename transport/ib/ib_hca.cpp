@@ -1,6 +1,8 @@
 #include "transport/ib/ib_hca.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/strings.hpp"
@@ -153,6 +155,37 @@ std::string AsyncEventLog::failureFor(uint32_t qp_num, uint64_t cq) const {
   if (auto it = qps_.find(qp_num); it != qps_.end()) return "queue pair error event " + it->second;
   if (auto it = cqs_.find(cq); it != cqs_.end()) return "completion queue error event " + it->second;
   return port_down_;
+}
+
+OdpPlacement::OdpPlacement(bool setting, bool implicit_supported) {
+  if (!setting) why_off_ = "OURO_IB_ODP=0", logged_ = true;  // asked for: nothing to report
+  else if (!implicit_supported) why_off_ = "the device offers no implicit on-demand paging for RC writes", logged_ = true;
+}
+
+std::string OdpPlacement::disable(const std::string& why) {
+  if (why_off_.empty()) why_off_ = why;
+  if (logged_) return "";
+  logged_ = true;
+  return strprintf("InfiniBand: on-demand paging off (%s); receives go through the link's slots (one copy); "
+                   "set OURO_IB_ODP=0 to skip trying",
+                   why_off_.c_str());
+}
+
+OdpPlacement::Prefetch OdpPlacement::classifyPrefetch(int err) {
+  if (err == 0) return Prefetch::kDone;
+  if (err == EOPNOTSUPP || err == ENOSYS || err == ENOTSUP) return Prefetch::kUnsupported;
+  return Prefetch::kRangeRefused;  // EFAULT (a VM_PFNMAP/VM_IO mapping, unmapped memory), EINVAL, ...
+}
+
+bool OdpPlacement::afterPrefetch(int err, std::string* log) {
+  switch (classifyPrefetch(err)) {
+    case Prefetch::kDone: return true;
+    case Prefetch::kRangeRefused: return false;
+    case Prefetch::kUnsupported:
+      *log = disable(strprintf("ibv_advise_mr prefetch is not supported: %s", std::strerror(err)));
+      return false;
+  }
+  return false;
 }
 
 }  // namespace ouro::transport::ib

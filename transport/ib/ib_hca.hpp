@@ -81,4 +81,34 @@ class AsyncEventLog {
   std::string port_down_;
 };
 
+
+// ---- on-demand paging (direct placement into memory nobody registered) ----
+// One implicit ODP region per device covers the whole address space (no region per receive,
+// none to release but that one); each receive's destination is prefetched (ibv_advise_mr,
+// PREFETCH_WRITE, synchronous) before the peer is told to write there, so the first touch of a
+// page does not cost an RNR NAK, and memory the NIC cannot page in (VM_PFNMAP/VM_IO mappings)
+// is found here and goes through the slots instead of failing the peer's write. Every failure
+// falls back to the slots: a receive never fails because of ODP.
+class OdpPlacement {
+ public:
+  // `setting`: OURO_IB_ODP (0 turns it off); `implicit_supported`: the device offers implicit
+  // ODP with RC RDMA WRITE (ibv_query_device_ex's odp_caps).
+  OdpPlacement(bool setting, bool implicit_supported);
+  bool enabled() const { return why_off_.empty(); }
+  const std::string& whyOff() const { return why_off_; }
+  // Registering the implicit region failed (or prefetch is unsupported): off for good. Returns
+  // the line to log, once; "" on later calls.
+  std::string disable(const std::string& why);
+  // ibv_advise_mr's result (0 or an errno) for one destination.
+  enum class Prefetch { kDone, kRangeRefused, kUnsupported };
+  static Prefetch classifyPrefetch(int err);
+  // Handles a prefetch result: true when the destination may be announced; kUnsupported
+  // disables ODP (and fills *log once), kRangeRefused sends this receive through the slots.
+  bool afterPrefetch(int err, std::string* log);
+
+ private:
+  std::string why_off_;
+  bool logged_ = false;
+};
+
 }  // namespace ouro::transport::ib

@@ -309,9 +309,12 @@ void IbLink::announceRecv(std::byte* dst, size_t capacity) {
   if (!connected_ || !failure_.empty() || !dst || capacity == 0 || receiver_.announcedNext()) return;
   // One announcement write at a time: its source must not change while the NIC reads it.
   if (announce_outstanding_ || send_wr_used_ + 1 > max_send_wr_) return;
-  // Only memory whose registration stays true: on-demand paging, or buffers the caller named.
+  // Only memory whose registration stays true: buffers the caller named, or on-demand paging
+  // (one implicit region, the destination prefetched). Anything else, or any failure there,
+  // leaves this receive to the slots.
   MrCache& cache = device_->mrCache();
-  ibv_mr* mr = cache.onDemandPaging() ? cache.get(dst, capacity) : cache.find(dst, capacity);
+  ibv_mr* mr = cache.find(dst, capacity);
+  if (!mr) mr = cache.onDemand(dst, capacity);
   if (!mr) return;
   Announcement a;
   if (!receiver_.announce(reinterpret_cast<uint64_t>(dst), mr->rkey, capacity, &a)) return;

@@ -3,10 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/strings.hpp"
 
 #if OURO_HAVE_CUDA
@@ -18,11 +21,11 @@ namespace {
 
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-bool deviceSupportsOdp(ibv_context* context) {
+bool deviceSupportsImplicitOdp(ibv_context* context) {
   ibv_device_attr_ex attr{};
   if (ibv_query_device_ex(context, nullptr, &attr) != 0) return false;
-  // The peer writes into these regions (RC responder of RDMA WRITE).
-  return (attr.odp_caps.general_caps & IBV_ODP_SUPPORT) &&
+  // The peer writes into these regions (RC responder of RDMA WRITE), through one implicit region.
+  return (attr.odp_caps.general_caps & IBV_ODP_SUPPORT) && (attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT) &&
          (attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
 }
 
@@ -47,9 +50,41 @@ bool peerMemoryLoaded() {
   return ::stat("/sys/module/nvidia_peermem", &st) == 0;
 }
 
-MrCache::MrCache(ibv_context* context, ibv_pd* pd) : pd_(pd), odp_(deviceSupportsOdp(context)) {}
+MrCache::MrCache(ibv_context* context, ibv_pd* pd, bool odp)
+    : pd_(pd), odp_(odp, odp && deviceSupportsImplicitOdp(context)) {}
+
+ibv_mr* MrCache::onDemand(const void* data, size_t bytes) {
+  if (!odp_.enabled() || !data || bytes == 0 || isDeviceMemory(data)) return nullptr;
+  if (!implicit_) {
+    errno = 0;
+    implicit_ = ibv_reg_mr(pd_, nullptr, SIZE_MAX, kAccess | IBV_ACCESS_ON_DEMAND);
+    if (!implicit_) {
+      const std::string log =
+          odp_.disable(strprintf("registering the implicit on-demand region failed: %s", std::strerror(errno)));
+      if (!log.empty()) OURO_INFO("%s", log.c_str());
+      return nullptr;
+    }
+  }
+  // Prefetch for writing, synchronously, in pieces an ibv_sge can describe.
+  const auto start = reinterpret_cast<uintptr_t>(data);
+  for (size_t done = 0; done < bytes;) {
+    const size_t piece = std::min<size_t>(bytes - done, size_t(1) << 30);
+    ibv_sge sge{uint64_t(start + done), uint32_t(piece), implicit_->lkey};
+    const int rc = ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1);
+    std::string log;
+    if (!odp_.afterPrefetch(rc, &log)) {
+      if (!log.empty()) OURO_INFO("%s", log.c_str());
+      OURO_TRACE("InfiniBand: prefetching %zu bytes at %p for a peer's write failed (%s): through the slots", bytes,
+                 data, std::strerror(rc));
+      return nullptr;
+    }
+    done += piece;
+  }
+  return implicit_;
+}
 
 MrCache::~MrCache() {
+  if (implicit_) ibv_dereg_mr(implicit_);
   for (auto& [start, mr] : regions_) ibv_dereg_mr(mr);
   for (ibv_mr* mr : retired_) ibv_dereg_mr(mr);
 }
@@ -76,8 +111,7 @@ ibv_mr* MrCache::get(const void* data, size_t bytes) {
   const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
   const uintptr_t start = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
-  int access = kAccess;
-  if (odp_ && !device) access |= IBV_ACCESS_ON_DEMAND;
+  const int access = kAccess;  // pinned: named buffers (registerBuffer) and device memory
   // Device memory is registered as is: nvidia_peermem pins the GPU pages (page rounding above is
   // harmless there: cudaMalloc returns 2 MiB-aligned ranges).
   errno = 0;

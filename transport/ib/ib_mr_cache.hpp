@@ -12,13 +12,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
+
+#include "transport/ib/ib_hca.hpp"
 
 namespace ouro::transport::ib {
 
 class MrCache {
  public:
-  MrCache(ibv_context* context, ibv_pd* pd);
+  // `odp`: OURO_IB_ODP (false: no on-demand paging even where the device offers it).
+  MrCache(ibv_context* context, ibv_pd* pd, bool odp);
   ~MrCache();
   MrCache(const MrCache&) = delete;
   MrCache& operator=(const MrCache&) = delete;
@@ -28,13 +32,18 @@ class MrCache {
   ibv_mr* get(const void* data, size_t bytes);
   // The cached region covering the range, or null (never registers).
   ibv_mr* find(const void* data, size_t bytes) const;
-  // Whether an arbitrary host buffer may be registered for direct placement (on-demand paging).
-  bool onDemandPaging() const { return odp_; }
+  // The implicit on-demand region (registered on first use) if [data, data + bytes) may take a
+  // peer's writes now: prefetched for writing, so its pages are present. Null when on-demand
+  // paging is off or failed (then off for good, logged once) or this range cannot be paged in
+  // (VM_PFNMAP memory): the caller uses its slots. Never throws.
+  ibv_mr* onDemand(const void* data, size_t bytes);
+  bool onDemandPaging() const { return odp_.enabled(); }
   size_t regions() const { return regions_.size(); }
 
  private:
   ibv_pd* pd_;
-  bool odp_ = false;
+  OdpPlacement odp_;
+  ibv_mr* implicit_ = nullptr;  // the whole address space, IBV_ACCESS_ON_DEMAND
   std::map<uintptr_t, ibv_mr*> regions_;  // by start address
   std::vector<ibv_mr*> retired_;          // replaced by larger ones, released with the cache
 };

@@ -1,5 +1,6 @@
 #include "transport/ib/ib_transport.hpp"
 
+#include "core/env.hpp"
 #include "core/error.hpp"
 #include "transport/ib/ib_hca.hpp"
 #include "transport/ib/ib_probe.hpp"
@@ -50,7 +51,10 @@ std::unique_ptr<IbFabric> IbFabric::open(const IbSettings& settings) {
   if (settings.gid_index < -1 || settings.gid_index > 255)
     raise(Result::kInvalidArgument, "OURO_IB_GID_INDEX=%d: must be 0..255, or -1 (the default) to choose automatically",
           settings.gid_index);
-  return std::make_unique<VerbsFabric>(IbDevice::open(parseHcaList(settings.hca), settings.gid_index), settings);
+  const int64_t odp = envInt("OURO_IB_ODP");
+  if (odp != 0 && odp != 1) raise(Result::kInvalidArgument, "OURO_IB_ODP=%lld: must be 0 or 1", (long long)odp);
+  return std::make_unique<VerbsFabric>(IbDevice::open(parseHcaList(settings.hca), settings.gid_index, odp == 1),
+                                       settings);
 }
 
 #else
