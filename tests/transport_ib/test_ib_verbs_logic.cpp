@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "transport/ib/ib_hca.hpp"
+#include "transport/ib/ib_probe.hpp"
 #include "transport/ib/ib_protocol.hpp"
 
 using namespace ouro;
@@ -235,4 +236,29 @@ TEST_CASE("ib ODP: prefetch results decide per receive, unsupported prefetch tur
   CHECK_FALSE(odp.afterPrefetch(EOPNOTSUPP, &log));
   CHECK_FALSE(odp.enabled());
   CHECK(contains(log, "prefetch is not supported"));
+}
+
+// ---- locked memory: checked before registering, with what to raise ----
+
+TEST_CASE("ib memlock: the default 8 MiB fits one link, not two; 64 KiB fits none", "[ib]") {
+  const uint64_t per_link = linkPinnedBytes(4, 524288, 4096);
+  CHECK(per_link == 2 * (4 * (524288 + 64) + 4096 - 256) + 4096);  // slots rounded up to pages
+  CHECK(per_link > 4 * 1000 * 1000);
+  MemlockState m;
+  m.limit = 8 << 20;
+  CHECK(memlockProblem(m, per_link, 1) == "");
+  const std::string two = memlockProblem(m, per_link, 2);
+  CHECK(contains(two, "ulimit -l"));
+  CHECK(contains(two, "memlock=-1"));
+  CHECK(contains(two, "OURO_IB_SLOTS"));
+  m.limit = 64 << 10;
+  CHECK(contains(memlockProblem(m, per_link, 1), "0.06 MiB"));
+  m.pinned = 7 << 20, m.limit = 8 << 20;  // what is pinned already counts
+  CHECK_FALSE(memlockProblem(m, per_link, 1).empty());
+  m.cap_ipc_lock = true;  // the limit does not apply
+  CHECK(memlockProblem(m, per_link, 100) == "");
+  MemlockState unlimited;
+  CHECK(memlockProblem(unlimited, per_link, 100) == "");
+  const MemlockState here = currentMemlock();  // readable on any Linux host
+  CHECK(here.limit > 0);
 }

@@ -1,5 +1,7 @@
 #include "transport/ib/ib_transport.hpp"
 
+#include <unistd.h>
+
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "transport/ib/ib_hca.hpp"
@@ -29,9 +31,19 @@ class VerbsFabric final : public IbFabric {
     options_.timeout = uint8_t(s.timeout);
     options_.service_level = uint8_t(s.service_level);
     options_.traffic_class = uint8_t(s.traffic_class);
+    // Up front: not even one link fits (a container's 64 KiB default). Unavailable, so that
+    // OURO_TRANSPORT=auto uses TCP and says why, and =ib fails saying what to raise.
+    const std::string memlock = memlockProblem(currentMemlock(), perLink(), 1);
+    if (!memlock.empty()) raise(Result::kUnavailable, "InfiniBand on %s: %s", device_->describe().c_str(), memlock.c_str());
   }
   std::string describe() const override { return device_->describe(); }
   std::unique_ptr<Link> createLink(int self, int peer, std::string* endpoint) override {
+    // Before registering: say what limit to raise rather than let ibv_reg_mr fail with ENOMEM.
+    const std::string memlock = memlockProblem(currentMemlock(), perLink(), 1);
+    if (!memlock.empty())
+      raise(Result::kSystemError, "rank %d: InfiniBand link to rank %d (%zu link(s) made before it): %s", self, peer,
+            links_, memlock.c_str());
+    links_++;
     auto link = std::make_unique<IbLink>(device_, self, peer, options_);
     *endpoint = link->localEndpoint();
     return link;
@@ -41,8 +53,11 @@ class VerbsFabric final : public IbFabric {
   }
 
  private:
+  uint64_t perLink() const { return linkPinnedBytes(options_.slots, options_.slot_bytes, size_t(::sysconf(_SC_PAGESIZE))); }
+
   std::shared_ptr<IbDevice> device_;
   IbLinkOptions options_;
+  size_t links_ = 0;
 };
 
 }  // namespace
