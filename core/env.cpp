@@ -47,6 +47,7 @@ constexpr Setting kSettings[] = {
     {"OURO_IB_TIMEOUT", "14", "InfiniBand local ACK timeout exponent: 4.096 us x 2^N before a retry (1..31)"},
     {"OURO_IB_SL", "0", "InfiniBand service level of the queue pairs (0..15)"},
     {"OURO_IB_TC", "0", "InfiniBand/RoCE traffic class of the queue pairs (0..255)"},
+    {"OURO_IB_PKEY", "0", "InfiniBand partition key of the queue pairs (the P_Key value, decimal or 0x hex, e.g. 0x8001, where NCCL_IB_PKEY takes an index; matched on its low 15 bits, a full member preferred); 0: the port's default partition (P_Key index 0)"},
     {"OURO_IB_ODP", "1", "1: receives into memory nobody registered use on-demand paging (one implicit region per device, destinations prefetched) where the device offers it, else the slots; 0: always the slots"},
     // Algorithms.
     {"OURO_ALGO", "auto", "auto|direct|pairwise|one-shot|hierarchical: direct = one host through shared memory; pairwise = messages over links, flat, every size (pairwise reduce-scatter, ring all-gather; the first spelling ring is accepted); one-shot = messages over links, the data inside the descriptor exchange when it fits (the first spelling latency is accepted); hierarchical = all-reduce in two levels when ranks span hosts (inside each host, then a chain between hosts), every size"},

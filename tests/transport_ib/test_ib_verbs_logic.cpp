@@ -262,3 +262,15 @@ TEST_CASE("ib memlock: the default 8 MiB fits one link, not two; 64 KiB fits non
   const MemlockState here = currentMemlock();  // readable on any Linux host
   CHECK(here.limit > 0);
 }
+
+// ---- OURO_IB_PKEY: a P_Key value to its table index ----
+
+TEST_CASE("ib P_Key: matched on the low 15 bits, a full member preferred, absent is -1", "[ib]") {
+  const std::vector<uint16_t> table = {0xffff, 0x0001, 0x8001, 0x0000, 0x0002};
+  CHECK(choosePkeyIndex(table, 0) == 0);       // unset: the default partition's index
+  CHECK(choosePkeyIndex(table, 0x8001) == 2);  // full member beats the limited entry at 1
+  CHECK(choosePkeyIndex(table, 0x0001) == 2);
+  CHECK(choosePkeyIndex(table, 0x7fff) == 0);
+  CHECK(choosePkeyIndex(table, 0x0002) == 4);  // only a limited membership: still usable
+  CHECK(choosePkeyIndex(table, 0x0003) == -1);
+}

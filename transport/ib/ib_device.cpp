@@ -1,5 +1,6 @@
 #include "transport/ib/ib_device.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 
 #include <algorithm>
@@ -56,6 +57,13 @@ std::vector<GidEntry> readGidTable(ibv_context* ctx, const std::string& device, 
 }  // namespace
 
 std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index, bool odp) {
+  // Registered memory and fork(): without fork support a child's copy-on-write can leave the
+  // parent's registered pages unmapped from the NIC. Kernels from 5.13 need nothing (UNNEEDED).
+  if (ibv_is_fork_initialized() == IBV_FORK_DISABLED) {
+    if (int rc = ibv_fork_init())
+      OURO_INFO("InfiniBand: ibv_fork_init failed (%s): a fork() while RDMA memory is registered may corrupt it",
+                std::strerror(rc));
+  }
   int count = 0;
   errno = 0;
   ibv_device** list = ibv_get_device_list(&count);
@@ -124,6 +132,25 @@ IbDevice::~IbDevice() {
   mr_cache_.reset();
   if (pd_) ibv_dealloc_pd(pd_);
   if (context_) ibv_close_device(context_);
+}
+
+uint16_t IbDevice::pkeyIndex(int pkey) const {
+  if (pkey == 0) return 0;
+  std::vector<uint16_t> table;
+  for (int i = 0; i < port_attr_.pkey_tbl_len && i < 65536; i++) {
+    __be16 key = 0;
+    if (ibv_query_pkey(context_, port_, i, &key) != 0) break;
+    table.push_back(ntohs(key));
+  }
+  const int index = choosePkeyIndex(table, pkey);
+  if (index < 0) {
+    std::string have;
+    for (uint16_t k : table)
+      if (k & 0x7fff) have += strprintf(" %#06x", k);
+    raise(Result::kInvalidArgument, "OURO_IB_PKEY=%#x: port %s:%u has no such partition (its P_Keys:%s)", pkey,
+          name_.c_str(), unsigned(port_), have.empty() ? " none" : have.c_str());
+  }
+  return uint16_t(index);
 }
 
 std::string IbDevice::describe() const {

@@ -34,6 +34,9 @@ class IbDevice {
   const ibv_gid& gid() const { return gid_; }
   int gidIndex() const { return gid_index_; }
   GidType gidType() const { return gid_type_; }
+  // The P_Key table index of partition `pkey` (OURO_IB_PKEY; 0: index 0); throws
+  // Error(kInvalidArgument) listing the port's partitions when it has no such entry.
+  uint16_t pkeyIndex(int pkey) const;
   bool ethernet() const { return port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET; }
   const std::string& name() const { return name_; }
   std::string describe() const;  // "mlx5_0:1 (InfiniBand, LID 5)" for info lines

@@ -188,4 +188,15 @@ bool OdpPlacement::afterPrefetch(int err, std::string* log) {
   return false;
 }
 
+int choosePkeyIndex(const std::vector<uint16_t>& table, int pkey) {
+  if (pkey == 0) return 0;
+  int limited = -1;
+  for (size_t i = 0; i < table.size(); i++) {
+    if ((table[i] & 0x7fff) != (pkey & 0x7fff) || (table[i] & 0x7fff) == 0) continue;
+    if (table[i] & 0x8000) return int(i);
+    if (limited < 0) limited = int(i);
+  }
+  return limited;
+}
+
 }  // namespace ouro::transport::ib

@@ -111,4 +111,11 @@ class OdpPlacement {
   bool logged_ = false;
 };
 
+
+// ---- partition key ----
+// OURO_IB_PKEY (0: the port's P_Key table entry 0, the default partition) to a P_Key table index:
+// entries match on the low 15 bits, a full member (bit 15) preferred over a limited one. -1 when
+// the table has no such partition. `table`: the port's entries in host byte order.
+int choosePkeyIndex(const std::vector<uint16_t>& table, int pkey);
+
 }  // namespace ouro::transport::ib

@@ -60,7 +60,7 @@ IbLink::IbLink(std::shared_ptr<IbDevice> device, int self_rank, int peer_rank, c
           device_->name().c_str(), std::strerror(errno));
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = 0;
+  attr.pkey_index = options_.pkey_index;
   attr.port_num = device_->port();
   attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   if (int rc = ibv_modify_qp(qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))

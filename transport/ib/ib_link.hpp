@@ -24,6 +24,7 @@ struct IbLinkOptions {
   uint8_t retry_count = 7;
   uint8_t service_level = 0;
   uint8_t traffic_class = 0;
+  uint16_t pkey_index = 0;  // OURO_IB_PKEY's index in the port's P_Key table
 };
 
 class IbLink final : public Link {

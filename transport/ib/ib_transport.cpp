@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "core/env.hpp"
 #include "core/error.hpp"
 #include "transport/ib/ib_hca.hpp"
@@ -31,6 +33,12 @@ class VerbsFabric final : public IbFabric {
     options_.timeout = uint8_t(s.timeout);
     options_.service_level = uint8_t(s.service_level);
     options_.traffic_class = uint8_t(s.traffic_class);
+    const std::string pkey_text = envString("OURO_IB_PKEY");  // decimal or 0x hex, as P_Keys are written
+    char* end = nullptr;
+    const unsigned long pkey = std::strtoul(pkey_text.c_str(), &end, 0);
+    if (pkey_text.empty() || *end != '\0' || pkey_text[0] == '-' || pkey > 0xffff)
+      raise(Result::kInvalidArgument, "OURO_IB_PKEY=%s: must be a P_Key 0..0xffff (e.g. 0x8001)", pkey_text.c_str());
+    options_.pkey_index = device_->pkeyIndex(int(pkey));
     // Up front: not even one link fits (a container's 64 KiB default). Unavailable, so that
     // OURO_TRANSPORT=auto uses TCP and says why, and =ib fails saying what to raise.
     const std::string memlock = memlockProblem(currentMemlock(), perLink(), 1);
