@@ -27,6 +27,9 @@ void runDirect(const HostCall& call);
 // driver (kernels/common/collective_driver.hpp) run by LinkPrims, pairwise transfers for
 // all-to-all, or the hierarchical all-reduce.
 void runOverLinks(const HostCall& call);
+// Small calls: every rank's contribution gathered by Bruck's all-gather (ceil(log2 W) steps), then
+// each rank's output computed locally, reductions folded in rank order.
+void runGatherFold(const HostCall& call);
 // All-reduce in two levels, for ranks on several hosts placed host by host (comm/plan/hierarchy.hpp).
 void runHierarchicalAllReduce(const HostCall& call);
 // Moves every transfer to completion together, in order per peer and direction.

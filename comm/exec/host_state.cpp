@@ -45,6 +45,7 @@ void runHostCollective(HostState& state, const CollArgs& args) {
       case Algorithm::kPairwiseRing:
       case Algorithm::kPairwiseTransfers:
       case Algorithm::kDescriptorExchange: return runOverLinks(call);
+      case Algorithm::kGatherFold: return runGatherFold(call);
       case Algorithm::kDeviceDriver: break;
     }
     raise(Result::kInternalError, "rank %d: the host executor was given a %s plan; please report this as a bug",

@@ -10,8 +10,9 @@ AlgoSetting parseAlgoSetting(const std::string& text) {
   if (text == "pairwise" || text == "ring") return AlgoSetting::kPairwise;
   if (text == "one-shot" || text == "latency") return AlgoSetting::kOneShot;
   if (text == "hierarchical") return AlgoSetting::kHierarchical;
+  if (text == "gather-fold") return AlgoSetting::kGatherFold;
   raise(Result::kInvalidArgument,
-        "OURO_ALGO=%s is not one of auto, direct, pairwise, one-shot, hierarchical (ring and latency are accepted "
+        "OURO_ALGO=%s is not one of auto, direct, pairwise, one-shot, hierarchical, gather-fold (ring and latency are accepted "
         "for pairwise and one-shot); see docs/SETTINGS.md",
         text.c_str());
 }
@@ -23,6 +24,7 @@ const char* algoSettingName(AlgoSetting setting) {
     case AlgoSetting::kPairwise: return "pairwise";
     case AlgoSetting::kOneShot: return "one-shot";
     case AlgoSetting::kHierarchical: return "hierarchical";
+    case AlgoSetting::kGatherFold: return "gather-fold";
   }
   return "unknown";
 }

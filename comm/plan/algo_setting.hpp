@@ -16,11 +16,13 @@ enum class AlgoSetting : uint8_t {
   kOneShot,       // messages over links; the data rides in the descriptor exchange when it fits
                   //   (alias "latency")
   kHierarchical,  // ranks on several hosts: all-reduce inside each host, then a chain between hosts
+  kGatherFold,    // messages over links; calls whose contributions together fit one link slot gather
+                  //   every contribution in ceil(log2 W) steps and fold locally (auto: across hosts)
 };
 
 // Accepts the names above and the aliases; throws kInvalidArgument naming the accepted values.
 AlgoSetting parseAlgoSetting(const std::string& text);
-// The canonical name ("auto", "direct", "pairwise", "one-shot", "hierarchical").
+// The canonical name ("auto", "direct", "pairwise", "one-shot", "hierarchical", "gather-fold").
 const char* algoSettingName(AlgoSetting setting);
 
 }  // namespace ouro

@@ -40,6 +40,8 @@ enum class Algorithm : uint8_t {
   kPairwiseRing,       //   the collective driver: pairwise reduce-scatter, ring all-gather, chain broadcast
   kHierarchical,       //   all-reduce inside each host, then a chain between hosts
   kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
+  kGatherFold,         //   small calls: every contribution gathered in ceil(log2 W) Bruck steps, then
+                       //   folded locally in rank order (comm/exec/algo_gather_fold.cpp)
   kDescriptorExchange, //   barrier: the exchange is the whole call
   // CUDA (comm/exec/cuda_executor.cpp):
   kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel

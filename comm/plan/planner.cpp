@@ -16,6 +16,31 @@ constexpr int kOneShotMaxRanks = 16;
 // Direct all-reduce: every rank reducing every staged chunk (one synchronisation) pays while the
 // chunk is small or there are two ranks (then it reads no more than reduce-scatter + all-gather).
 constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
+// Gather-fold across hosts (issue #24): while every rank's contribution together, with a 16-byte
+// descriptor per rank, is at most this. Each rank receives the W-1 others' contributions, as
+// one-shot does, but in ceil(log2 W) steps of one message each way instead of W-1 messages; past
+// a few KiB per rank the pairwise reduce-scatter's 2(W-1)/W of the data wins on the host links
+// (docs/PERFORMANCE.md "Small all-reduce across hosts (#24)").
+constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
+
+// The bytes the gather-fold would gather (every contribution and a descriptor per rank), or
+// SIZE_MAX when that overflows.
+size_t gatherFoldTotalBytes(const CollArgs& a, int n) {
+  const CallDescriptor d = describeCall(a);
+  size_t total = 0;
+  for (int p = 0; p < n; p++) {
+    const size_t b = gatherFoldContributionBytes(d, p, n);
+    if (b > SIZE_MAX - total - sizeof(CallDescriptor)) return SIZE_MAX;
+    total += b + sizeof(CallDescriptor);
+  }
+  return total;
+}
+
+bool spansHosts(const std::vector<int>& host_of) {
+  for (int h : host_of)
+    if (h != host_of.front()) return true;
+  return false;
+}
 
 // The bytes the direct announcement line would have to carry for the call.
 size_t directInlineBytes(const CollArgs& a, int n) {
@@ -42,6 +67,15 @@ size_t largestBufferBytes(const CollArgs& a, int nranks) {
 
 }  // namespace
 
+size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks) {
+  const auto kind = CollKind(d.collective);
+  if (kind == CollKind::kBarrier || (kind == CollKind::kBroadcast && rank != d.root)) return 0;
+  const size_t es = dataTypeSize(DataType(d.dtype));
+  const size_t blocks = kind == CollKind::kReduceScatter || kind == CollKind::kAllToAll ? size_t(nranks) : 1;
+  if (es == 0 || d.count > SIZE_MAX / es / blocks) return SIZE_MAX;
+  return size_t(d.count) * es * blocks;
+}
+
 const char* algorithmName(Algorithm a) {
   switch (a) {
     case Algorithm::kCopy: return "copy (one rank)";
@@ -52,6 +86,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::kPairwiseRing: return "pairwise reduce-scatter, ring all-gather, chain broadcast (driver)";
     case Algorithm::kHierarchical: return "hierarchical (inside each host, a chain between hosts)";
     case Algorithm::kPairwiseTransfers: return "pairwise transfers";
+    case Algorithm::kGatherFold: return "gather-fold (contributions gathered in log2 steps, folded locally in rank order)";
     case Algorithm::kDescriptorExchange: return "descriptor exchange";
     case Algorithm::kDeviceDriver: return "device driver kernel";
   }
@@ -85,6 +120,15 @@ Plan Planner::planHost(const CollArgs& a) const {
   }
   p.bytes = a.kind == CollKind::kBarrier ? 0 : a.count * a.elementBytes();
   const bool flat_named = world_.setting == AlgoSetting::kPairwise || world_.setting == AlgoSetting::kHierarchical;
+  // Gather-fold: named, whenever every contribution fits one slot; auto, for small calls whose
+  // ranks span hosts (on one host the links' one-shot costs no network hop per step).
+  if (world_.setting == AlgoSetting::kGatherFold || (world_.setting == AlgoSetting::kAuto && spansHosts(world_.host_of))) {
+    const size_t total = gatherFoldTotalBytes(a, n);
+    if (total <= world_.slice_bytes && (world_.setting == AlgoSetting::kGatherFold || total <= kGatherFoldMaxBytes)) {
+      p.algorithm = Algorithm::kGatherFold;
+      return p;
+    }
+  }
   if (!flat_named && n <= kOneShotMaxRanks && p.bytes + sizeof(CallDescriptor) <= world_.slice_bytes &&
       p.bytes <= kOneShotMaxBytes) {
     p.algorithm = Algorithm::kOneShot;
@@ -125,7 +169,11 @@ std::string Planner::describe(const Plan& p) const {
   // "uses the X algorithm (OURO_ALGO=auto): why; plan: the rest" (scripts grep the first part).
   std::string s = strprintf("uses the %s algorithm (OURO_ALGO=%s)", algorithmName(p.algorithm),
                             algoSettingName(world_.setting));
-  if (p.kind == CollKind::kAllReduce && p.executor == ExecutorKind::kHost && !world_.direct && world_.nranks > 1) {
+  if (p.algorithm == Algorithm::kGatherFold) {
+    s += world_.setting == AlgoSetting::kGatherFold
+             ? strprintf(": every contribution fits one %zu-byte link slot", world_.slice_bytes)
+             : strprintf(": ranks span hosts and every contribution together is at most %zu bytes", kGatherFoldMaxBytes);
+  } else if (p.kind == CollKind::kAllReduce && p.executor == ExecutorKind::kHost && !world_.direct && world_.nranks > 1) {
     const std::string why = hierarchyReasonText(p.hierarchy, hosts_, p.bytes, world_.hier_min_bytes);
     if (!why.empty()) s += ": " + why;
   }

@@ -33,6 +33,12 @@ struct DeviceFacts {
   const int* ring = nullptr;
 };
 
+// Gather-fold (comm/exec/algo_gather_fold.cpp): what rank `rank` contributes to the call `d` in a
+// world of nranks, in bytes (an all-reduce's input, a reduce-scatter's or all-to-all's whole
+// input, a broadcast root's data, nothing for a barrier). Saturates at SIZE_MAX for counts no
+// buffer could hold (the descriptor may come off the wire).
+size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks);
+
 class Planner {
  public:
   explicit Planner(PlannerWorld world);

@@ -26,6 +26,12 @@ const Config kDirectStreaming{"OURO_ALGO=direct, every output and staging copy s
                                {"OURO_SHM_STREAM_STAGING_BYTES", "1"}},
                               Init::kFile};
 const Config kLatency{"OURO_ALGO=one-shot, file:// rendezvous", {{"OURO_ALGO", "one-shot"}}, Init::kFile};
+// The gather-fold (auto picks it for small calls across hosts; named, it runs on one host too):
+// over shared-memory FIFOs, and over loopback TCP as between hosts.
+const Config kGatherFold{"OURO_ALGO=gather-fold, file:// rendezvous", {{"OURO_ALGO", "gather-fold"}}, Init::kFile};
+const Config kTcpGatherFold{"OURO_TRANSPORT=tcp OURO_ALGO=gather-fold, tcp:// rendezvous",
+                            {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "gather-fold"}},
+                            Init::kTcp};
 
 
 Run launch(int n, const Config& cfg, const std::vector<std::string>& args, double timeout_s,

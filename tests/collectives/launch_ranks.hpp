@@ -20,7 +20,7 @@ struct Config {
   Init init;
 };
 
-extern const Config kDefault, kTcp, kRing, kTcpRing, kDirect, kDirectStreaming, kLatency;
+extern const Config kDefault, kTcp, kRing, kTcpRing, kDirect, kDirectStreaming, kLatency, kGatherFold, kTcpGatherFold;
 
 struct Run {
   std::vector<ouro::test::ProcessResult> ranks;

@@ -102,10 +102,11 @@ void runOne(Rank& r, int dtype, int op, size_t per_rank, uint64_t id) {
 }  // namespace
 
 int runCanonical(Rank& r) {
-  // Per-rank element counts: 1 (one element each), 4001 (12003 at 3 ranks: the issue's size,
-  // which no rank count divides evenly into slices), and, with --big, 65537 per rank (staged in
-  // several chunks and slices on every path).
-  std::vector<size_t> sizes = {1, 4001};
+  // Per-rank element counts: 1 (one element each), 37 (a few hundred bytes: every collective fits
+  // the gather-fold's one slot, issue #24), 4001 (12003 at 3 ranks: the issue's size, which no
+  // rank count divides evenly into slices), and, with --big, 65537 per rank (staged in several
+  // chunks and slices on every path).
+  std::vector<size_t> sizes = {1, 37, 4001};
   if (r.opt.big) sizes.push_back(65537);
   uint64_t id = 9000;
   for (int dtype : {kFloat32, kFloat64, kFloat16, kBfloat16})

@@ -178,23 +178,27 @@ TEST_CASE("reference: float inputs give exact results in any reduction order", "
 TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n = 1; n <= 8; n++) matrix(n, *cfg, "allreduce", cfg != &kTcp || n % 3 == 2);
-  for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing})
+  for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing, &kGatherFold})
     for (int n : {2, 3, 8}) matrix(n, *cfg, "allreduce", n == 3);
+  for (int n : {5, 6, 7}) matrix(n, kTcpGatherFold, "allreduce", n == 6);
 }
 
 TEST_CASE("reduce-scatter and all-gather: every dtype (x op), count and placement", "[reducescatter]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n : {1, 2, 3, 5, 8}) matrix(n, *cfg, "reducescatter,allgather", n != 8 || cfg == &kDefault);
+  for (int n : {3, 6}) matrix(n, kGatherFold, "reducescatter,allgather", n == 3);
 }
 
 TEST_CASE("broadcast and reduce from every root", "[rooted]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n : {1, 2, 3, 4, 7}) matrix(n, *cfg, "broadcast,reduce", n == 3 || n == 7);
+  for (int n : {3, 5}) matrix(n, kTcpGatherFold, "broadcast,reduce", n == 5);
 }
 
 TEST_CASE("all-to-all, grouped send/recv and barrier", "[alltoall]") {
-  for (const Config* cfg : {&kDefault, &kTcp, &kRing})
+  for (const Config* cfg : {&kDefault, &kTcp, &kRing, &kGatherFold})
     for (int n : {1, 2, 3, 4, 8}) {
+      if (cfg == &kGatherFold && (n == 1 || n == 4)) continue;
       std::vector<std::string> args = {"--mode", "matrix", "--colls", "alltoall,sendrecv,barrier"};
       if (n == 3 || n == 4) args.push_back("--big");
       Run run = launch(n, *cfg, args);
@@ -267,7 +271,8 @@ TEST_CASE("results are bit-identical on every rank and from run to run", "[deter
 // program checks each element against the reference; the runs together prove that no algorithm,
 // transport or collective changes a result.
 TEST_CASE("reductions follow the one canonical order under every algorithm and transport", "[canonical]") {
-  const Config* configs[] = {&kDefault, &kTcp, &kRing, &kTcpRing, &kDirect, &kDirectStreaming, &kLatency};
+  const Config* configs[] = {&kDefault, &kTcp,    &kRing,       &kTcpRing,
+                             &kDirect,  &kDirectStreaming, &kLatency, &kGatherFold};
   for (int n = 2; n <= 8; n++)
     for (const Config* cfg : configs) {
       // The staged sizes (--big) where they matter most: 2 ranks (probe, streaming) and one odd and
@@ -413,7 +418,7 @@ TEST_CASE("bad arguments: ouroInvalidArgument with a message, communicator still
 TEST_CASE("ranks that disagree on a call all get ouroInvalidUsage naming both sides", "[mismatch]") {
   const std::pair<const char*, int> variants[] = {{"count", 2}, {"op", 0},         {"dtype", 1},
                                                   {"root", 2},  {"reduceroot", 0}, {"kind", 1}};
-  for (const Config* cfg : {&kDefault, &kTcp})
+  for (const Config* cfg : {&kDefault, &kTcp, &kTcpGatherFold})
     for (const auto& [variant, odd] : variants) {
       Run run = launch(3, *cfg, {"--mode", "mismatch", "--variant", variant, "--victim", std::to_string(odd)}, 60,
                        {{"OURO_TIMEOUT_S", "30"}});

@@ -101,6 +101,47 @@ TEST_CASE("planner: two levels across hosts from OURO_HIER_MIN_BYTES, with the g
   CHECK(flat.planHost(call(CollKind::kAllReduce, 1 << 24)).algorithm == Algorithm::kPairwiseRing);
 }
 
+TEST_CASE("planner: gather-fold for small calls across hosts, named or auto (#24)", "[planner]") {
+  // Across hosts, auto: while every contribution plus a 16-byte descriptor per rank is <= 16 KiB.
+  Planner p(hosts(8, 1));
+  const Plan small = p.planHost(call(CollKind::kAllReduce, 2));
+  CHECK(small.algorithm == Algorithm::kGatherFold);
+  CHECK(p.planHost(call(CollKind::kAllReduce, 508)).algorithm == Algorithm::kGatherFold);  // 8 x (2032 + 16)
+  CHECK(p.planHost(call(CollKind::kAllReduce, 509)).algorithm == Algorithm::kOneShot);
+  CHECK(p.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kGatherFold);
+  CHECK(p.planHost(call(CollKind::kBroadcast, 3000)).algorithm == Algorithm::kGatherFold);  // the root's only
+  CHECK(p.planHost(call(CollKind::kReduceScatter, 63)).algorithm == Algorithm::kGatherFold);  // 8 x (8 x 63 x 4 + 16)
+  CHECK(p.planHost(call(CollKind::kReduceScatter, 64)).algorithm == Algorithm::kOneShot);
+  CHECK(Planner(hosts(3, 2)).planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kGatherFold);
+  // One host: one-shot stays (no network hop to save); named, gather-fold while it fits a slot.
+  CHECK(Planner(oneHost(4, false)).planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kOneShot);
+  PlannerWorld named = oneHost(4, false);
+  named.setting = AlgoSetting::kGatherFold;
+  Planner forced(named);
+  CHECK(forced.planHost(call(CollKind::kAllReduce, 8188)).algorithm == Algorithm::kGatherFold);  // 4 x (32752 + 16)
+  CHECK(forced.planHost(call(CollKind::kAllReduce, 8189)).algorithm == Algorithm::kOneShot);  // past the 128 KiB slot
+  CHECK(forced.planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm == Algorithm::kPairwiseRing);
+  // Other named settings keep their algorithms across hosts.
+  CHECK(Planner(hosts(3, 2, AlgoSetting::kPairwise)).planHost(call(CollKind::kAllReduce, 1)).algorithm ==
+        Algorithm::kPairwiseRing);
+  CHECK(Planner(hosts(3, 2, AlgoSetting::kHierarchical)).planHost(call(CollKind::kAllReduce, 1)).algorithm ==
+        Algorithm::kHierarchical);
+  // What each rank contributes, from the call's descriptor.
+  CallDescriptor d;
+  d.collective = uint8_t(CollKind::kBroadcast);
+  d.dtype = uint8_t(DataType::kFloat64);
+  d.count = 10;
+  d.root = 2;
+  CHECK(gatherFoldContributionBytes(d, 2, 4) == 80);
+  CHECK(gatherFoldContributionBytes(d, 1, 4) == 0);
+  d.collective = uint8_t(CollKind::kAllToAll);
+  CHECK(gatherFoldContributionBytes(d, 1, 4) == 320);
+  d.count = ~uint64_t(0) / 4;  // off the wire: saturates instead of wrapping
+  CHECK(gatherFoldContributionBytes(d, 1, 4) == SIZE_MAX);
+  CHECK(parseAlgoSetting("gather-fold") == AlgoSetting::kGatherFold);
+  CHECK(std::string(algoSettingName(AlgoSetting::kGatherFold)) == "gather-fold");
+}
+
 TEST_CASE("planner: device calls pick LL or Simple by the largest buffer, and its message size", "[planner]") {
   Planner p(oneHost(4, true));
   DeviceFacts d;

@@ -1,0 +1,242 @@
+// Gather-fold: small calls across hosts in ceil(log2 W) steps (issue #24). Every rank's
+// contribution (what the call gives the others: an all-reduce's input, a reduce-scatter's whole
+// input, a broadcast root's data, nothing for a barrier) reaches every rank by a Bruck all-gather,
+// then each rank computes its own output locally. Reductions fold the W contributions with
+// kernels::reduceMany in rank order, exactly as the one-shot and direct paths do, so the bits are
+// the one reduction order of docs/API.md whatever W is (a left fold, rounded after every step:
+// fp16/bf16 included, Avg finished by finishAvg).
+//
+// Bruck, for any W (no power of two needed): in round k (dist = 2^k) rank r sends rank r - dist
+// the first m = min(dist, W - 2^k) blocks it holds and receives as many from rank r + dist. It
+// starts holding its own block; after round k it holds the blocks of ranks r .. r + 2^(k+1) - 1
+// (mod W), in that order, so what it forwards is always a prefix of what it holds. One message
+// per round each way, (W-1) blocks received in all: the bytes of the one-shot exchange in
+// ceil(log2 W) steps instead of W-1 messages per rank.
+//
+// Every block carries its rank's call descriptor, so after the last round every rank has seen
+// every rank's call and reports a disagreement the same way (the messages are kDescriptor messages
+// whose first bytes are the sender's descriptor, as every other links algorithm starts with).
+// A block whose size does not follow from its descriptor, or a message that does not end on a
+// block, counts as a disagreement too; the rounds still run to the end so every message sent is
+// received and the communicator stays usable.
+//
+// Waits: the data of a rank on another host arrives through the kernel's network stack, which on
+// a busy or oversubscribed machine needs this core now and then (softirq work a spinning rank
+// holds off; docs/PERFORMANCE.md "Small all-reduce across hosts (#24)"). So between looks at the
+// link this algorithm yields the CPU (sched_yield: about a microsecond when nothing else wants it).
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/exec/algorithms.hpp"
+#include "comm/exec/host_state.hpp"
+#include "comm/progress/progress.hpp"
+#include "core/strings.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace ouro {
+
+namespace {
+
+using transport::Link;
+using transport::MessageHeader;
+using transport::MessageKind;
+using transport::ReceivedMessage;
+
+constexpr size_t kDesc = sizeof(CallDescriptor);
+
+class GatherFold {
+ public:
+  explicit GatherFold(const HostCall& h)
+      : h_(h),
+        e_(h.progress),
+        a_(h.args),
+        n_(h.progress.size()),
+        me_(h.progress.rank()),
+        call_(h.progress.call()),
+        desc_(describeCall(h.args)),
+        es_(h.args.elementBytes()) {}
+
+  void run() {
+    gather();
+    if (disagree_ >= 0) report();
+    compute();
+  }
+
+ private:
+  // The contribution of rank p, in bytes, as this rank's call describes it.
+  size_t contribution(int p) const { return gatherFoldContributionBytes(desc_, p, n_); }
+
+  void gather() {
+    size_t total = 0;
+    for (int p = 0; p < n_; p++) total += kDesc + contribution(p);
+    // Room for what a disagreeing peer may send beyond our own call's total: a message is at most
+    // one slot, and we receive ceil(log2 W) of them.
+    const size_t slot = h_.plan.slice_bytes;
+    int rounds = 0;
+    for (int dist = 1; dist < n_; dist *= 2) rounds++;
+    const size_t room = std::max(total, kDesc + contribution(me_) + size_t(rounds) * slot);
+    buf_ = h_.state.scratch(room);
+    room_ = room;
+    // Block 0: ours.
+    storeDescriptor(buf_, desc_);
+    const size_t mine = contribution(me_);
+    if (mine) std::memcpy(buf_ + kDesc, a_.send, mine);
+    ends_.assign(1, kDesc + mine);
+    for (int dist = 1; dist < n_; dist *= 2) {
+      const int m = std::min(dist, n_ - dist);
+      sendPrefix((me_ - dist + n_) % n_, m);
+      receive((me_ + dist) % n_, m);
+    }
+    if (disagree_ < 0 && int(ends_.size()) != n_) disagree_ = me_;
+  }
+
+  // Sends `to` our first m blocks (fewer when a disagreement left us fewer).
+  void sendPrefix(int to, int m) {
+    Link& l = e_.link(to);
+    // A disagreeing peer's blocks may not fit one slot: send the prefix that does (at least our own
+    // block, which the planner fitted); the receiver counts the missing blocks as a disagreement.
+    int j = std::min<int>(m, int(ends_.size()));
+    while (j > 1 && ends_[size_t(j - 1)] > l.slotBytes()) j--;
+    const size_t bytes = ends_[size_t(j - 1)];
+    std::byte* slot = nullptr;
+    waitYielding([&] { return (slot = l.trySendSlot()) != nullptr; }, to);
+    std::memcpy(slot, buf_, bytes);
+    MessageHeader h;
+    h.kind = uint32_t(MessageKind::kDescriptor);
+    h.bytes = uint32_t(bytes);
+    h.call = call_;
+    l.postSend(h);
+  }
+
+  // Receives `from`'s first m blocks and appends them (checked against our call as they come).
+  void receive(int from, int m) {
+    Link& l = e_.link(from);
+    ReceivedMessage msg;
+    waitYielding([&] { return l.tryRecv(&msg); }, from);
+    if (msg.header.kind != uint32_t(MessageKind::kDescriptor) || msg.header.bytes < kDesc) {
+      l.releaseRecv();
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call this rank "
+            "did not make); calls must be made in the same order on every rank",
+            me_, collName(a_.kind), (unsigned long long)call_, from);
+    }
+    const CallDescriptor first = loadDescriptor(msg.data);
+    e_.sawPeerCall(from, CollKind(first.collective), msg.header.call);
+    if (msg.header.call != call_) noteDisagreement(from, first, msg.header.call);
+    // Blocks of ranks from, from + 1, ...: each its descriptor, then the contribution that
+    // descriptor implies for that rank.
+    size_t at = 0;
+    const size_t got = msg.header.bytes;
+    int blocks = 0;
+    size_t end = ends_.back();
+    while (at < got && blocks < m) {
+      const int owner = (from + blocks) % n_;
+      if (got - at < kDesc) break;
+      const CallDescriptor d = loadDescriptor(msg.data + at);
+      const size_t bytes = gatherFoldContributionBytes(d, owner, n_);
+      if (!(d == desc_)) noteDisagreement(owner, d, msg.header.call);
+      if (bytes > got - at - kDesc || end + kDesc + bytes > room_) break;
+      std::memcpy(buf_ + end, msg.data + at, kDesc + bytes);
+      at += kDesc + bytes;
+      end += kDesc + bytes;
+      ends_.push_back(end);
+      blocks++;
+    }
+    if ((blocks != m || at != got) && disagree_ < 0) noteDisagreement(from, first, msg.header.call, true);
+    l.releaseRecv();
+  }
+
+  void noteDisagreement(int rank, const CallDescriptor& d, uint64_t call, bool malformed = false) {
+    if (disagree_ >= 0) return;
+    disagree_ = rank;
+    theirs_ = d;
+    their_call_ = call;
+    malformed_ = malformed;
+  }
+
+  [[noreturn]] void report() const {
+    if (malformed_ || disagree_ == me_)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but the blocks that reached it from "
+            "rank %d (%s) do not fit that call; every rank must make the same collective calls with the same count, "
+            "type, op and root",
+            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree_,
+            callText(theirs_).c_str());
+    raise(Result::kInvalidUsage,
+          "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
+          "must make the same collective calls with the same count, type, op and root",
+          me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree_,
+          callText(theirs_).c_str(),
+          their_call_ != call_ ? strprintf(" as its call #%llu", (unsigned long long)their_call_).c_str() : "");
+  }
+
+  // Rank p's contribution (past its descriptor) in the gathered buffer: block (p - me) mod W.
+  const std::byte* block(int p) const {
+    const size_t i = size_t((p - me_ + n_) % n_);
+    return buf_ + (i == 0 ? 0 : ends_[i - 1]) + kDesc;
+  }
+
+  void compute() {
+    std::byte* out = static_cast<std::byte*>(a_.recv);
+    const size_t bytes = a_.count * es_;
+    std::vector<const void*>& srcs = h_.state.sources();
+    switch (a_.kind) {
+      case CollKind::kAllReduce:
+      case CollKind::kReduce:
+      case CollKind::kReduceScatter: {
+        if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
+        const size_t offset = a_.kind == CollKind::kReduceScatter ? size_t(me_) * bytes : 0;
+        for (int p = 0; p < n_; p++) srcs[size_t(p)] = block(p) + offset;
+        kernels::reduceMany(out, srcs.data(), n_, a_.count, a_.dtype, a_.op);
+        if (a_.op == RedOp::kAvg) kernels::finishAvg(out, a_.count, a_.dtype, n_);
+        return;
+      }
+      case CollKind::kAllGather:
+        for (int p = 0; p < n_; p++)
+          if (bytes) std::memcpy(out + size_t(p) * bytes, block(p), bytes);
+        return;
+      case CollKind::kAllToAll:
+        for (int p = 0; p < n_; p++)
+          if (bytes) std::memcpy(out + size_t(p) * bytes, block(p) + size_t(me_) * bytes, bytes);
+        return;
+      case CollKind::kBroadcast:
+        if (bytes) std::memcpy(out, block(a_.root), bytes);
+        return;
+      default: return;
+    }
+  }
+
+  template <typename Ready>
+  void waitYielding(Ready&& ready, int peer) {
+    e_.waitUntil(
+        [&] {
+          if (ready()) return true;
+          sched_yield();
+          return false;
+        },
+        [&] { return std::vector<int>{peer}; });
+  }
+
+  const HostCall& h_;
+  Progress& e_;
+  const CollArgs& a_;
+  const int n_, me_;
+  const uint64_t call_;
+  const CallDescriptor desc_;
+  const size_t es_;
+  std::byte* buf_ = nullptr;
+  size_t room_ = 0;
+  std::vector<size_t> ends_;  // ends_[i]: where held block i ends in buf_
+  int disagree_ = -1;
+  CallDescriptor theirs_{};
+  uint64_t their_call_ = 0;
+  bool malformed_ = false;
+};
+
+}  // namespace
+
+void runGatherFold(const HostCall& call) { GatherFold(call).run(); }
+
+}  // namespace ouro
