@@ -190,7 +190,7 @@ def case_bad_input(ouro_run, ouro_train, work):
         (["--model", "gpt2"], 2, "--model needs mlp or gpt, got 'gpt2'"),
         (["--layers", "784,10"], 2, "--layers sets the MLP's widths: the GPT's shape is --n-layer"),
         (["--data", inputs], 2, "--data is the Fashion-MNIST folder: the GPT reads --text FILE"),
-        (["--min-lr", "0.01"], 2, "--min-lr 0.01 is above --lr 0.001"),
+        (["--min-lr", "0.01"], 2, "--min-lr 0.01 is above --lr 0.003"),
         (["--lr", "1e-7", "--min-lr", "2e-7"], 2, "--min-lr 2e-07 is above --lr 1e-07"),
         (["--grad-clip", "-1"], 2, "--grad-clip needs a number in [0, inf) (0 turns clipping off), got '-1'"),
         (["--grad-clip", "strong"], 2, "--grad-clip needs a finite number, got 'strong'"),
