@@ -27,8 +27,9 @@ ProcessGroupOuro::ProcessGroupOuro(ouroComm_t comm, int rank, int size)
     : c10d::ProcessGroup(rank, size),
       comm_(comm),
       pool_(std::make_unique<StreamPool>(comm)),
-      completer_(std::make_unique<Completer>(*pool_)),
-      deferred_issue_(std::make_shared<DeferredIssue>([this] { issueDeferred(); })) {}
+      completer_(std::make_unique<Completer>(*pool_, [this] { flushStaleHeld(); })),
+      deferred_issue_(std::make_shared<DeferredIssue>([this] { issueDeferred(); },
+                                                      [this](WorkOuro* work) { return runInline(work); })) {}
 
 ProcessGroupOuro::~ProcessGroupOuro() {
   // torch drops the last reference from Python, holding the GIL, and the completion thread may
@@ -48,9 +49,23 @@ std::string ProcessGroupOuro::who(const char* call) const {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const char* title, const TensorList& inputs,
-                                                       Pending pending, const Calls& calls) {
+                                                       Pending pending, Calls calls, bool may_hold) {
   std::lock_guard lock(issue_mu_);
   issueDeferredLocked();  // issue order is the order the caller made the calls
+  if (may_hold) {
+    size_t bytes = 0;
+    for (const auto& t : pending.keep_alive) bytes += t.defined() ? t.nbytes() : 0;
+    if (bytes <= kInlineBytes) {
+      // Held: no ouro call yet (so no place in ouro's issue order). Its wait() runs it inline;
+      // any other way to look at it, and the next call of the group, queue it first.
+      auto work =
+          c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending), deferred_issue_, true);
+      const auto now = std::chrono::steady_clock::now();
+      held_ = HeldOp{work, std::move(calls), title, now};
+      completer_->armFlush(now + kHoldLimit);
+      return work;
+    }
+  }
   ouroStream_t stream = pool_->acquire(who(title));
   std::exception_ptr error;
   try {
@@ -60,16 +75,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::issue(c10d::OpType type, const 
     // goes back to the pool. The caller gets the error now.
     error = std::current_exception();
   }
-  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending));
+  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending), deferred_issue_, false);
   completer_->push(Batch{stream, {work}});
   if (error) std::rethrow_exception(error);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::defer(c10d::OpType type, const char* title, const TensorList& inputs,
-                                                       Pending pending, Calls calls) {
+                                                       Pending pending, Calls calls, int source) {
   std::lock_guard lock(issue_mu_);
-  auto work = c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending), deferred_issue_);
+  if (held_) issueDeferredLocked();  // a held call goes first
+  auto work =
+      c10::make_intrusive<WorkOuro>(getRank(), type, title, inputs, std::move(pending), deferred_issue_, true);
+  if (source >= 0) work->setSourceRank(source);
   deferred_ops_.push_back({work, std::move(calls)});
   return work;
 }
@@ -79,7 +97,68 @@ void ProcessGroupOuro::issueDeferred() {
   issueDeferredLocked();
 }
 
+bool ProcessGroupOuro::runInline(WorkOuro* work) {
+  std::unique_lock lock(issue_mu_);
+  if (!held_ || held_->work.get() != work) return false;
+  if (!completer_->idle()) {
+    // An earlier work is still being completed (its copy-back may not have happened yet): going
+    // ahead of it would let this one complete first. Queue it behind them instead.
+    issueDeferredLocked();
+    return false;
+  }
+  HeldOp op = std::move(*held_);
+  held_.reset();
+  op.work->markIssued();
+  // Under issue_mu_: the call takes its place in ouro's issue order now, before any other thread
+  // can issue; a NULL stream makes it run (after this rank's earlier calls) on this thread.
+  std::exception_ptr error;
+  try {
+    op.calls(nullptr);
+  } catch (const std::exception& e) {
+    error = std::make_exception_ptr(std::runtime_error(e.what()));
+  }
+  lock.unlock();
+  op.work->complete(error);
+  return true;
+}
+
+void ProcessGroupOuro::flushStaleHeld() {
+  std::unique_lock lock(issue_mu_, std::try_to_lock);
+  const auto now = std::chrono::steady_clock::now();
+  if (!lock) {
+    // Someone is issuing or running a call inline: look again later.
+    completer_->armFlush(now + kHoldLimit);
+    return;
+  }
+  if (!held_) return;
+  if (now - held_->since >= kHoldLimit)
+    issueDeferredLocked();
+  else
+    completer_->armFlush(held_->since + kHoldLimit);
+}
+
 void ProcessGroupOuro::issueDeferredLocked() {
+  if (held_) {
+    // The held call goes to a stream like any other; nothing else can be pending with it (it
+    // was held after the pending point-to-point group was issued, and defer() issues it first).
+    HeldOp op = std::move(*held_);
+    held_.reset();
+    std::exception_ptr error;
+    ouroStream_t stream = nullptr;
+    try {
+      stream = pool_->acquire(who(op.title));
+      op.calls(stream);
+    } catch (const std::exception& e) {
+      error = std::make_exception_ptr(std::runtime_error(e.what()));
+    }
+    op.work->markIssued(error);
+    if (stream) {
+      completer_->push(Batch{stream, {op.work}});
+    } else {
+      op.work->complete(nullptr);
+    }
+    return;
+  }
   if (deferred_ops_.empty()) return;
   std::vector<DeferredOp> ops = std::move(deferred_ops_);
   deferred_ops_.clear();
@@ -195,10 +274,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce(TensorList& tensors, 
               }
               for (auto& t : tensors) copyBack(buffer, t);
             }};
-  return issue(c10d::OpType::ALLREDUCE, "ouro:all_reduce", tensors, std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroAllReduce(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, r.wire), r.wire.dtype, r.op, comm_,
-                            s));
-  });
+  ouroComm_t comm = comm_;
+  return issue(
+      c10d::OpType::ALLREDUCE, "ouro:all_reduce", tensors, std::move(p),
+      [buffer, r, comm](ouroStream_t s) {
+        checkOuro(ouroAllReduce(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, r.wire), r.wire.dtype, r.op,
+                                comm, s));
+      },
+      /*may_hold=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce_coalesced(TensorList& tensors,
@@ -215,9 +298,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::allreduce_coalesced(TensorList&
   const Reduction r = reductionFor(tensors[0].scalar_type(), opts.reduceOp, me);
   at::Tensor flat = flatten(tensors);
   Pending p{{flat}, tensors, [flat, tensors]() mutable { unflatten(flat, tensors); }};
-  return issue(c10d::OpType::ALLREDUCE_COALESCED, "ouro:all_reduce", tensors, std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroAllReduce(flat.data_ptr(), flat.data_ptr(), wireCount(flat, r.wire), r.wire.dtype, r.op, comm_, s));
-  });
+  ouroComm_t comm = comm_;
+  return issue(
+      c10d::OpType::ALLREDUCE_COALESCED, "ouro:all_reduce", tensors, std::move(p),
+      [flat, r, comm](ouroStream_t s) {
+        checkOuro(ouroAllReduce(flat.data_ptr(), flat.data_ptr(), wireCount(flat, r.wire), r.wire.dtype, r.op, comm, s));
+      },
+      /*may_hold=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::broadcast(TensorList& tensors, const c10d::BroadcastOptions& opts) {
@@ -236,10 +323,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::broadcast(TensorList& tensors, 
   Pending p{{buffer}, tensors, [buffer, tensors]() mutable {
               for (auto& t : tensors) copyBack(buffer, t);
             }};
-  return issue(c10d::OpType::BROADCAST, "ouro:broadcast", tensors, std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroBroadcast(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, w), w.dtype, int(opts.rootRank),
-                            comm_, s));
-  });
+  ouroComm_t comm = comm_;
+  const int root = int(opts.rootRank);
+  return issue(
+      c10d::OpType::BROADCAST, "ouro:broadcast", tensors, std::move(p),
+      [buffer, w, root, comm](ouroStream_t s) {
+        checkOuro(ouroBroadcast(buffer.data_ptr(), buffer.data_ptr(), wireCount(buffer, w), w.dtype, root, comm, s));
+      },
+      /*may_hold=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::reduce(TensorList& tensors, const c10d::ReduceOptions& opts) {
@@ -257,12 +348,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::reduce(TensorList& tensors, con
   Pending p{{input}, tensors, [input, tensors, root]() mutable {
               if (root) copyBack(input, tensors[0]);
             }};
-  return issue(c10d::OpType::REDUCE, "ouro:reduce", tensors, std::move(p), [&](ouroStream_t s) {
-    // ouro writes recvbuff at the root only; elsewhere it may be any buffer of the size.
-    void* recv = root ? output.data_ptr() : input.data_ptr();
-    checkOuro(ouroReduce(input.data_ptr(), recv, wireCount(input, r.wire), r.wire.dtype, r.op, int(opts.rootRank),
-                         comm_, s));
-  });
+  ouroComm_t comm = comm_;
+  const int root_rank = int(opts.rootRank);
+  return issue(
+      c10d::OpType::REDUCE, "ouro:reduce", tensors, std::move(p),
+      [input, output, root, root_rank, r, comm](ouroStream_t s) {
+        // ouro writes recvbuff at the root only; elsewhere it may be any buffer of the size.
+        void* recv = root ? output.data_ptr() : input.data_ptr();
+        checkOuro(
+            ouroReduce(input.data_ptr(), recv, wireCount(input, r.wire), r.wire.dtype, r.op, root_rank, comm, s));
+      },
+      /*may_hold=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::barrier(const c10d::BarrierOptions&) {
@@ -271,9 +367,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::barrier(const c10d::BarrierOpti
   // calls, so its completion also means they are done.
   at::Tensor token = at::zeros({1}, at::kByte);
   Pending p{{token}, {}, nullptr};
-  return issue(c10d::OpType::BARRIER, "ouro:barrier", {}, std::move(p), [&](ouroStream_t s) {
-    checkOuro(ouroAllReduce(token.data_ptr(), token.data_ptr(), 1, ouroUint8, ouroMax, comm_, s));
-  });
+  ouroComm_t comm = comm_;
+  return issue(
+      c10d::OpType::BARRIER, "ouro:barrier", {}, std::move(p),
+      [token, comm](ouroStream_t s) {
+        checkOuro(ouroAllReduce(token.data_ptr(), token.data_ptr(), 1, ouroUint8, ouroMax, comm, s));
+      },
+      /*may_hold=*/true);
 }
 
 void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions& opts, bool) {
@@ -299,7 +399,11 @@ void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions& opts, bool) 
   work->wait();  // raises ouro's error, if the barrier failed
 }
 
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recvAnysource(TensorList&, int) {
+  // Why not (docs/PYTORCH.md, Known limits): ouro pairs every receive with one named sender, a
+  // small send completes before its receive is posted, and nothing in the C API shows a pending
+  // message; finding the sender would take an announcement by every send.
   throw std::runtime_error(who("recv") +
                            ": receiving from any source (recv without src) is not supported: ouro matches every "
                            "receive with one sender; pass src=, or use gloo for this receive");

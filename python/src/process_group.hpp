@@ -9,9 +9,11 @@
 // nothing below the class declaration depends on which base it is.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,27 +75,56 @@ class ProcessGroupOuro : public c10d::ProcessGroup {
   // A send's or receive's peer: another rank of the group.
   void requirePeer(int peer, const std::string& me, const char* what) const;
   // Queues `calls` (the ouro calls, given the stream) and returns the work that completes them.
-  // Issues the deferred point-to-point works first. Serialized: one call's ouro calls are never
-  // interleaved with another thread's. `inputs`: the profiler's input shapes.
-  WorkPtr issue(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, const Calls& calls);
+  // Issues the deferred works first. Serialized: one call's ouro calls are never interleaved with
+  // another thread's. `inputs`: the profiler's input shapes.
+  // `may_hold`: the call may take the inline path (docs/PYTORCH.md "Small calls"): when its
+  // tensors total at most kInlineBytes it is held, not queued, and `calls` must then own what it
+  // uses (capture by value); wait() runs it on the waiting thread with a NULL stream, anything
+  // else (get_future, is_completed, the next call, kHoldLimit passing) queues it as usual.
+  WorkPtr issue(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, Calls calls,
+                bool may_hold = false);
   // isend/irecv: the work is deferred and joins the pending point-to-point group (the rule is in
   // process_group_p2p.cpp).
-  WorkPtr defer(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, Calls calls);
-  // Issues the pending point-to-point group, if any, in one ouroGroupStart/End. Caller holds issue_mu_.
+  // `source`: a receive's sender (its work's sourceRank()), or -1.
+  WorkPtr defer(c10d::OpType type, const char* title, const TensorList& inputs, Pending pending, Calls calls,
+                int source = -1);
+  // Issues the held small call or the pending point-to-point group (one ouroGroupStart/End), if
+  // any (at most one of them is pending). Caller holds issue_mu_.
   void issueDeferredLocked();
   void issueDeferred();
+  // The held small call: run inline by its waiter (true), or not (false: not held any more, or
+  // earlier works still completing, in which case it is queued).
+  bool runInline(WorkOuro* work);
+  // On the completion thread: queues the held call once it has been held kHoldLimit.
+  void flushStaleHeld();
 
   struct DeferredOp {
     c10::intrusive_ptr<WorkOuro> work;
     Calls calls;
   };
 
+  struct HeldOp {
+    c10::intrusive_ptr<WorkOuro> work;
+    Calls calls;
+    const char* title;
+    std::chrono::steady_clock::time_point since;
+  };
+
+ public:
+  // Calls whose tensors total at most this many bytes may take the inline path.
+  static constexpr size_t kInlineBytes = size_t(64) << 10;
+  // How long a held call waits for its wait() before it is queued anyway.
+  static constexpr std::chrono::microseconds kHoldLimit{10000};
+
+ private:
   ouroComm_t comm_;
   std::unique_ptr<StreamPool> pool_;
   std::unique_ptr<Completer> completer_;  // after pool_: stops first
   std::mutex issue_mu_;
   std::vector<DeferredOp> deferred_ops_;           // under issue_mu_
+  std::optional<HeldOp> held_;                     // under issue_mu_
   std::shared_ptr<DeferredIssue> deferred_issue_;  // the pending group's works hold it
+
 };
 
 // ---- argument checks and staging shared by the collectives (process_group_*.cpp) ----

@@ -195,9 +195,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recv(TensorList& tensors, int s
   const Wire w = movementWire(buffer.scalar_type());
   Pending p{{buffer}, tensors, [buffer, tensors]() mutable { copyBack(buffer, tensors[0]); }};
   ouroComm_t comm = comm_;
-  return defer(c10d::OpType::RECV, "ouro:recv", tensors, std::move(p), [buffer, w, src, comm](ouroStream_t s) {
-    checkOuro(ouroRecv(buffer.data_ptr(), wireCount(buffer, w), w.dtype, src, comm, s));
-  });
+  return defer(
+      c10d::OpType::RECV, "ouro:recv", tensors, std::move(p),
+      [buffer, w, src, comm](ouroStream_t s) {
+        checkOuro(ouroRecv(buffer.data_ptr(), wireCount(buffer, w), w.dtype, src, comm, s));
+      },
+      src);
 }
 
 }  // namespace ouro::torch_backend

@@ -44,18 +44,30 @@ void DeferredIssue::flush() {
   if (flush_) flush_();
 }
 
+bool DeferredIssue::runInline(WorkOuro* work) {
+  std::lock_guard lock(mu_);
+  return run_inline_ && run_inline_(work);
+}
+
 void DeferredIssue::detach() {
   std::lock_guard lock(mu_);
   flush_ = nullptr;
+  run_inline_ = nullptr;
 }
 
 WorkOuro::WorkOuro(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
-                   Pending pending, std::shared_ptr<DeferredIssue> deferred)
+                   Pending pending, std::shared_ptr<DeferredIssue> group, bool deferred)
     : c10d::Work(rank, type, profiling_title, inputs),
       pending_(std::move(pending)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))),
-      deferred_(std::move(deferred)),
-      issued_(deferred_ == nullptr) {}
+      deferred_(std::move(group)),
+      issued_(!deferred) {}
+
+int WorkOuro::sourceRank() const {
+  const int rank = source_rank_.load(std::memory_order_acquire);
+  if (rank < 0) return c10d::Work::sourceRank();  // torch's own message: not a receive
+  return rank;
+}
 
 void WorkOuro::issueIfDeferred() const {
   if (!issued_.load(std::memory_order_acquire)) deferred_->flush();
@@ -79,6 +91,10 @@ std::exception_ptr WorkOuro::exception() const {
 void WorkOuro::synchronize() { issueIfDeferred(); }
 
 bool WorkOuro::wait(std::chrono::milliseconds timeout) {
+  // A held small call runs here, on the thread that would otherwise sleep until the completion
+  // thread woke it; a wait with a timeout takes the queued path, which can give up waiting.
+  if (!issued_.load(std::memory_order_acquire) && timeout == ::kNoTimeout && deferred_->runInline(this))
+    return c10d::Work::wait(timeout);  // complete: raises its error, if any
   issueIfDeferred();
   return c10d::Work::wait(timeout);
 }
@@ -110,7 +126,25 @@ void WorkOuro::complete(std::exception_ptr stream_error) {
     future_->markCompleted(c10::IValue(pending_.outputs));
 }
 
-Completer::Completer(StreamPool& pool) : pool_(pool) { thread_ = std::thread([this] { run(); }); }
+Completer::Completer(StreamPool& pool, std::function<void()> flush_held)
+    : pool_(pool), flush_held_(std::move(flush_held)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+bool Completer::idle() {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
+void Completer::armFlush(std::chrono::steady_clock::time_point when) {
+  {
+    std::lock_guard lock(mu_);
+    if (armed_ && deadline_ <= when) return;  // an earlier deadline re-arms for this one
+    armed_ = true;
+    deadline_ = when;
+  }
+  cv_.notify_all();
+}
 
 Completer::~Completer() {
   {
@@ -132,10 +166,25 @@ void Completer::push(Batch batch) {
 void Completer::run() {
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and every queued batch is complete
+    auto ready = [&] { return stopping_ || !queue_.empty(); };
+    if (armed_)
+      cv_.wait_until(lock, deadline_, ready);
+    else
+      cv_.wait(lock, ready);
+    if (armed_ && std::chrono::steady_clock::now() >= deadline_) {
+      armed_ = false;
+      lock.unlock();
+      flush_held_();  // may push a batch or re-arm
+      lock.lock();
+      continue;
+    }
+    if (queue_.empty()) {
+      if (stopping_) return;  // every queued batch is complete
+      continue;
+    }
     Batch batch = std::move(queue_.front());
     queue_.pop_front();
+    busy_ = true;
     lock.unlock();
     // Future callbacks (DDP's comm hooks) run here and may queue more work: not under the lock.
     std::exception_ptr stream_error;
@@ -148,6 +197,7 @@ void Completer::run() {
     pool_.release(batch.stream);
     batch.works.clear();
     lock.lock();
+    busy_ = false;
   }
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -51,29 +52,40 @@ struct Pending {
   std::function<void()> finish;  // may be empty
 };
 
-// The link from deferred point-to-point works back to their process group, which issues them
-// when one of them is first looked at. Works hold it and may outlive the group: the group
-// detaches it before it is destroyed (after which flush() does nothing).
+class WorkOuro;
+
+// The link from deferred works (point-to-point ones, and a small call held for the inline path)
+// back to their process group, which issues them when one of them is first looked at. Works hold
+// it and may outlive the group: the group detaches it before it is destroyed (after which flush()
+// and runInline() do nothing).
 class DeferredIssue {
  public:
-  explicit DeferredIssue(std::function<void()> flush) : flush_(std::move(flush)) {}
+  DeferredIssue(std::function<void()> flush, std::function<bool(WorkOuro*)> run_inline)
+      : flush_(std::move(flush)), run_inline_(std::move(run_inline)) {}
   void flush();
+  // Runs `work` on the calling thread and completes it, if it is the group's held small call and
+  // nothing issued earlier is still completing; false otherwise (nothing done).
+  bool runInline(WorkOuro* work);
   void detach();  // waits for a flush in progress
 
  private:
   std::mutex mu_;
   std::function<void()> flush_;
+  std::function<bool(WorkOuro*)> run_inline_;
 };
 
 class WorkOuro : public c10d::Work {
  public:
   // `inputs` are what the profiler records as the event's input shapes (gloo's choice per call).
-  // `deferred`: set for a point-to-point work that is not issued yet.
+  // `group`: the link to the process group; `deferred`: the work is not issued yet
+  // (point-to-point, or a held small call).
   WorkOuro(int rank, c10d::OpType type, const char* profiling_title, const std::vector<at::Tensor>& inputs,
-           Pending pending, std::shared_ptr<DeferredIssue> deferred = nullptr);
+           Pending pending, std::shared_ptr<DeferredIssue> group, bool deferred);
 
   // Each of these first issues the work if it is still deferred, so that nothing can wait on
   // (or poll) an operation that was never issued.
+  // wait() without a timeout on a held small call runs it on the waiting thread instead
+  // (ProcessGroupOuro::runInline): the caller blocks anyway, and no thread hands it over.
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -81,11 +93,15 @@ class WorkOuro : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return pending_.outputs; }
+  // A receive's sender (its src, as gloo's recv work gives it); torch's refusal for other works.
+  int sourceRank() const override;
+  void setSourceRank(int rank) { source_rank_.store(rank, std::memory_order_release); }
 
   // The group has issued it (under its issue lock); `error`: ouro refused one of its calls then.
   void markIssued(std::exception_ptr error = nullptr);
-  // On the completion thread, once the work's stream is done: `stream_error` is the stream's (or
-  // null); finishes and completes the work and its future.
+  // On the completion thread, once the work's stream is done (or on the waiting thread, after an
+  // inline run): `stream_error` is the stream's (or null); finishes and completes the work and
+  // its future.
   void complete(std::exception_ptr stream_error);
 
  private:
@@ -95,6 +111,7 @@ class WorkOuro : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<DeferredIssue> deferred_;
   std::atomic<bool> issued_;
+  std::atomic<int> source_rank_{-1};
   std::exception_ptr issue_error_;  // written before issued_ is set
 };
 
@@ -106,17 +123,28 @@ struct Batch {
 
 class Completer {
  public:
-  Completer(StreamPool& pool);
+  // `flush_held`: called on the completion thread once an armed deadline passes (armFlush), to
+  // issue a held small call nobody has waited for.
+  Completer(StreamPool& pool, std::function<void()> flush_held);
   ~Completer();  // completes every queued batch, then stops
   void push(Batch batch);
+  // No batch queued or being completed: every work pushed so far is complete.
+  bool idle();
+  // Calls flush_held at `when` or soon after. Wakes the thread only when no deadline is armed, so
+  // a stream of held calls costs one wake-up per deadline, not one per call.
+  void armFlush(std::chrono::steady_clock::time_point when);
 
  private:
   void run();
 
   StreamPool& pool_;
+  std::function<void()> flush_held_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
+  bool busy_ = false;  // a batch is being completed
+  bool armed_ = false;
+  std::chrono::steady_clock::time_point deadline_;
   bool stopping_ = false;
   std::thread thread_;
 };

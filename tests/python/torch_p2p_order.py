@@ -116,12 +116,32 @@ def issued_at_destroy():
     check(torch.equal(out, payload(prev, RANK)), "pending isend/irecv complete across destroy_process_group")
 
 
+def source_rank_and_eager_send():
+    """A named receive's work gives its src (irecv(...)._source_rank(), as gloo); and a small send
+    completes before its receive is posted, the fact that keeps a receive from any source out of
+    reach of the binding (docs/PYTORCH.md, Known limits): a sender cannot help a receiver that
+    posts later, and ouro shows the receiver no pending message."""
+    if RANK == 1:
+        dist.send(torch.full((3,), 7.0), 0)  # returns although rank 0 has not posted its receive
+        dist.barrier()
+    elif RANK == 0:
+        dist.barrier()  # rank 1's send completed before this barrier
+        out = torch.zeros(3)
+        work = dist.irecv(out, 1)
+        work.wait()
+        check(work._source_rank() == 1 and out.tolist() == [7.0] * 3, "irecv(src=1)._source_rank() is 1")
+    else:
+        dist.barrier()
+
+
 def main():
     dist.init_process_group("ouro", init_method=f"tcp://127.0.0.1:{PORT}", rank=RANK, world_size=WORLD,
                             timeout=timedelta(seconds=60))
     pair_orders()
     ring_batch()
     issued_by_other_calls()
+    dist.barrier()
+    source_rank_and_eager_send()
     dist.barrier()
     issued_at_destroy()
     check.done()
