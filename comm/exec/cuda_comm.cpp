@@ -52,11 +52,13 @@ CudaComm& CudaComm::of(Communicator& c) {
 }
 
 CudaComm::~CudaComm() {
-  if (order_event_) {
-    cudaSetDevice(arena_->device());
-    cudaEventDestroy(order_event_);
+  if (!arena_) return;
+  try {
+    const tc::CurrentDevice on(arena_->device());
+    if (order_event_) cudaEventDestroy(order_event_);
+    if (ring_device_) cudaFree(ring_device_);
+  } catch (const Error&) {
   }
-  if (ring_device_) cudaFree(ring_device_);
 }
 
 void CudaComm::abort() {
@@ -65,11 +67,18 @@ void CudaComm::abort() {
   if (arena_) arena_->setAbort();
 }
 
-tc::Arena& CudaComm::ready(Communicator& c) {
-  if (arena_) return *arena_;
+tc::Arena& CudaComm::ready(Communicator& c, int device) {
+  if (arena_) {
+    if (arena_->device() != device)
+      raise(Result::kInvalidArgument,
+            "rank %d: this communicator's device FIFOs are on device %d, but this stream is on device %d: a "
+            "communicator uses one GPU per rank; make its streams on device %d",
+            c.rank(), arena_->device(), device, arena_->device());
+    return *arena_;
+  }
   const std::string who = strprintf("rank %d: CUDA executor set-up", c.rank());
   try {
-    setUp(c);
+    setUp(c, device);
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(who);
     c.progress().fail(e.message());
@@ -83,7 +92,7 @@ tc::Arena& CudaComm::ready(Communicator& c) {
   return *arena_;
 }
 
-void CudaComm::setUp(Communicator& c) {
+void CudaComm::setUp(Communicator& c, int device) {
   const int rank = c.rank(), n = c.size();
   const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
   if (c.localCount() != n)
@@ -91,7 +100,6 @@ void CudaComm::setUp(Communicator& c) {
           "%s: the CUDA executor connects ranks on one host, and only %d of this communicator's %d ranks are on "
           "this host; use host buffers across hosts",
           who.c_str(), c.localCount(), n);
-  const int device = tc::chooseDevice(rank, c.localRank(), tc::deviceCountOrThrow(who), envString("OURO_CUDA_DEVICE"));
   tc::ArenaLayout layout;
   layout.nranks = n;
   layout.nchannels = int(envInt("OURO_CUDA_CHANNELS"));
@@ -106,12 +114,17 @@ void CudaComm::setUp(Communicator& c) {
   const std::string memory = envString("OURO_CUDA_FIFO_MEMORY");
   if (memory != "auto" && memory != "host")
     raise(Result::kInvalidArgument, "%s: OURO_CUDA_FIFO_MEMORY=%s: give auto or host", who.c_str(), memory.c_str());
-  OURO_CUDA(cudaSetDevice(device));
+  const tc::CurrentDevice on(device);
 
   std::vector<tc::DeviceIdentity> ids;
   int r = 0;
   for (const auto& rec : storeAllGather(c, "device/", tc::encodeIdentity(tc::identify(device)), who))
     ids.push_back(tc::decodeIdentity(rec, r++));
+  // Ranks in several processes on one GPU: refused where they cannot share it, said where they
+  // time-slice (every rank reads the same identities, so every rank of the GPU says the same).
+  const tc::SharingProblem sharing = tc::deviceSharingProblem(who, rank, device, ids);
+  if (sharing.refuse) raise(Result::kUnavailable, "%s", sharing.message.c_str());
+  if (!sharing.message.empty()) OURO_WARN("%s", sharing.message.c_str());
   requireSame(c, who, "OURO_CUDA_LL_MAX_BYTES", std::to_string(ll_max),
               "both ends of a FIFO must use the same protocol");
   // The kernels of a checked call send every peer a hello first (kernels/cuda/device_call_check.cuh):
@@ -119,6 +132,8 @@ void CudaComm::setUp(Communicator& c) {
   requireSame(c, who, "OURO_CHECK", c.planner().world().check ? "1" : "0",
               "with OURO_CHECK=1 every device collective exchanges its call's descriptor with every rank");
   ll_max_bytes_ = size_t(ll_max);
+  ranks_on_device_ = int(std::count_if(ids.begin(), ids.end(),
+                                       [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(rank)].bus_id; }));
   const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
   auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
   arena->connect(storeAllGather(c, "arena/", arena->record(), who));
@@ -133,7 +148,7 @@ void CudaComm::setUp(Communicator& c) {
   void* ring_memory = nullptr;
   OURO_CUDA(cudaMalloc(&ring_memory, ring.size() * sizeof(int)));
   ring_device_ = static_cast<int*>(ring_memory);
-  OURO_CUDA(cudaMemcpy(ring_device_, ring.data(), ring.size() * sizeof(int), cudaMemcpyHostToDevice));
+  tc::uploadAndWait(ring_device_, ring.data(), ring.size() * sizeof(int));
   OURO_CUDA(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming));
   std::string order;
   for (int g : ring) order += (order.empty() ? "" : " ") + std::to_string(g);

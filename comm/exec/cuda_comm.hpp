@@ -28,8 +28,9 @@ class CudaComm final : public ExecutorState {
   // ouroCommAbort, or a failed device call: this rank's running and later kernels stop.
   void abort() override;
 
-  // The arena, set up at the first call (an exchange with every rank through the bootstrap store).
-  transport::cuda::Arena& ready(Communicator& c);
+  // The arena, set up at the first call (an exchange with every rank through the bootstrap store)
+  // on `device`, the calling stream's; a later call from a stream on another device is refused.
+  transport::cuda::Arena& ready(Communicator& c, int device);
   uint64_t nextCall() { return ++calls_; }
   uint64_t calls() const { return calls_; }
   // The ring order (DriverCall::ring) in device memory, the same on every rank.
@@ -37,6 +38,8 @@ class CudaComm final : public ExecutorState {
   // Calls whose largest buffer is at most this many bytes use the LL protocol (the same on every
   // rank: checked at set-up, since both ends of a FIFO must use the same protocol).
   size_t llMaxBytes() const { return ll_max_bytes_; }
+  // The ranks of this communicator whose FIFOs' kernels run on this rank's GPU (this one included).
+  int ranksOnDevice() const { return ranks_on_device_; }
   // Every device operation of this communicator waits for the one issued before it.
   void orderBefore(cudaStream_t s) {
     if (recorded_) OURO_CUDA(cudaStreamWaitEvent(s, order_event_, 0));
@@ -47,7 +50,7 @@ class CudaComm final : public ExecutorState {
   }
 
  private:
-  void setUp(Communicator& c);
+  void setUp(Communicator& c, int device);
 
   std::mutex mu_;  // arena_ against abort() from another thread
   std::unique_ptr<transport::cuda::Arena> arena_;
@@ -57,6 +60,7 @@ class CudaComm final : public ExecutorState {
   uint64_t calls_ = 0;
   int* ring_device_ = nullptr;
   size_t ll_max_bytes_ = 0;
+  int ranks_on_device_ = 1;
 };
 
 }  // namespace ouro

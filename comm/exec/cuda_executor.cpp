@@ -32,6 +32,7 @@ constexpr size_t kRecordsPerChunk = 1024;
 
 #if OURO_HAVE_CUDA_KERNELS
 int launchCollectiveKernel(const kc::DeviceCall& call, void* stream) { return kc::launchCollective(call, stream); }
+int residentKernelBlocks(int* blocks) { return kc::residentBlocks(blocks); }
 int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
   return kc::launchPointToPoint(p2p, stream);
 }
@@ -45,6 +46,7 @@ int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
 }
 int launchCollectiveKernel(const kc::DeviceCall&, void*) { noKernels(); }
 int launchPointToPointKernel(const kc::DevicePointToPoint&, void*) { noKernels(); }
+int residentKernelBlocks(int*) { noKernels(); }
 #endif
 
 // The kernel wrote the record through the bus; the completed event orders it before this read.
@@ -125,20 +127,70 @@ struct CudaExecutor::Impl {
   std::map<int, cudaStream_t> side_streams;
   cudaEvent_t fork_event = nullptr;
   std::vector<cudaEvent_t> join_events;
+  int resident_blocks = -1;  // kernels::cuda::residentBlocks on `device`, at the first call
 
   Impl(Communicator& c, void* s)
-      : comm(c),
-        stream(static_cast<cudaStream_t>(s)),
-        device(tc::chooseDevice(c.rank(), c.localRank(),
-                                tc::deviceCountOrThrow(strprintf("rank %d: ouroStreamFromCuda", c.rank())),
-                                envString("OURO_CUDA_DEVICE"))),
-        timeout_s(envInt("OURO_TIMEOUT_S")) {
-    OURO_CUDA(cudaSetDevice(device));
+      : comm(c), stream(static_cast<cudaStream_t>(s)), device(deviceOf(c, stream)), timeout_s(envInt("OURO_TIMEOUT_S")) {
+    const tc::CurrentDevice on(device);
+    // This process's context on the device: refused when another process holds the GPU in
+    // EXCLUSIVE_PROCESS mode (ranks sharing a GPU need MPS there, or the DEFAULT mode).
+    const cudaError_t context = cudaFree(nullptr);
+    if (context == cudaErrorDevicesUnavailable) {
+      cudaGetLastError();
+      int mode = 0;
+      cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
+      raise(Result::kUnavailable,
+            "rank %d: ouroStreamFromCuda: device %d is unavailable (cudaErrorDevicesUnavailable)%s: another process "
+            "holds it; ranks that share a GPU need MPS (nvidia-cuda-mps-control -d) or the DEFAULT compute mode "
+            "(nvidia-smi -c DEFAULT), or give each rank its own GPU",
+            c.rank(), device, mode == cudaComputeModeExclusiveProcess ? " in EXCLUSIVE_PROCESS compute mode" : "");
+    }
+    if (context != cudaSuccess) tc::raiseCuda(context, "cudaFree(nullptr) (creating the CUDA context)", __FILE__, __LINE__, "");
     records.giveBack(records.take());  // the first chunk now, not at the first call
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
+  // The user's stream's device (the caller's current one for the default stream), not a guess
+  // from the local rank: a kernel runs on its stream's device.
+  static int deviceOf(Communicator& c, cudaStream_t s) {
+    const int count = tc::deviceCountOrThrow(strprintf("rank %d: ouroStreamFromCuda", c.rank()));
+    const bool default_stream = s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+    int d = 0;
+    if (default_stream)
+      OURO_CUDA(cudaGetDevice(&d));
+    else
+      OURO_CUDA_HINT(cudaStreamGetDevice(s, &d), "the stream given to ouroStreamFromCuda");
+    return tc::streamDevice(c.rank(), d, default_stream, count, envString("OURO_CUDA_DEVICE"));
+  }
+
+  // Refuses a call whose blocks (on every rank sharing this GPU) cannot all be resident at once:
+  // they wait on each other, so it would hang until the deadline.
+  void requireResident(const std::string& who, int kernels, int nchannels, int ranks_on_device) {
+    if (resident_blocks < 0) {
+      int blocks = 0;
+      const int rc = residentKernelBlocks(&blocks);
+      if (rc != 0) tc::raiseCuda(cudaError_t(rc), "kernels::cuda::residentBlocks", __FILE__, __LINE__, who);
+      resident_blocks = blocks;
+    }
+    const std::string why = residencyProblem(who, kernels, nchannels, ranks_on_device, resident_blocks);
+    if (!why.empty()) throw Error(Result::kInvalidUsage, why);
+  }
+
+  // Refuses a buffer in another GPU's memory (host and managed memory pass: every device reaches them).
+  void requireOnDevice(const void* p, const std::string& who, const char* name) const {
+    if (!p) return;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    const std::string why = tc::bufferDeviceProblem(who, name, attr.type == cudaMemoryTypeDevice, attr.device, device);
+    if (!why.empty()) throw Error(Result::kInvalidArgument, why);
+  }
+
   ~Impl() {
+    int saved = -1;
+    if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
     cudaSetDevice(device);
     {
       std::lock_guard lock(mu);
@@ -148,6 +200,7 @@ struct CudaExecutor::Impl {
     for (cudaEvent_t e : join_events) cudaEventDestroy(e);
     if (fork_event) cudaEventDestroy(fork_event);
     for (auto& [key, s] : side_streams) cudaStreamDestroy(s);
+    if (saved >= 0) cudaSetDevice(saved);
   }
 
   uint64_t timeoutNs() const { return timeout_s > 0 ? uint64_t(timeout_s) * 1'000'000'000u : 0; }
@@ -217,17 +270,24 @@ struct CudaExecutor::Impl {
   // ranks' agreement on the call is checked by the kernel, kernels/cuda/device_call_check.cuh).
   // Only the first device call of a communicator waits, for the FIFOs' set-up with every rank.
   void collective(const CollArgs& a) {
+    const std::string misaligned =
+        deviceBufferAlignmentProblem(a, strprintf("rank %d: %s", comm.rank(), collName(a.kind)));
+    if (!misaligned.empty()) throw Error(Result::kInvalidArgument, misaligned);
+    const std::string who = strprintf("rank %d: %s", comm.rank(), collName(a.kind));
+    requireOnDevice(a.send, who, "send");
+    requireOnDevice(a.recv, who, "receive");
+    const tc::CurrentDevice on(device);
     CudaComm& cc = CudaComm::of(comm);
-    tc::Arena& arena = cc.ready(comm);
+    tc::Arena& arena = cc.ready(comm, device);
     const uint64_t number = cc.nextCall();
     const Plan plan = comm.planner().planDevice(a, deviceFacts(arena.layout(), cc.llMaxBytes(), cc.ringDevice()));
     if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) return;
+    requireResident(who, 1, plan.channels, cc.ranksOnDevice());
     comm.planner().note(plan, number);
-    const DeviceLinks links{arena.deviceChannels(), arena.abortWordDevice(), timeoutNs()};
+    const DeviceLinks links{arena.deviceChannels(), arena.abortWordDevice(), arena.peerAbortWordsDevice(), timeoutNs()};
     std::lock_guard lock(mu);
     Slot slot{records.take(), strprintf("%s #%llu", collName(a.kind), (unsigned long long)number)};
     const kc::DeviceCall call = deviceCollectiveCall(a, plan, comm.rank(), comm.size(), number, links, slot.record.device);
-    OURO_CUDA(cudaSetDevice(device));
     cc.orderBefore(stream);
     const int rc = launchCollectiveKernel(call, stream);
     if (rc != 0) {
@@ -241,13 +301,14 @@ struct CudaExecutor::Impl {
   }
 
   void transfers(std::vector<Transfer>& ts) {
+    for (const Transfer& t : ts) requireOnDevice(t.buffer, strprintf("rank %d: %s", comm.rank(), t.what.c_str()), "message");
+    const tc::CurrentDevice on(device);
     CudaComm& cc = CudaComm::of(comm);
-    tc::Arena& arena = cc.ready(comm);
+    tc::Arena& arena = cc.ready(comm, device);
     const tc::ArenaLayout& l = arena.layout();
     const DeviceFacts facts = deviceFacts(l, cc.llMaxBytes(), cc.ringDevice());
     const int me = comm.rank();
     std::lock_guard lock(mu);
-    OURO_CUDA(cudaSetDevice(device));
     cc.orderBefore(stream);
     // Sends to self pair with receives from self in order (as on the host): device copies.
     std::vector<Transfer*> self_sends, self_recvs, remote;
@@ -270,6 +331,11 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaMemcpyAsync(self_recvs[i]->buffer, self_sends[i]->buffer, self_sends[i]->bytes,
                                   cudaMemcpyDeviceToDevice, stream));
     }
+    std::vector<std::pair<int, bool>> directions;
+    for (const Transfer* t : remote) directions.emplace_back(t->peer, t->send);
+    if (!remote.empty())
+      requireResident(strprintf("rank %d: %s", me, remote.front()->what.c_str()), groupKernels(directions), l.nchannels,
+                      cc.ranksOnDevice());
     std::vector<Slot> slots;
     const bool fork = remote.size() > 1;
     if (fork) OURO_CUDA(cudaEventRecord(fork_event, stream));
@@ -287,6 +353,7 @@ struct CudaExecutor::Impl {
       p.nchannels = l.nchannels;
       p.channels = arena.deviceChannels();
       p.abort_word = arena.abortWordDevice();
+      p.peer_abort_words = arena.peerAbortWordsDevice();
       p.timeout_ns = timeoutNs();
       slots.push_back(Slot{records.take(), t->what});
       p.error = slots.back().record.device;

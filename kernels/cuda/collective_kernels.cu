@@ -40,6 +40,7 @@ OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared&
     context.protocol = call.protocol;
     context.channel = &call.channels[dm::blockIndex()];
     context.abort_word = call.abort_word;
+    context.peer_abort_words = call.peer_abort_words;
     context.error = call.error;
     context.timeout_ns = call.timeout_ns;
     // The call check runs on channel 0 only: one hello per link and call (device_call_check.cuh).
@@ -65,6 +66,7 @@ OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, Kern
     context = PrimsContext{};
     context.channel = &p2p.channels[channel];
     context.abort_word = p2p.abort_word;
+    context.peer_abort_words = p2p.peer_abort_words;
     context.error = p2p.error;
     context.timeout_ns = p2p.timeout_ns;
     context.protocol = p2p.protocol;
@@ -152,6 +154,33 @@ int launchPointToPointWith(const DevicePointToPoint& p2p, void* stream) {
     return kInvalidValue;
   const dim3 grid(unsigned(p2p.nchannels)), block(unsigned(dm::launchThreadsPerBlock(kThreadsPerBlock)));
   return Kernels::pointToPoint(grid, block, stream, p2p);
+}
+
+namespace {
+
+template <typename... Kernels>
+int leastResident(int threads, int* blocks, Kernels... kernels) {
+  int least = -1, rc = 0;
+  (
+      [&] {
+        int b = 0;
+        const int e = dm::residentBlocks(kernels, threads, &b);
+        if (e != 0 && rc == 0) rc = e;
+        if (least < 0 || b < least) least = b;
+      }(),
+      ...);
+  *blocks = least < 0 ? 0 : least;
+  return rc;
+}
+
+}  // namespace
+
+int residentBlocks(int* blocks) {
+  return leastResident(dm::launchThreadsPerBlock(kThreadsPerBlock), blocks, &collectiveKernel<int8_t>,
+                       &collectiveKernel<uint8_t>, &collectiveKernel<int32_t>, &collectiveKernel<uint32_t>,
+                       &collectiveKernel<int64_t>, &collectiveKernel<uint64_t>, &collectiveKernel<Float16>,
+                       &collectiveKernel<float>, &collectiveKernel<double>, &collectiveKernel<Bfloat16>,
+                       &pointToPointKernel);
 }
 
 int launchCollective(const DeviceCall& call, void* stream) {

@@ -6,7 +6,9 @@
 // CUDA IPC handle, or pinned host memory when the GPUs cannot reach each other), so a sender
 // writes payloads and its tail into peer memory and polls the peer's head there. The abort word
 // and the error record live in memory every rank's kernels and the host can read (mapped pinned
-// host memory).
+// host memory). Every rank has its own abort word (a line of mapped pinned host memory that every
+// peer maps too: transport/cuda/arena.cpp), which its kernels poll; a failing rank sets every
+// rank's.
 #pragma once
 
 #include <cstddef>
@@ -86,6 +88,10 @@ struct DeviceCall {
   CallStamp stamp = {};
   const DeviceChannel* channels = nullptr;  // nchannels entries, in device-readable memory
   uint32_t* abort_word = nullptr;           // nonzero: every poll loop returns
+  // kMaxDeviceRanks entries in device-readable memory: every rank's abort word as this process
+  // maps it (null: none). A failure of this rank (anything but an abort) sets them all, so the
+  // peers' kernels stop too instead of waiting for their deadline. Null: this rank's word only.
+  uint32_t* const* peer_abort_words = nullptr;
   DeviceError* error = nullptr;             // first failure
   uint64_t timeout_ns = 0;                  // per wait; 0: none
 };

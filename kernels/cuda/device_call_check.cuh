@@ -88,7 +88,9 @@ OURO_DEVICE_INLINE bool helloWord(const uint64_t* lines, uint32_t flag, uint64_t
 }
 
 // Records a disagreement with `peer` (this call's stamp and the peer's) if it is the first failure,
-// and sets the abort word. Returns false.
+// and sets this rank's abort word. Not the peers' (as fail() does): every peer sees some stamp
+// unlike its own and reports kMismatch itself, where a peer's word set from here could make it
+// report an abort first. Returns false.
 OURO_DEVICE_NOINLINE bool failMismatch(const PrimsContext& x, int peer, uint64_t descriptor0, uint64_t descriptor1,
                                        uint64_t call) {
   if (DeviceError* e = claimRecord(x, DeviceFailure::kMismatch)) {

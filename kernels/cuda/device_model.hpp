@@ -10,6 +10,7 @@
 // macros), never threadIdx or __syncthreads directly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -26,11 +27,6 @@
 // Per-block storage: one object per thread block, uninitialised (thread 0 sets it up, then
 // syncBlock()).
 #define OURO_BLOCK_SHARED(Type, name) __shared__ Type name
-// Launches `kernel` (a __global__ function) over grid x block threads on a cudaStream_t passed
-// as void*; evaluates to the launch's cudaError_t as an int.
-#define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...)                                    \
-  (kernel<<<(grid), (block), 0, static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__),              \
-   static_cast<int>(cudaGetLastError()))
 
 namespace ouro::kernels::cuda::dm {
 
@@ -85,6 +81,20 @@ OURO_DEVICE_INLINE uint64_t clockNs() {
 }
 // Threads per block for launches (a multiple of 32; the kernels work for any blockDim).
 inline int launchThreadsPerBlock(int preferred) { return preferred; }
+// A typed access of `bytes` at p must be aligned to its size: the GPU traps by itself
+// (cudaErrorMisalignedAddress); the emulation checks here.
+OURO_DEVICE_INLINE void requireAligned(const void*, size_t) {}
+// How many blocks of `kernel`, `threads` threads each, the current device runs at once (blocks per
+// SM at full occupancy x SMs), in *blocks; returns a cudaError_t.
+template <typename... P>
+inline int residentBlocks(void (*kernel)(P...), int threads, int* blocks) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  *blocks = sms * per_sm;
+  return static_cast<int>(e);
+}
 
 }  // namespace ouro::kernels::cuda::dm
 
@@ -101,9 +111,6 @@ inline int launchThreadsPerBlock(int preferred) { return preferred; }
 #define OURO_DEVICE_NOINLINE
 #define OURO_LAUNCH_BOUNDS(threads)
 #define OURO_BLOCK_SHARED(Type, name) Type& name = ::ouro::cuda_emu::blockShared<Type>()
-// The arguments are captured by value: the emulated launch may run after the launcher returned.
-#define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...) \
-  ::ouro::cuda_emu::launch((grid), (block), [=] { kernel(__VA_ARGS__); }, (stream))
 
 namespace ouro::kernels::cuda::dm {
 
@@ -124,7 +131,37 @@ inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired)
 inline void pollPause() { ::ouro::cuda_emu::pollPause(); }
 inline uint64_t clockNs() { return ::ouro::cuda_emu::clockNs(); }
 inline int launchThreadsPerBlock(int preferred) { return ::ouro::cuda_emu::threadsPerBlock(preferred); }
+// Traps (aborts the process) as the GPU does on a typed access not aligned to its size.
+inline void requireAligned(const void* p, size_t bytes) { ::ouro::cuda_emu::requireAligned(p, bytes); }
+template <typename... P>
+inline int residentBlocks(void (*)(P...), int, int* blocks) {
+  *blocks = ::ouro::cuda_emu::residentBlocks();
+  return 0;
+}
 
 }  // namespace ouro::kernels::cuda::dm
 
 #endif
+
+#include <type_traits>
+
+namespace ouro::kernels::cuda::dm {
+
+// Launches `kernel` (a __global__ function) over grid x block threads on a cudaStream_t passed as
+// void*, and returns that launch's own cudaError_t as an int: cudaLaunchKernel's result. (A <<<>>>
+// launch followed by cudaGetLastError() would also report, as this launch's failure, an earlier
+// and unrelated error the application left in the runtime's last-error slot.) The same code in
+// both builds: the emulation's cudaLaunchKernel copies the arguments as CUDA does and keeps a
+// last-error slot of its own, so the host tests see what this returns.
+template <typename... P, typename... A>
+inline int launchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void* stream, const A&... args) {
+  static_assert(sizeof...(P) == sizeof...(A) && (std::is_same_v<std::remove_cv_t<P>, A> && ...),
+                "pass the kernel's parameters with their exact types");
+  void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
+  return static_cast<int>(cudaLaunchKernel(kernel, grid, block, params, 0, static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace ouro::kernels::cuda::dm
+
+#define OURO_LAUNCH_KERNEL(kernel, grid, block, stream, ...) \
+  ::ouro::kernels::cuda::dm::launchKernel(kernel, (grid), (block), (stream), __VA_ARGS__)

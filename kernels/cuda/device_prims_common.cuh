@@ -4,8 +4,8 @@
 //
 // Failure: every wait polls the abort word and a deadline (DeviceCall::timeout_ns per wait). The
 // first failure anywhere wins the error record (compare-and-swap); any failure but an abort also
-// sets this rank's abort word so the kernel's other blocks, and this rank's later kernels, stop
-// waiting (a peer's kernels learn of it when their waits on this rank reach the deadline). The
+// sets this rank's abort word and every peer's, so the kernel's other blocks, this rank's later
+// kernels and the peers' kernels stop waiting (each rank's word is its own, mapped by every peer). The
 // failing block then turns every later primitive into a no-op, so the driver runs out its loops
 // and the kernel returns.
 #pragma once
@@ -38,6 +38,7 @@ struct PrimsContext {
   DeviceProtocol protocol = DeviceProtocol::kSimple;
   const DeviceChannel* channel = nullptr;
   uint32_t* abort_word = nullptr;
+  uint32_t* const* peer_abort_words = nullptr;  // every rank's abort word (DeviceCall::peer_abort_words)
   DeviceError* error = nullptr;
   uint64_t timeout_ns = 0;
   bool hello = false;  // this block exchanges the call's stamp with every peer (device_call_check.cuh)
@@ -60,12 +61,14 @@ struct alignas(16) Pack16 {
   uint64_t lo, hi;
 };
 
-// Loads and stores of one unit; the host build goes through memcpy (no aliasing assumptions).
+// Loads and stores of one unit; the host build goes through memcpy (no aliasing assumptions), and
+// traps on a unit not aligned to its size as the GPU does (dm::requireAligned).
 template <typename U>
 OURO_DEVICE_INLINE U loadUnit(const std::byte* p) {
 #if defined(__CUDA_ARCH__)
   return *reinterpret_cast<const U*>(p);
 #else
+  dm::requireAligned(p, sizeof(U));
   U u;
   std::memcpy(&u, p, sizeof u);
   return u;
@@ -76,6 +79,7 @@ OURO_DEVICE_INLINE void storeUnit(std::byte* p, const U& u) {
 #if defined(__CUDA_ARCH__)
   *reinterpret_cast<U*>(p) = u;
 #else
+  dm::requireAligned(p, sizeof(U));
   std::memcpy(p, &u, sizeof u);
 #endif
 }
@@ -123,8 +127,9 @@ OURO_DEVICE_INLINE DeviceError* claimRecord(const PrimsContext& x, DeviceFailure
   return x.error && dm::compareAndSwap(&x.error->failure, 0, uint32_t(why)) == 0 ? x.error : nullptr;
 }
 
-// Records the failure if it is the first, and (unless it is an abort already) sets the abort word
-// so every other waiter of this rank stops. Returns false.
+// Records the failure if it is the first, and (unless it is an abort already) sets this rank's
+// abort word and every peer's, so every other waiter of this rank and of its peers stops (an abort
+// came from a failure that set them already, or from the host, which sets them). Returns false.
 OURO_DEVICE inline bool fail(const PrimsContext& x, DeviceFailure why, int peer, bool waiting_for_head) {
   if (DeviceError* e = claimRecord(x, why)) {
     e->peer = peer;
@@ -132,7 +137,12 @@ OURO_DEVICE inline bool fail(const PrimsContext& x, DeviceFailure why, int peer,
     e->waiting_for_head = waiting_for_head ? 1u : 0u;
     dm::fenceSystem();
   }
-  if (why != DeviceFailure::kAborted && x.abort_word) dm::storeRelease(x.abort_word, 1);
+  if (why != DeviceFailure::kAborted) {
+    if (x.abort_word) dm::storeRelease(x.abort_word, 1);
+    if (x.peer_abort_words)
+      for (int p = 0; p < kMaxDeviceRanks; p++)
+        if (uint32_t* word = x.peer_abort_words[p]) dm::storeRelease(word, 1);
+  }
   return false;
 }
 

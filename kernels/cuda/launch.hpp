@@ -33,9 +33,17 @@ struct DevicePointToPoint {
   DeviceProtocol protocol = DeviceProtocol::kSimple;  // the peer's launch must use the same one
   const DeviceChannel* channels = nullptr;
   uint32_t* abort_word = nullptr;
+  uint32_t* const* peer_abort_words = nullptr;  // as DeviceCall::peer_abort_words
   DeviceError* error = nullptr;
   uint64_t timeout_ns = 0;
 };
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream);
+
+// How many blocks of the launchers' kernels the current device runs at once: the least, over
+// every kernel, of its blocks per SM at kThreadsPerBlock (cudaOccupancyMaxActiveBlocksPerMultiprocessor)
+// x the SMs. The ranks' kernels wait on each other inside the GPU, so every block a call needs,
+// on every rank sharing the device, must be resident together (comm/exec/cuda_device_call.hpp
+// residencyProblem). Returns a cudaError_t (0: *blocks is set).
+int residentBlocks(int* blocks);
 
 }  // namespace ouro::kernels::cuda

@@ -3,7 +3,7 @@
 // the same call on host buffers (docs/API.md "Reproducible reductions": the result never depends on
 // the executor); then send/recv around a ring, host calls on the same communicator, and last a
 // disagreement, reported by the kernels on every rank at the next synchronize. Exits 77 with one
-// line when this machine has no CUDA device.
+// line only when this machine has no GPU; a GPU it cannot use (a driver too old) fails.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda/device_probe.hpp"
 #include "ouro/ouro.h"
 
 namespace {
@@ -56,10 +57,17 @@ ouroResult_t runCase(int kind, const float* in, float* out, size_t count, ouroRe
 int main() {
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
-                probe != cudaSuccess ? cudaGetErrorString(probe) : "0 devices");
-    return 77;
+  // Skips only where there is no GPU (kernels/cuda/device_probe.hpp); a GPU it cannot use fails.
+  namespace kc = ouro::kernels::cuda;
+  switch (kc::classifyDeviceProbe(int(probe), devices, kc::driverInstalled())) {
+    case kc::DeviceProbe::kDevices: break;
+    case kc::DeviceProbe::kNoDevice:
+      std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
+                  probe != cudaSuccess ? cudaGetErrorName(probe) : "0 devices");
+      return 77;
+    case kc::DeviceProbe::kBroken:
+      die(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(probe) + ": " + cudaGetErrorString(probe) + "; " +
+          kc::probeAdvice(int(probe)));
   }
   ouroComm_t comm = nullptr;
   ok(ouroCommInitFromEnv(&comm), nullptr, "ouroCommInitFromEnv");

@@ -15,6 +15,7 @@
 #include "comm/exec/device_errors.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/device_call.hpp"
+#include "kernels/cuda/device_probe.hpp"
 #include "ouro/ouro.h"
 #include "transport/cuda/arena_layout.hpp"
 
@@ -290,4 +291,89 @@ TEST_CASE("ouroStreamFromCuda without a usable device says why", "[cuda][nodevic
   }
   CHECK(ouroCommDestroy(comm) == ouroSuccess);
   std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+// A GPU test skips (77) only where there is no GPU: with every cudaError_t value, only "no device"
+// (and no driver at all: the runtime's answer on a machine without one) skips; a driver too old for
+// CUDA 13 (cudaErrorInsufficientDriver with the NVIDIA driver loaded) and everything else fail.
+TEST_CASE("GPU tests skip only when there is no device", "[cuda][probe]") {
+  namespace kc = ouro::kernels::cuda;
+  using P = kc::DeviceProbe;
+  CHECK(kc::classifyDeviceProbe(kc::kCudaSuccess, 2, true) == P::kDevices);
+  CHECK(kc::classifyDeviceProbe(kc::kCudaSuccess, 0, true) == P::kNoDevice);
+  CHECK(kc::classifyDeviceProbe(kc::kCudaErrorNoDevice, 0, true) == P::kNoDevice);
+  CHECK(kc::classifyDeviceProbe(kc::kCudaErrorNoDevice, 0, false) == P::kNoDevice);
+  CHECK(kc::classifyDeviceProbe(kc::kCudaErrorInsufficientDriver, 0, true) == P::kBroken);
+  CHECK(kc::classifyDeviceProbe(kc::kCudaErrorInsufficientDriver, 0, false) == P::kNoDevice);
+  CHECK(contains(kc::probeAdvice(kc::kCudaErrorInsufficientDriver), "R580"));
+#if OURO_HAVE_CUDA
+  static_assert(kc::kCudaSuccess == int(cudaSuccess) && kc::kCudaErrorNoDevice == int(cudaErrorNoDevice) &&
+                kc::kCudaErrorInsufficientDriver == int(cudaErrorInsufficientDriver) &&
+                kc::kCudaErrorStubLibrary == int(cudaErrorStubLibrary));
+  int named = 0;
+  for (int e = 1; e < 1000; e++) {
+    const std::string name = cudaGetErrorName(cudaError_t(e));
+    if (name.rfind("cudaError", 0) != 0) continue;  // not a cudaError_t value
+    named++;
+    INFO(name);
+    const bool skips_with_driver = e == int(cudaErrorNoDevice);
+    const bool skips_without_driver =
+        skips_with_driver || e == int(cudaErrorInsufficientDriver) || e == int(cudaErrorStubLibrary);
+    CHECK((kc::classifyDeviceProbe(e, 0, true) == P::kNoDevice) == skips_with_driver);
+    CHECK((kc::classifyDeviceProbe(e, 0, false) == P::kNoDevice) == skips_without_driver);
+    CHECK(kc::classifyDeviceProbe(e, 4, true) != P::kDevices);  // a failed probe never counts as devices
+  }
+  CHECK(named > 50);
+#endif
+}
+
+// The device of a stream's calls is the stream's (or, for the default stream, the caller's current
+// one), not local rank % devices; OURO_CUDA_DEVICE may only pick the default stream's.
+TEST_CASE("calls run on the user's stream's device", "[cuda][device]") {
+  CHECK(streamDevice(0, 1, false, 2, "") == 1);  // rank 0, its stream on device 1: device 1
+  CHECK(streamDevice(3, 0, false, 4, "") == 0);  // rank 3 of a host, stream on device 0: not 3 % 4
+  CHECK(streamDevice(3, 2, true, 4, "") == 2);   // default stream: the current device
+  CHECK(streamDevice(3, 2, true, 4, "1") == 1);  // default stream: OURO_CUDA_DEVICE picks
+  CHECK(streamDevice(3, 1, false, 4, "1") == 1);
+  const Error e = errorOf([] { streamDevice(2, 0, false, 4, "1"); });
+  CHECK(e.code() == Result::kInvalidArgument);
+  CHECK(contains(e.message(), "rank 2: OURO_CUDA_DEVICE=1 but the stream given to ouroStreamFromCuda is on device 0"));
+  CHECK(errorOf([] { streamDevice(0, 0, true, 2, "5"); }).code() == Result::kInvalidArgument);
+  CHECK(errorOf([] { streamDevice(0, 0, true, 0, ""); }).code() == Result::kUnavailable);
+  CHECK(bufferDeviceProblem("rank 0: allreduce", "send", true, 1, 1).empty());
+  CHECK(bufferDeviceProblem("rank 0: allreduce", "send", false, 0, 1).empty());  // host or managed memory
+  CHECK(contains(bufferDeviceProblem("rank 0: allreduce", "receive", true, 0, 1),
+                 "rank 0: allreduce (CUDA): the receive buffer is memory of device 0 but this stream's calls run on "
+                 "device 1"));
+}
+
+// Processes sharing a GPU: refused in EXCLUSIVE_PROCESS mode without MPS, said (time-slicing)
+// in the default mode without MPS, nothing with MPS or when the ranks are threads of one process.
+TEST_CASE("ranks sharing a GPU: exclusive-process mode and time-slicing are detected", "[cuda][device]") {
+  auto id = [](const char* bus, int64_t pid, int mode, bool mps) {
+    DeviceIdentity d;
+    d.bus_id = bus;
+    d.pid = pid;
+    d.compute_mode = mode;
+    d.mps = mps;
+    return d;
+  };
+  std::vector<DeviceIdentity> ranks = {id("0000:01:00.0", 10, 0, false), id("0000:01:00.0", 11, 0, false),
+                                       id("0000:02:00.0", 12, 0, false)};
+  SharingProblem p = deviceSharingProblem("rank 0: CUDA executor set-up", 0, 0, ranks);
+  CHECK_FALSE(p.refuse);
+  CHECK(contains(p.message, "2 ranks in 2 processes share device 0 (0000:01:00.0) without MPS: the GPU time-slices"));
+  CHECK(deviceSharingProblem("rank 2", 2, 1, ranks).message.empty());  // alone on its GPU
+  for (DeviceIdentity& d : ranks) d.compute_mode = 3;
+  p = deviceSharingProblem("rank 1", 1, 0, ranks);
+  CHECK(p.refuse);
+  CHECK(contains(p.message, "EXCLUSIVE_PROCESS compute mode, and no MPS daemon runs"));
+  for (DeviceIdentity& d : ranks) d.mps = true;
+  CHECK(deviceSharingProblem("rank 1", 1, 0, ranks).message.empty());
+  ranks = {id("0000:01:00.0", 10, 0, false), id("0000:01:00.0", 10, 0, false)};  // threads of one process
+  CHECK(deviceSharingProblem("rank 0", 0, 0, ranks).message.empty());
+  const DeviceIdentity back = decodeIdentity(encodeIdentity(id("0000:01:00.0", 4242, 3, true)), 0);
+  CHECK(back.pid == 4242);
+  CHECK(back.compute_mode == 3);
+  CHECK(back.mps);
 }

@@ -3,6 +3,8 @@
 
 #include <barrier>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -32,6 +34,25 @@ struct Block {
 std::atomic<uint64_t> g_seed{1};
 std::atomic<int> g_threads{0};
 std::atomic<uint64_t> g_launches{0};
+// The emulated device's residency: at most g_resident_limit blocks (SMs x blocks per SM) run at
+// once, over every launch of the process; a block beyond waits until one finishes, as on a GPU.
+std::mutex g_resident_mu;
+std::condition_variable g_resident_cv;
+int g_resident_limit = 0;  // 0: unlimited
+int g_resident_in_use = 0;
+
+void becomeResident() {
+  std::unique_lock lock(g_resident_mu);
+  g_resident_cv.wait(lock, [] { return g_resident_limit == 0 || g_resident_in_use < g_resident_limit; });
+  g_resident_in_use++;
+}
+void leaveResidency() {
+  {
+    std::lock_guard lock(g_resident_mu);
+    g_resident_in_use--;
+  }
+  g_resident_cv.notify_all();
+}
 thread_local Block* t_block = nullptr;
 thread_local unsigned t_or_calls = 0;  // this thread's __syncthreads_or calls in its launch
 thread_local std::minstd_rand t_rng;
@@ -40,32 +61,51 @@ thread_local bool t_yields = false;
 }  // namespace
 
 void setSeed(uint64_t seed) { g_seed = seed; }
+void setResidency(int sms, int blocks_per_sm) {
+  {
+    std::lock_guard lock(g_resident_mu);
+    g_resident_limit = sms > 0 && blocks_per_sm > 0 ? sms * blocks_per_sm : 0;
+  }
+  g_resident_cv.notify_all();
+}
+int residentBlocks() {
+  std::lock_guard lock(g_resident_mu);
+  return g_resident_limit > 0 ? g_resident_limit : 1 << 20;
+}
 void setThreadsPerBlock(int threads) { g_threads = threads; }
 int threadsPerBlock(int preferred) { return g_threads > 0 ? g_threads.load() : preferred; }
 
 namespace {
 
 // One launch: every thread of every block, each a host thread; returns when all have finished.
+// A block's threads start once the block is resident (becomeResident).
 void runGrid(dim3 grid, dim3 block, const std::function<void()>& body, uint64_t seed, uint64_t launch_index) {
   const unsigned nblocks = grid.x, nthreads = block.x;
   std::vector<std::unique_ptr<Block>> blocks;
   for (unsigned b = 0; b < nblocks; b++) blocks.push_back(std::make_unique<Block>(int(nthreads)));
-  std::vector<std::thread> threads;
-  threads.reserve(size_t(nblocks) * nthreads);
+  std::vector<std::thread> runners;
+  runners.reserve(nblocks);
   for (unsigned b = 0; b < nblocks; b++)
-    for (unsigned t = 0; t < nthreads; t++)
-      threads.emplace_back([&, b, t] {
-        threadIdx = dim3(t);
-        blockIdx = dim3(b);
-        blockDim = block;
-        gridDim = grid;
-        t_block = blocks[b].get();
-        t_or_calls = 0;
-        t_yields = seed != 0;
-        t_rng.seed(uint32_t(seed * 0x9e3779b97f4a7c15ull ^ (launch_index << 20) ^ (uint64_t(b) << 10) ^ t) | 1u);
-        body();
-      });
-  for (std::thread& th : threads) th.join();
+    runners.emplace_back([&, b] {
+      becomeResident();
+      std::vector<std::thread> threads;
+      threads.reserve(nthreads);
+      for (unsigned t = 0; t < nthreads; t++)
+        threads.emplace_back([&, b, t] {
+          threadIdx = dim3(t);
+          blockIdx = dim3(b);
+          blockDim = block;
+          gridDim = grid;
+          t_block = blocks[b].get();
+          t_or_calls = 0;
+          t_yields = seed != 0;
+          t_rng.seed(uint32_t(seed * 0x9e3779b97f4a7c15ull ^ (launch_index << 20) ^ (uint64_t(b) << 10) ^ t) | 1u);
+          body();
+        });
+      for (std::thread& th : threads) th.join();
+      leaveResidency();
+    });
+  for (std::thread& th : runners) th.join();
 }
 
 }  // namespace
@@ -146,7 +186,27 @@ int launch(dim3 grid, dim3 block, std::function<void()> body, void* stream) {
   return 0;
 }
 
+namespace {
+thread_local cudaError_t t_last_error = cudaSuccess;
+}
+
+void setLastError(cudaError_t error) { t_last_error = error; }
+
+cudaError_t launchChecked(dim3 grid, dim3 block, std::function<void()> body, void* stream) {
+  if (grid.x == 0 || block.x == 0) return t_last_error = cudaErrorInvalidConfiguration;
+  launch(grid, block, std::move(body), stream);
+  return cudaSuccess;
+}
+
 void* blockStorage() { return t_block->storage; }
+
+void trapMisaligned(const void* p, size_t bytes) {
+  std::fprintf(stderr,
+               "emulated GPU trap: block %u thread %u: misaligned %zu-byte access at %p "
+               "(cudaErrorMisalignedAddress)\n",
+               blockIdx.x, threadIdx.x, bytes, p);
+  std::abort();
+}
 
 void maybeYield() {
   if (t_yields && (t_rng() & 3u) == 0) std::this_thread::yield();
@@ -158,6 +218,12 @@ uint64_t clockNs() {
 }
 
 }  // namespace ouro::cuda_emu
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = ouro::cuda_emu::t_last_error;
+  ouro::cuda_emu::t_last_error = cudaSuccess;
+  return e;
+}
 
 void __syncthreads() { ouro::cuda_emu::t_block ? ouro::cuda_emu::t_block->barrier.arrive_and_wait() : void(); }
 

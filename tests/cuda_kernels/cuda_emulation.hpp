@@ -19,6 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -49,6 +52,12 @@ void setSeed(uint64_t seed);
 // preferred count. Small counts (4-8) keep tests fast on few cores.
 void setThreadsPerBlock(int threads);
 int threadsPerBlock(int preferred);
+// The emulated device: `sms` SMs holding `blocks_per_sm` blocks each (0: no limit, the default).
+// A launch's block starts once fewer blocks than that run (every launch of the process counts,
+// as every rank of a threads-mode test shares one emulated GPU); until then it waits, as a block
+// waits for a free SM on a GPU. residentBlocks(): what cudaOccupancy... x SMs would say.
+void setResidency(int sms, int blocks_per_sm);
+int residentBlocks();
 
 // A CUDA stream: launches queued on it run in order, on a worker thread of its own.
 class Stream {
@@ -110,5 +119,46 @@ inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired)
 }
 void pollPause();
 uint64_t clockNs();
+// A GPU traps on a typed load or store not aligned to its size (cudaErrorMisalignedAddress, sticky:
+// the context is lost); the emulation prints what and where, and aborts the process.
+void trapMisaligned(const void* p, size_t bytes);
+inline void requireAligned(const void* p, size_t bytes) {
+  if (uintptr_t(p) % bytes != 0) trapMisaligned(p, bytes);
+}
 
 }  // namespace ouro::cuda_emu
+// The launch API the kernels' launchers call (kernels/cuda/device_model.hpp dm::launchKernel), with
+// CUDA's semantics for errors: a call returns its own result, and a failed one also stores it in
+// the calling thread's last-error slot, which cudaGetLastError() returns and clears; a successful
+// call leaves the slot alone. setLastError() plants an earlier, unrelated error there (tests).
+enum cudaError_t : int {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorMisalignedAddress = 716,
+};
+using cudaStream_t = void*;
+cudaError_t cudaGetLastError();
+
+namespace ouro::cuda_emu {
+
+void setLastError(cudaError_t error);
+// Launches body as `launch` does, after checking the configuration as CUDA does (an empty grid or
+// block: cudaErrorInvalidConfiguration, returned and left in the last-error slot).
+cudaError_t launchChecked(dim3 grid, dim3 block, std::function<void()> body, void* stream);
+
+template <typename... P, size_t... I>
+cudaError_t launchWithArgs(void (*kernel)(P...), dim3 grid, dim3 block, void** args, void* stream,
+                           std::index_sequence<I...>) {
+  // Copies of the arguments, taken now (the launch may run after the caller's arguments are gone).
+  std::tuple<std::remove_cv_t<P>...> copies{*static_cast<const std::remove_cv_t<P>*>(args[I])...};
+  return launchChecked(grid, block, [kernel, copies] { std::apply(kernel, copies); }, stream);
+}
+
+}  // namespace ouro::cuda_emu
+
+template <typename... P>
+cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, size_t /*shared*/,
+                             cudaStream_t stream) {
+  return ouro::cuda_emu::launchWithArgs(kernel, grid, block, args, stream, std::index_sequence_for<P...>{});
+}

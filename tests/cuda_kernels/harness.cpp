@@ -58,6 +58,8 @@ struct World {
   DeviceChannel* channels = nullptr;    // [rank * nchannels + channel]
   DeviceError* errors = nullptr;
   uint32_t* abort_words = nullptr;      // rank r's at abort_words[r * 16] (its own 64-byte line)
+  uint32_t** peer_abort_words = nullptr;  // every rank's word (kMaxDeviceRanks entries; the same
+                                          // addresses in every rank, as the product maps them)
   uint32_t* abortWord(int rank) const { return abort_words + size_t(rank) * 16; }
 };
 
@@ -112,6 +114,8 @@ void buildWorld(World& w, Arena& arena) {
   std::memset(static_cast<void*>(w.errors), 0, sizeof(DeviceError) * size_t(c.nranks));
   w.abort_words = arena.take<uint32_t>(64 * size_t(c.nranks));
   std::memset(w.abort_words, 0, 64 * size_t(c.nranks));
+  w.peer_abort_words = arena.take<uint32_t*>(sizeof(uint32_t*) * kMaxDeviceRanks);
+  for (int r = 0; r < kMaxDeviceRanks; r++) w.peer_abort_words[r] = r < c.nranks ? w.abortWord(r) : nullptr;
   buildFifos(c, w.channels, arena);
   for (int r = 0; r < c.nranks; r++) {
     const Case& mine = w.per_rank[size_t(r)];
@@ -153,6 +157,7 @@ void runRank(const World& w, int rank) {
     p2p.nchannels = c.nchannels;
     p2p.channels = &w.channels[rank * c.nchannels];
     p2p.abort_word = w.abortWord(rank);
+    p2p.peer_abort_words = w.peer_abort_words;
     p2p.error = &w.errors[rank];
     p2p.timeout_ns = c.timeout_ns;
     status = launchPointToPointUnderTest(p2p, nullptr);
@@ -176,6 +181,7 @@ void runRank(const World& w, int rank) {
     call.op = uint8_t(c.op);
     call.channels = &w.channels[rank * c.nchannels];
     call.abort_word = w.abortWord(rank);
+    call.peer_abort_words = w.peer_abort_words;
     call.error = &w.errors[rank];
     call.timeout_ns = c.timeout_ns;
     status = launchCollectiveUnderTest(call, nullptr);
@@ -255,7 +261,7 @@ Outcome runRanks(const std::vector<Case>& per_rank, bool check) {
     const Sizes sizes = sizesOf(mine);
     buffers += (sizes.in + sizes.out + 2 * mine.offset_elems) * dataTypeSize(mine.dtype) + 4 * kGuardBytes + 256;
   }
-  Arena arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) + buffers);
+  Arena arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) + sizeof(uint32_t*) * kMaxDeviceRanks + buffers);
   World w;
   w.c = c;
   w.per_rank = per_rank;
@@ -304,11 +310,12 @@ struct Links::Impl {
   Arena arena;
   DeviceChannel* channels = nullptr;
   uint32_t* abort_words = nullptr;
+  uint32_t** peer_abort_words = nullptr;
   DeviceError* errors = nullptr;
   Impl(const Case& c, size_t records_per_rank)
       : layout(c),
         records(records_per_rank),
-        arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) +
+        arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) + sizeof(uint32_t*) * kMaxDeviceRanks +
               sizeof(DeviceError) * records_per_rank * size_t(c.nranks)) {}
 };
 
@@ -319,6 +326,9 @@ Links::Links(const Case& layout, size_t error_records_per_rank)
   buildFifos(layout, impl_->channels, impl_->arena);
   impl_->abort_words = impl_->arena.take<uint32_t>(64 * size_t(n));
   std::memset(impl_->abort_words, 0, 64 * size_t(n));
+  impl_->peer_abort_words = impl_->arena.take<uint32_t*>(sizeof(uint32_t*) * kMaxDeviceRanks);
+  for (int r = 0; r < kMaxDeviceRanks; r++)
+    impl_->peer_abort_words[r] = r < n ? impl_->abort_words + size_t(r) * 16 : nullptr;
   const size_t records = error_records_per_rank * size_t(n);
   impl_->errors = impl_->arena.take<DeviceError>(sizeof(DeviceError) * records);
   std::memset(static_cast<void*>(impl_->errors), 0, sizeof(DeviceError) * records);
@@ -328,6 +338,7 @@ Links::~Links() = default;
 
 const DeviceChannel* Links::channels(int rank) const { return impl_->channels + rank * impl_->layout.nchannels; }
 uint32_t* Links::abortWord(int rank) const { return impl_->abort_words + size_t(rank) * 16; }
+uint32_t* const* Links::peerAbortWords() const { return impl_->peer_abort_words; }
 DeviceError* Links::errorRecord(int rank, size_t index) const {
   return impl_->errors + size_t(rank) * impl_->records + index;
 }

@@ -3,7 +3,8 @@
 // bit for bit. Ranks are host threads of this process (peer pointers are plain pointers), or
 // forked processes with everything a peer touches (FIFOs, abort words, error records, buffers) in
 // MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
-// as each process has in the CUDA executor (transport/cuda/arena.hpp).
+// as each process has in the CUDA executor (transport/cuda/arena.hpp), and every rank's kernels
+// address every rank's word (DeviceCall::peer_abort_words): a failing rank sets them all.
 #pragma once
 
 #include <cstddef>
@@ -108,6 +109,7 @@ class Links {
   Links& operator=(const Links&) = delete;
   const DeviceChannel* channels(int rank) const;
   uint32_t* abortWord(int rank) const;
+  uint32_t* const* peerAbortWords() const;  // every rank's word: a failing rank sets them all
   DeviceError* errorRecord(int rank, size_t index) const;
 
  private:

@@ -104,7 +104,7 @@ struct RankSide {
     const transport::cuda::ArenaLayout arena{c.nranks, c.nchannels, c.slot_count, c.slot_bytes, c.ll_slot_bytes};
     const Plan plan = planner.planDevice(a, deviceFacts(arena, /*ll_max_bytes=*/64, nullptr));
     if (a.count == 0 && !launchesWithoutData(a, plan, c.nranks)) return 0;
-    const DeviceLinks device_links{links.channels(rank), links.abortWord(rank), c.timeout_ns};
+    const DeviceLinks device_links{links.channels(rank), links.abortWord(rank), links.peerAbortWords(), c.timeout_ns};
     const DeviceCall call = deviceCollectiveCall(a, plan, rank, c.nranks, c.call_number, device_links,
                                                  links.errorRecord(rank, size_t(i)));
     launched[size_t(i)] = true;

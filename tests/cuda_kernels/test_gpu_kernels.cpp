@@ -3,7 +3,7 @@
 // launched before any is waited for), every collective under both protocols (simple and LL)
 // against the CPU executor's reductions, with the call check's hellos (OURO_CHECK=1); and ranks
 // that disagree on a call, which must all report kMismatch at once.
-// Exits 77 (skipped) with one line when there is no usable GPU.
+// Exits 77 (skipped) with one line only when this machine has no GPU; a GPU it cannot use fails.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -15,6 +15,7 @@
 
 #include "expected.hpp"
 #include "harness.hpp"
+#include "kernels/cuda/device_probe.hpp"
 #include "kernels/cuda/launch.hpp"
 #include "tests/kernels/reference.hpp"
 
@@ -74,8 +75,13 @@ std::string runOnGpu(const Case& c, int odd_rank = -1) {
   auto* device_channels = static_cast<DeviceChannel*>(deviceAlloc(owned, sizeof(DeviceChannel) * channels.size()));
   CHECK_CUDA(cudaMemcpy(device_channels, channels.data(), sizeof(DeviceChannel) * channels.size(), cudaMemcpyHostToDevice));
   auto* errors = static_cast<DeviceError*>(deviceAlloc(owned, sizeof(DeviceError) * size_t(n)));
-  // One abort word per rank, each on its own 128-byte line, as each process has its own.
+  // One abort word per rank, each on its own 128-byte line, as each process has its own, and the
+  // table of every rank's word that a failing rank sets (DeviceCall::peer_abort_words).
   auto* abort_words = static_cast<uint32_t*>(deviceAlloc(owned, 128 * size_t(n)));
+  uint32_t* words[kMaxDeviceRanks] = {};
+  for (int r = 0; r < n; r++) words[r] = abort_words + 32 * r;
+  auto* peer_abort_words = static_cast<uint32_t**>(deviceAlloc(owned, sizeof words));
+  CHECK_CUDA(cudaMemcpy(peer_abort_words, words, sizeof words, cudaMemcpyHostToDevice));
 
   std::mt19937_64 rng(c.seed);
   std::vector<std::vector<uint64_t>> inputs;
@@ -89,6 +95,9 @@ std::string runOnGpu(const Case& c, int odd_rank = -1) {
     CHECK_CUDA(cudaMemcpy(in.back(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     out.push_back(static_cast<unsigned char*>(deviceAlloc(owned, lead + room.out * e)) + lead);
   }
+  // Pageable copies may return before their DMA is done, and nothing orders them before kernels on
+  // non-blocking streams: wait for them.
+  CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<cudaStream_t> streams(static_cast<size_t>(n));
   for (cudaStream_t& s : streams) CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int r = 0; r < n; r++) {
@@ -111,6 +120,7 @@ std::string runOnGpu(const Case& c, int odd_rank = -1) {
     call.op = uint8_t(c.op);
     call.channels = device_channels + r * c.nchannels;
     call.abort_word = abort_words + 32 * r;
+    call.peer_abort_words = peer_abort_words;
     call.error = errors + r;
     call.timeout_ns = c.timeout_ns;
     const int status = launchCollective(call, streams[size_t(r)]);
@@ -152,9 +162,17 @@ int main() {
   using namespace ouro::kernels::cuda::test;
   int devices = 0;  // left untouched when there is no driver
   const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    std::printf("skipped: no CUDA device (%s)\n", status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    return 77;
+  // Skips only where there is no GPU (kernels/cuda/device_probe.hpp): a driver too old for this
+  // runtime, or any other failure, fails the test with its reason.
+  switch (cuda::classifyDeviceProbe(int(status), devices, cuda::driverInstalled())) {
+    case cuda::DeviceProbe::kDevices: break;
+    case cuda::DeviceProbe::kNoDevice:
+      std::printf("skipped: no CUDA device (%s)\n", status != cudaSuccess ? cudaGetErrorName(status) : "0 devices");
+      return 77;
+    case cuda::DeviceProbe::kBroken:
+      std::printf("FAILED: cudaGetDeviceCount: %s: %s; %s\n", cudaGetErrorName(status), cudaGetErrorString(status),
+                  cuda::probeAdvice(int(status)).c_str());
+      return 1;
   }
   struct Pair {
     DataType dtype;

@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/strings.hpp"
 #include "core/wire.hpp"
+#include "kernels/cuda/device_probe.hpp"
 #include "transport/cuda/cuda_check.hpp"
 
 namespace ouro::transport::cuda {
@@ -58,6 +59,10 @@ int deviceCountOrThrow(const std::string& who) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
+    namespace kc = kernels::cuda;
+    if (kc::classifyDeviceProbe(int(err), 0, kc::driverInstalled()) == kc::DeviceProbe::kBroken)
+      raise(Result::kUnavailable, "%s: the CUDA devices are unusable (cudaGetDeviceCount: %s); %s", who.c_str(),
+            cudaErrorText(err).c_str(), kc::probeAdvice(int(err)).c_str());
     raise(Result::kUnavailable,
           "%s: no CUDA device (cudaGetDeviceCount: %s); run on a machine with an NVIDIA GPU and driver, or use host "
           "buffers",
@@ -70,11 +75,23 @@ int deviceCountOrThrow(const std::string& who) {
   return count;
 }
 
+void uploadAndWait(void* device_dst, const void* host_src, size_t bytes) {
+  cudaStream_t s = nullptr;
+  OURO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaError_t err = cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (err != cudaSuccess) raiseCuda(err, "cudaMemcpyAsync + cudaStreamSynchronize", __FILE__, __LINE__, "");
+}
+
 DeviceIdentity identify(int device) {
   DeviceIdentity id;
   char bus[64] = {};
   OURO_CUDA(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
   id.bus_id = bus;
+  id.pid = int64_t(::getpid());
+  OURO_CUDA(cudaDeviceGetAttribute(&id.compute_mode, cudaDevAttrComputeMode, device));
+  id.mps = mpsActive();
   int count = 0;
   OURO_CUDA(cudaGetDeviceCount(&count));
   for (int d = 0; d < count; d++) {
@@ -94,7 +111,7 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
   const int nranks = options_.layout.nranks;
   peers_.resize(size_t(nranks));
   try {
-    OURO_CUDA(cudaSetDevice(options_.device));
+    const CurrentDevice on(options_.device);
     if (device_memory_) {
       void* p = nullptr;
       OURO_CUDA_HINT(cudaMalloc(&p, bytes_), strprintf("allocating %zu bytes of CUDA FIFOs (OURO_CUDA_CHANNELS, "
@@ -114,13 +131,20 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
       own_host_ = mapSegment(fd, bytes_, shm_name_);
       own_device_ = registerMapped(own_host_, bytes_);
     }
-    void* abort_host = nullptr;
-    OURO_CUDA(cudaHostAlloc(&abort_host, kLineBytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    abort_host_ = static_cast<uint32_t*>(abort_host);
-    std::memset(abort_host_, 0, kLineBytes);
-    void* abort_device = nullptr;
-    OURO_CUDA(cudaHostGetDevicePointer(&abort_device, abort_host_, 0));
-    abort_device_ = static_cast<uint32_t*>(abort_device);
+    // The abort word: a page of POSIX shared memory, pinned and mapped, that every peer maps too
+    // (connect), so that a failing rank's kernels and host can set every rank's word.
+    static std::atomic<unsigned> abort_serial{0};
+    abort_name_ = strprintf("/ouro-cuda-abort-%d-%u-%d", int(::getpid()), abort_serial.fetch_add(1), options_.rank);
+    int abort_fd = OURO_SYSCALL(::shm_open(abort_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
+    abort_linked_ = true;
+    struct CloseAbortFd {
+      int fd;
+      ~CloseAbortFd() { ::close(fd); }
+    } close_abort_fd{abort_fd};
+    OURO_SYSCALL_HINT(::ftruncate(abort_fd, off_t(kAbortBytes)), "sizing the CUDA abort word's segment");
+    abort_map_ = mapSegment(abort_fd, kAbortBytes, abort_name_);
+    abort_host_ = static_cast<uint32_t*>(abort_map_);
+    abort_device_ = reinterpret_cast<uint32_t*>(registerMapped(abort_map_, kAbortBytes));
   } catch (...) {
     release();
     throw;
@@ -130,11 +154,24 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
 Arena::~Arena() { release(); }
 
 void Arena::release() noexcept {
+  int saved = -1;
+  if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
   cudaSetDevice(options_.device);
+  struct Restore {
+    int saved;
+    ~Restore() {
+      if (saved >= 0) cudaSetDevice(saved);
+    }
+  } restore{saved};
   if (channels_device_) quietly(cudaFree(channels_device_), "cudaFree(channel table)");
   channels_device_ = nullptr;
+  peer_aborts_device_ = nullptr;
   for (PeerMapping& p : peers_) {
     if (p.ipc && p.device_ptr) quietly(cudaIpcCloseMemHandle(p.device_ptr), "cudaIpcCloseMemHandle");
+    if (p.abort_map) {
+      quietly(cudaHostUnregister(p.abort_map), "cudaHostUnregister(peer abort word)");
+      ::munmap(p.abort_map, kAbortBytes);
+    }
     if (p.host_map) {
       quietly(cudaHostUnregister(p.host_map), "cudaHostUnregister(peer FIFOs)");
       ::munmap(p.host_map, bytes_);
@@ -149,8 +186,13 @@ void Arena::release() noexcept {
   own_device_ = nullptr;
   own_host_ = nullptr;
   unlinkNames();
-  if (abort_host_) quietly(cudaFreeHost(abort_host_), "cudaFreeHost(abort word)");
+  if (abort_map_) {
+    quietly(cudaHostUnregister(abort_map_), "cudaHostUnregister(abort word)");
+    ::munmap(abort_map_, kAbortBytes);
+  }
+  abort_map_ = nullptr;
   abort_host_ = nullptr;
+  abort_device_ = nullptr;
 }
 
 std::string Arena::record() const {
@@ -165,13 +207,14 @@ std::string Arena::record() const {
     w.u32(kRecordHost);
     w.str(shm_name_);
   }
+  w.str(abort_name_);
   return w.take();
 }
 
 void Arena::connect(const std::vector<std::string>& records) {
   const ArenaLayout& l = options_.layout;
   const int me = options_.rank;
-  OURO_CUDA(cudaSetDevice(options_.device));
+  const CurrentDevice on(options_.device);
   for (int p = 0; p < l.nranks; p++) {
     if (p == me) continue;
     WireReader r(records[size_t(p)], strprintf("CUDA arena record of rank %d", p));
@@ -183,6 +226,7 @@ void Arena::connect(const std::vector<std::string>& records) {
             me, p, (unsigned long long)bytes, bytes_);
     uint32_t kind = r.u32();
     std::string payload = r.str(256);
+    const std::string abort_name = r.str(256);
     r.expectDone();
     PeerMapping& m = peers_[size_t(p)];
     if (kind == kRecordDevice) {
@@ -204,6 +248,14 @@ void Arena::connect(const std::vector<std::string>& records) {
       m.host_map = mapSegment(fd, bytes_, payload);
       m.device_ptr = registerMapped(m.host_map, bytes_);
     }
+    int abort_fd = OURO_SYSCALL_HINT(::shm_open(abort_name.c_str(), O_RDWR, 0600),
+                                     strprintf("opening rank %d's CUDA abort word", p));
+    struct CloseAbortFd {
+      int fd;
+      ~CloseAbortFd() { ::close(fd); }
+    } close_abort_fd{abort_fd};
+    m.abort_map = mapSegment(abort_fd, kAbortBytes, abort_name);
+    m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map, kAbortBytes));
   }
   // Channel c: to[p] is the FIFO this rank writes in p's arena; from[p] the one p writes in ours.
   std::vector<kernels::cuda::DeviceChannel> table(size_t(l.nchannels));
@@ -215,13 +267,23 @@ void Arena::connect(const std::vector<std::string>& records) {
       table[size_t(c)].ll_to[p] = l.llView(peers_[size_t(p)].device_ptr, c, me);
       table[size_t(c)].ll_from[p] = l.llView(own_device_, c, p);
     }
+  // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words),
+  // after the channel table in the same allocation.
+  uint32_t* words[kernels::cuda::kMaxDeviceRanks] = {};
+  for (int p = 0; p < l.nranks; p++) words[p] = p == me ? abort_device_ : peers_[size_t(p)].abort_device;
+  const size_t table_bytes = table.size() * sizeof(table[0]);
+  static_assert(sizeof(kernels::cuda::DeviceChannel) % alignof(uint32_t*) == 0);
   void* dev = nullptr;
-  OURO_CUDA(cudaMalloc(&dev, table.size() * sizeof(table[0])));
+  OURO_CUDA(cudaMalloc(&dev, table_bytes + sizeof words));
   channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
-  OURO_CUDA(cudaMemcpy(channels_device_, table.data(), table.size() * sizeof(table[0]), cudaMemcpyHostToDevice));
+  peer_aborts_device_ = reinterpret_cast<uint32_t* const*>(static_cast<std::byte*>(dev) + table_bytes);
+  uploadAndWait(channels_device_, table.data(), table_bytes);
+  uploadAndWait(static_cast<std::byte*>(dev) + table_bytes, words, sizeof words);
 }
 
 void Arena::unlinkNames() {
+  if (abort_linked_) ::shm_unlink(abort_name_.c_str());
+  abort_linked_ = false;
   if (!name_linked_) return;
   ::shm_unlink(shm_name_.c_str());
   name_linked_ = false;
@@ -229,6 +291,8 @@ void Arena::unlinkNames() {
 
 void Arena::setAbort() {
   if (abort_host_) std::atomic_ref<uint32_t>(*abort_host_).store(1, std::memory_order_release);
+  for (PeerMapping& p : peers_)
+    if (p.abort_map) std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(p.abort_map)).store(1, std::memory_order_release);
 }
 
 bool Arena::aborted() const {

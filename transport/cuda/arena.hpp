@@ -1,6 +1,8 @@
 // A communicator's CUDA arena (built by comm/exec/cuda_comm.cpp at the first call with device
 // buffers): this rank's FIFOs that peers write into (arena_layout.hpp), the peers' arenas mapped
-// into this process, the DeviceChannel table the kernels read, and the abort word.
+// into this process, the DeviceChannel table the kernels read, and the abort word: a page of POSIX
+// shared memory every peer maps (pinned and mapped for its kernels), so that a failing rank stops
+// its peers' kernels too.
 //
 // Set-up is three steps, with an all-gather through the bootstrap store between them (the caller
 // does the exchange: transport/ does not see the store):
@@ -29,6 +31,12 @@ int deviceCountOrThrow(const std::string& who);
 
 DeviceIdentity identify(int device);
 
+// Copies host memory to device memory and returns once the copy has landed. A plain cudaMemcpy
+// from pageable memory may return once the data is staged, before the DMA is done, and nothing
+// orders that DMA before a kernel on a user's non-blocking stream: the kernel could read the old
+// bytes. For the tables a kernel reads (the channel table, the ring order), uploaded once at set-up.
+void uploadAndWait(void* device_dst, const void* host_src, size_t bytes);
+
 struct ArenaOptions {
   int rank = 0;
   int device = 0;
@@ -51,7 +59,11 @@ class Arena {
   const ArenaLayout& layout() const { return options_.layout; }
   const kernels::cuda::DeviceChannel* deviceChannels() const { return channels_device_; }
   uint32_t* abortWordDevice() const { return abort_device_; }
-  // ouroCommAbort: running and later kernels of this rank stop at their next poll.
+  // Every rank's abort word as this process's kernels address them (kMaxDeviceRanks entries in
+  // device memory; DeviceCall::peer_abort_words), once connected.
+  uint32_t* const* peerAbortWordsDevice() const { return peer_aborts_device_; }
+  // ouroCommAbort, or a failed device call: running and later kernels of this rank, and of every
+  // peer once connected, stop at their next poll.
   void setAbort();
   bool aborted() const;
 
@@ -60,7 +72,10 @@ class Arena {
     std::byte* device_ptr = nullptr;  // usable by this process's kernels
     void* host_map = nullptr;         // pinned host mode: the mmap'd segment
     bool ipc = false;
+    void* abort_map = nullptr;        // the peer's abort word (its segment, mapped here)
+    uint32_t* abort_device = nullptr;
   };
+  static constexpr size_t kAbortBytes = 4096;  // one page: its own line, and what mmap maps
 
   void release() noexcept;
 
@@ -73,7 +88,11 @@ class Arena {
   bool name_linked_ = false;
   std::vector<PeerMapping> peers_;
   kernels::cuda::DeviceChannel* channels_device_ = nullptr;
-  uint32_t* abort_host_ = nullptr;   // mapped pinned memory
+  uint32_t* const* peer_aborts_device_ = nullptr;  // in channels_device_'s allocation
+  std::string abort_name_;           // the abort word's shared-memory segment
+  bool abort_linked_ = false;
+  void* abort_map_ = nullptr;
+  uint32_t* abort_host_ = nullptr;   // in abort_map_, pinned and mapped for the kernels
   uint32_t* abort_device_ = nullptr;
 };
 

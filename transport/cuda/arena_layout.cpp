@@ -1,6 +1,10 @@
 #include "transport/cuda/arena_layout.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/strings.hpp"
@@ -39,6 +43,28 @@ int chooseDevice(int rank, int local_rank, int device_count, const std::string& 
   return int(*parsed);
 }
 
+int streamDevice(int rank, int stream_device, bool default_stream, int device_count,
+                 const std::string& override_text) {
+  if (device_count <= 0)
+    raise(Result::kUnavailable, "rank %d: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES?)", rank);
+  if (override_text.empty()) return stream_device;
+  const int wanted = chooseDevice(rank, 0, device_count, override_text);
+  if (!default_stream && wanted != stream_device)
+    raise(Result::kInvalidArgument,
+          "rank %d: OURO_CUDA_DEVICE=%s but the stream given to ouroStreamFromCuda is on device %d: the kernels run "
+          "on the stream's device; unset OURO_CUDA_DEVICE, or create the stream on device %d",
+          rank, override_text.c_str(), stream_device, wanted);
+  return wanted;
+}
+
+std::string bufferDeviceProblem(const std::string& who, const char* name, bool is_device_memory, int buffer_device,
+                                int device) {
+  if (!is_device_memory || buffer_device == device) return "";
+  return strprintf("%s (CUDA): the %s buffer is memory of device %d but this stream's calls run on device %d: pass "
+                   "buffers of the stream's device",
+                   who.c_str(), name, buffer_device, device);
+}
+
 bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, bool force_host) {
   if (force_host) return false;
   const DeviceIdentity& me = ranks[size_t(rank)];
@@ -55,7 +81,45 @@ std::string encodeIdentity(const DeviceIdentity& id) {
   w.str(id.bus_id);
   w.u32(uint32_t(id.reaches.size()));
   for (const auto& r : id.reaches) w.str(r);
+  w.u64(uint64_t(id.pid));
+  w.u32(uint32_t(id.compute_mode));
+  w.u32(id.mps ? 1u : 0u);
   return w.take();
+}
+
+bool mpsActive() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string pipe = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
+  return ::access(pipe.c_str(), F_OK) == 0;
+}
+
+SharingProblem deviceSharingProblem(const std::string& who, int rank, int device,
+                                    const std::vector<DeviceIdentity>& ranks) {
+  const DeviceIdentity& me = ranks[size_t(rank)];
+  std::set<int64_t> processes;
+  int sharing = 0;
+  for (const DeviceIdentity& id : ranks)
+    if (id.bus_id == me.bus_id) {
+      processes.insert(id.pid);
+      sharing++;
+    }
+  SharingProblem p;
+  if (processes.size() <= 1 || me.mps) return p;
+  if (me.compute_mode == 3) {  // cudaComputeModeExclusiveProcess
+    p.refuse = true;
+    p.message = strprintf(
+        "%s: %d ranks in %zu processes share device %d (%s), which is in EXCLUSIVE_PROCESS compute mode, and no MPS "
+        "daemon runs: only one process may use it; start MPS (nvidia-cuda-mps-control -d), set the mode to DEFAULT "
+        "(nvidia-smi -c DEFAULT), or give each rank its own GPU",
+        who.c_str(), sharing, processes.size(), device, me.bus_id.c_str());
+    return p;
+  }
+  p.message = strprintf(
+      "%s: %d ranks in %zu processes share device %d (%s) without MPS: the GPU time-slices between processes, so "
+      "their kernels, which wait on each other, advance only as the slices switch (expect milliseconds per call); "
+      "start MPS (nvidia-cuda-mps-control -d) or give each rank its own GPU",
+      who.c_str(), sharing, processes.size(), device, me.bus_id.c_str());
+  return p;
 }
 
 DeviceIdentity decodeIdentity(const std::string& bytes, int rank) {
@@ -65,6 +129,9 @@ DeviceIdentity decodeIdentity(const std::string& bytes, int rank) {
   uint32_t n = r.u32();
   if (n > 1024) raise(Result::kInternalError, "CUDA device record of rank %d lists %u peers", rank, n);
   for (uint32_t i = 0; i < n; i++) id.reaches.push_back(r.str(64));
+  id.pid = int64_t(r.u64());
+  id.compute_mode = int(r.u32());
+  id.mps = r.u32() != 0;
   r.expectDone();
   return id;
 }

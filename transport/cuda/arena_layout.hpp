@@ -14,8 +14,8 @@
 // The arena starts zeroed (no LL flag is 0). FIFOs are indexed [channel][sender]; the entry for
 // this rank itself is left unused to keep the arithmetic the same on every rank.
 //
-// The control block (mapped pinned host memory, private to the process) holds the abort word on a
-// line of its own; the executors' DeviceError records are allocated per stream.
+// The abort word is a page of shared memory of its own (pinned and mapped, and mapped by every peer
+// too: arena.cpp); the executors' DeviceError records are allocated per stream.
 #pragma once
 
 #include <cstddef>
@@ -84,6 +84,20 @@ std::optional<std::string> layoutProblem(const ArenaLayout& layout, int max_rank
 // when device_count is 0, kInvalidArgument for an override that is not a device of this process.
 int chooseDevice(int rank, int local_rank, int device_count, const std::string& override_text);
 
+// The GPU a CUDA stream's calls use: the device of the user's stream (`stream_device`, from
+// cudaStreamGetDevice), or for the default stream (`default_stream`) the caller's current device,
+// `stream_device` then (cudaGetDevice). OURO_CUDA_DEVICE (`override_text`, "" when unset) may
+// name another device for the default stream only: a kernel cannot run on another device's stream,
+// so naming another device than an explicit stream's is refused (kInvalidArgument).
+int streamDevice(int rank, int stream_device, bool default_stream, int device_count,
+                 const std::string& override_text);
+
+// Why a buffer cannot be used by kernels on `device`, or "": device memory of another GPU
+// (`buffer_device`, from cudaPointerGetAttributes; `is_device_memory` false for host and managed
+// memory, which every device reaches). `who` starts the message, `name` names the buffer.
+std::string bufferDeviceProblem(const std::string& who, const char* name, bool is_device_memory, int buffer_device,
+                                int device);
+
 // Where a rank's FIFOs live. Every other rank writes into them, so they go in device memory only
 // when every sender's GPU can write to this rank's GPU directly (peer access: NVLink or PCIe);
 // otherwise in pinned host memory, which every GPU reaches (ranks sharing one GPU included:
@@ -91,7 +105,26 @@ int chooseDevice(int rank, int local_rank, int device_count, const std::string& 
 struct DeviceIdentity {
   std::string bus_id;                     // PCI bus id of the rank's GPU (comparable across processes)
   std::vector<std::string> reaches;       // bus ids of the GPUs this one can access as a peer
+  int64_t pid = 0;                        // the rank's process (ranks may be threads of one)
+  int compute_mode = 0;                   // cudaComputeMode of its GPU (3: EXCLUSIVE_PROCESS)
+  bool mps = false;                       // an MPS control daemon serves this host (mpsActive())
 };
+
+// Whether an MPS control daemon runs for this user: its control pipe in CUDA_MPS_PIPE_DIRECTORY
+// (default /tmp/nvidia-mps). A heuristic (a stale pipe reads as active), for messages only.
+bool mpsActive();
+
+// How ranks share this rank's GPU, from every rank's identity: "" when they do not (or are threads
+// of one process, which share one context), else the problem. Processes sharing a GPU without MPS
+// time-slice: only one process's kernels run at a time, so kernels that wait on each other advance
+// only as the slices switch (milliseconds per call); `refuse` is set when they cannot share at all
+// (EXCLUSIVE_PROCESS compute mode without MPS: only one process may hold a context).
+struct SharingProblem {
+  bool refuse = false;
+  std::string message;
+};
+SharingProblem deviceSharingProblem(const std::string& who, int rank, int device,
+                                    const std::vector<DeviceIdentity>& ranks);
 bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, bool force_host);
 
 std::string encodeIdentity(const DeviceIdentity& id);

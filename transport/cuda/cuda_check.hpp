@@ -17,6 +17,32 @@ namespace ouro::transport::cuda {
 // "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
 std::string cudaErrorText(cudaError_t err);
 
+// Makes `device` current for its lifetime and gives the caller back its own current device
+// after (ouro's calls must not change the application's current device).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) {
+      cudaGetLastError();
+      saved_ = -1;
+    }
+    if (saved_ != device) {
+      const cudaError_t err = cudaSetDevice(device);
+      if (err != cudaSuccess) raiseCuda(err, "cudaSetDevice", __FILE__, __LINE__, "");
+      changed_ = true;
+    }
+  }
+  ~CurrentDevice() {
+    if (changed_ && saved_ >= 0) cudaSetDevice(saved_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int saved_ = -1;
+  bool changed_ = false;
+};
+
 }  // namespace ouro::transport::cuda
 
 #define OURO_CUDA_HINT(call, hint)                                                            \
