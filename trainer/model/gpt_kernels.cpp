@@ -1,10 +1,18 @@
 // The GPT's per-operation forward and backward (see gpt_kernels.hpp), written after llm.c's
-// train_gpt2.c with two changes: the matrix products go to OpenBLAS (the operands and transposes
-// torch uses for nn.Linear, as mlp.cpp does), and sums over rows (bias and LayerNorm parameter
-// gradients, LayerNorm statistics, softmax denominators) are taken in double, so they round once
-// at the end instead of once per row. Attention's softmax backward uses the O(T) form
-// datt_pre[j] = att[j] * (datt[j] - sum_k att[k] datt[k]) instead of llm.c's O(T^2) double loop
-// (the same value).
+// train_gpt2.c with these changes: the matrix products go to OpenBLAS (the operands and
+// transposes torch uses for nn.Linear, as mlp.cpp does), attention's included (per sequence and
+// head, on strided views into the qkv buffer, as torch's batched matmuls do); sums over rows
+// (bias and LayerNorm parameter gradients, LayerNorm statistics, softmax denominators) are taken
+// in double, so they round once at the end instead of once per row; attention's softmax backward
+// uses the O(T) form datt_pre[j] = att[j] * (datt[j] - sum_k att[k] datt[k]) instead of llm.c's
+// O(T^2) double loop (the same value); and exp and tanh are this file's own (below), written so
+// that GCC vectorises the loops that call them.
+//
+// Vectorised without changing a result: every loop here either works elementwise (each output
+// computed by the same IEEE operations whatever the vector width) or reduces through a fixed
+// number of partial sums (kLanes, combined in a fixed order), never through the compiler's
+// reassociation. So the bits depend on the code, not on -march or the vector width, and the same
+// inputs give the same bits every run (OpenBLAS, single-threaded, is deterministic too).
 
 // No fused multiply-add contraction: every step rounds as written, whatever -march the build uses,
 // so results do not depend on the compiler's choices (as in mlp.cpp).
@@ -19,10 +27,122 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
 namespace ouro::trainer::gpt {
+namespace {
+
+// Partial sums per reduction: lane l adds elements l, l + kLanes, l + 2 kLanes, ...; the lanes
+// are then combined pairwise in a fixed order. GCC vectorises the lane loop (16 floats or doubles
+// are whole AVX/AVX-512 registers) without reassociating anything.
+constexpr int kLanes = 16;
+
+template <typename T>
+T combineLanes(T (&acc)[kLanes]) {
+  for (int w = kLanes / 2; w > 0; w /= 2) {
+    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  return acc[0];
+}
+
+// sum of x[0..n) in double.
+double sumDouble(const float* x, int n) {
+  double acc[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(x[i + l]);
+  }
+  for (int l = 0; i + l < n; ++l) acc[l] += double(x[i + l]);
+  return combineLanes(acc);
+}
+
+// sum of a[i] * b[i] over [0, n), each product and the sum in double.
+double dotDouble(const float* a, const float* b, int n) {
+  double acc[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += double(a[i + l]) * double(b[i + l]);
+  }
+  for (int l = 0; i + l < n; ++l) acc[l] += double(a[i + l]) * double(b[i + l]);
+  return combineLanes(acc);
+}
+
+// The largest of x[0..n), n >= 1 (NaNs are skipped unless every element is one).
+float maxOf(const float* x, int n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  }
+  for (int l = 0; i + l < n; ++l) acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  float m = acc[0];
+  for (int l = 1; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+// exp(y) for y in [kExpLow, kExpHigh], Cephes' expf: y = k ln2 + r with |r| <= ln2 / 2 (ln2 split
+// in two, its high part with 9 significant bits so that k * high is exact), a degree-7 polynomial
+// for exp(r), and 2^k built in the exponent bits. Relative error about 1 ulp; branch-free, so
+// loops calling it vectorise. The caller keeps y in range (2^k must be a normal float).
+constexpr float kExpLow = -87.3f;  // exp(kExpLow) is just above the smallest normal float
+constexpr float kExpHigh = 88.0f;
+[[gnu::always_inline]] inline float expInRange(float y) {
+  const float kLog2e = 1.44269504088896341f;
+  const float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
+  const float k = (y * kLog2e + kRoundMagic) - kRoundMagic;
+  const float r = (y - k * 0.693359375f) - k * -2.12194440e-4f;
+  const float z = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * z + r + 1.0f;
+  return p * std::bit_cast<float>((int32_t(k) + 127) << 23);
+}
+
+// exp(y) for the softmaxes (y = x - max <= 0): 0 below kExpLow (where exp(y) < 2^-126, nothing
+// next to the row's largest term exp(0) = 1), NaN for NaN.
+[[gnu::always_inline]] inline float expSoftmax(float y) {
+  float c = y > kExpLow ? y : kExpLow;  // a NaN becomes kExpLow here (so 2^k stays defined) ...
+  c = c < kExpHigh ? c : kExpHigh;
+  const float e = expInRange(c);
+  return y >= kExpLow ? e : (y != y ? y : 0.0f);  // ... and comes back here
+}
+
+// tanhApprox's body, inlined into the loops (always: GCC's size heuristics would otherwise leave
+// a call in geluBackward's loop and keep it scalar).
+[[gnu::always_inline]] inline float tanhInline(float x) {
+  // Cephes' tanhf, on |x| and given x's sign at the end: for |x| < 0.625 the odd polynomial
+  // |x| + |x|^3 P(x^2); above, 1 - 2 / (exp(2|x|) + 1) (no cancellation there: the result is above
+  // 0.55, the subtracted term below 0.45). tanh rounds to 1 in float from |x| = 9.02 on, so exp's
+  // argument is capped at 20. Measured against tanh in double over every 7th float: at most
+  // 1.31 ulp (glibc's tanhf: 2.2).
+  const float a = std::fabs(x);
+  const float z = a * a;
+  float s = -5.70498872745e-3f;
+  s = s * z + 2.06390887954e-2f;
+  s = s * z - 5.37397155531e-2f;
+  s = s * z + 1.33314422036e-1f;
+  s = s * z - 3.33332819422e-1f;
+  s = s * z * a + a;
+  const float e = expInRange(a < 10.0f ? a * 2.0f : 20.0f);  // NaN: 20, so the exponent stays defined
+  const float l = 1.0f - 2.0f / (e + 1.0f);
+  const float t = std::copysign(a < 0.625f ? s : l, x);
+  return x != x ? x : t;
+}
+
+}  // namespace
+
+float tanhApprox(float x) { return tanhInline(x); }
+
+void tanhForward(float* out, const float* inp, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = tanhInline(inp[i]);
+}
 
 void encoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
   for (int b = 0; b < B; ++b) {
@@ -56,16 +176,22 @@ void layernormForward(float* out, float* mean, float* rstd, const float* inp, co
   for (int r = 0; r < N; ++r) {
     const float* x = inp + size_t(r) * size_t(C);
     float* o = out + size_t(r) * size_t(C);
-    double sum = 0;
-    for (int i = 0; i < C; ++i) sum += double(x[i]);
-    const float m = float(sum / C);
-    double var = 0;
-    for (int i = 0; i < C; ++i) {
-      const double d = double(x[i] - m);
-      var += d * d;
+    const float m = float(sumDouble(x, C) / C);
+    double acc[kLanes] = {};
+    int i = 0;
+    for (; i + kLanes <= C; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const double d = double(x[i + l] - m);
+        acc[l] += d * d;
+      }
     }
+    for (int l = 0; i + l < C; ++l) {
+      const double d = double(x[i + l] - m);
+      acc[l] += d * d;
+    }
+    const double var = combineLanes(acc);
     const float s = float(1.0 / std::sqrt(var / C + double(kLayerNormEps)));
-    for (int i = 0; i < C; ++i) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+    for (int k = 0; k < C; ++k) o[k] = (x[k] - m) * s * weight[k] + bias[k];
     mean[r] = m;
     rstd[r] = s;
   }
@@ -74,29 +200,26 @@ void layernormForward(float* out, float* mean, float* rstd, const float* inp, co
 void layernormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, const float* mean, const float* rstd, int N, int C) {
   std::vector<double> dw(size_t(C), 0.0), db(size_t(C), 0.0);
+  std::vector<float> norm(static_cast<size_t>(C)), dnorm(static_cast<size_t>(C));
   for (int r = 0; r < N; ++r) {
     const float* x = inp + size_t(r) * size_t(C);
     const float* d = dout + size_t(r) * size_t(C);
     float* dx = dinp + size_t(r) * size_t(C);
     const float m = mean[r];
     const float s = rstd[r];
+    for (int i = 0; i < C; ++i) {
+      norm[size_t(i)] = (x[i] - m) * s;
+      dnorm[size_t(i)] = weight[i] * d[i];
+    }
     // The two row means the input gradient subtracts: of weight * dout, and of that times the
     // normalised input.
-    double dnorm_mean = 0, dnorm_norm_mean = 0;
+    const float dm = float(sumDouble(dnorm.data(), C) / C);
+    const float dnm = float(dotDouble(dnorm.data(), norm.data(), C) / C);
     for (int i = 0; i < C; ++i) {
-      const float norm = (x[i] - m) * s;
-      const float dnorm = weight[i] * d[i];
-      dnorm_mean += double(dnorm);
-      dnorm_norm_mean += double(dnorm) * double(norm);
-    }
-    const float dm = float(dnorm_mean / C);
-    const float dnm = float(dnorm_norm_mean / C);
-    for (int i = 0; i < C; ++i) {
-      const float norm = (x[i] - m) * s;
-      const float dnorm = weight[i] * d[i];
+      const float nrm = norm[size_t(i)];
       db[size_t(i)] += double(d[i]);
-      dw[size_t(i)] += double(norm) * double(d[i]);
-      dx[i] += (dnorm - dm - norm * dnm) * s;
+      dw[size_t(i)] += double(nrm) * double(d[i]);
+      dx[i] += (dnorm[size_t(i)] - dm - nrm * dnm) * s;
     }
   }
   for (int i = 0; i < C; ++i) {
@@ -133,42 +256,46 @@ void matmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
   for (int o = 0; o < OC; ++o) dbias[o] += float(sums[size_t(o)]);
 }
 
+namespace {
+
+// Attention runs per (sequence, head) on [T, hs] views of q, k, v (row stride 3C in qkv), in
+// blocks of kAttRows query rows: rows r0 .. r1-1 attend to keys 0 .. r1-1 only, so the products
+// skip most of the causal mask's zeros (the blocks on the diagonal keep a few: exact zeros in
+// the probabilities, which add nothing).
+constexpr int kAttRows = 32;
+
+}  // namespace
+
 void attentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH;
-  const size_t C3 = 3 * size_t(C);
+  const int C3 = 3 * C;
   const float scale = float(1.0 / std::sqrt(double(hs)));
-  std::vector<float> pre(static_cast<size_t>(T));
   for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < T; ++t) {
-      for (int h = 0; h < NH; ++h) {
-        const float* q = qkv + (size_t(b) * size_t(T) + size_t(t)) * C3 + size_t(h) * size_t(hs);
-        float* a = att + ((size_t(b) * size_t(NH) + size_t(h)) * size_t(T) + size_t(t)) * size_t(T);
-        // q.k / sqrt(hs) for positions 0..t (the causal mask), then a stable softmax.
-        float max = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* k = qkv + (size_t(b) * size_t(T) + size_t(t2)) * C3 + size_t(C) + size_t(h) * size_t(hs);
-          float dot = 0.0f;
-          for (int i = 0; i < hs; ++i) dot += q[i] * k[i];
-          pre[size_t(t2)] = dot * scale;
-          max = std::max(max, pre[size_t(t2)]);
+    for (int h = 0; h < NH; ++h) {
+      const float* q = qkv + size_t(b) * size_t(T) * size_t(C3) + size_t(h) * size_t(hs);
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* a = att + (size_t(b) * size_t(NH) + size_t(h)) * size_t(T) * size_t(T);
+      float* o = out + size_t(b) * size_t(T) * size_t(C) + size_t(h) * size_t(hs);
+      for (int r0 = 0; r0 < T; r0 += kAttRows) {
+        const int r1 = std::min(T, r0 + kAttRows), m = r1 - r0;
+        float* ab = a + size_t(r0) * size_t(T);
+        // pre = q.k / sqrt(hs) for keys 0 .. r1-1.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs, scale, q + size_t(r0) * size_t(C3), C3, k,
+                    C3, 0.0f, ab, T);
+        // Row t: a stable softmax over positions 0..t (the causal mask), zero after.
+        for (int t = r0; t < r1; ++t) {
+          float* row = a + size_t(t) * size_t(T);
+          const int n = t + 1;
+          const float max = maxOf(row, n);
+          for (int j = 0; j < n; ++j) row[j] = expSoftmax(row[j] - max);
+          const float inv = float(1.0 / sumDouble(row, n));
+          for (int j = 0; j < n; ++j) row[j] *= inv;
+          std::fill(row + n, row + T, 0.0f);
         }
-        double sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float e = std::exp(pre[size_t(t2)] - max);
-          a[t2] = e;
-          sum += double(e);
-        }
-        const float inv = float(1.0 / sum);
-        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
-        // The head's output: the attention-weighted sum of the values.
-        float* o = out + (size_t(b) * size_t(T) + size_t(t)) * size_t(C) + size_t(h) * size_t(hs);
-        std::fill(o, o + hs, 0.0f);
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const float* v =
-              qkv + (size_t(b) * size_t(T) + size_t(t2)) * C3 + 2 * size_t(C) + size_t(h) * size_t(hs);
-          const float w = a[t2];
-          for (int i = 0; i < hs; ++i) o[i] += w * v[i];
-        }
+        // The heads' outputs: the attention-weighted sums of the values.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1, 1.0f, ab, T, v, C3, 0.0f,
+                    o + size_t(r0) * size_t(C), C);
       }
     }
   }
@@ -177,46 +304,43 @@ void attentionForward(float* out, float* att, const float* qkv, int B, int T, in
 void attentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
                        int NH) {
   const int hs = C / NH;
-  const size_t C3 = 3 * size_t(C);
+  const int C3 = 3 * C;
   const float scale = float(1.0 / std::sqrt(double(hs)));
-  std::vector<float> datt(static_cast<size_t>(T)), dpre(static_cast<size_t>(T));
+  // The gradient of one (sequence, head)'s probabilities, then of its scores (T x T, in place).
+  std::vector<float> dpre(size_t(T) * size_t(T));
   for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < T; ++t) {
-      for (int h = 0; h < NH; ++h) {
-        const size_t head = size_t(h) * size_t(hs);
-        const size_t row_t = (size_t(b) * size_t(T) + size_t(t)) * C3;
-        const float* a = att + ((size_t(b) * size_t(NH) + size_t(h)) * size_t(T) + size_t(t)) * size_t(T);
-        const float* d = dout + (size_t(b) * size_t(T) + size_t(t)) * size_t(C) + head;
-        const float* q = qkv + row_t + head;
-        float* dq = dqkv + row_t + head;
-        // out = sum_t2 a[t2] v[t2]: gradients of the weights and the values.
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const size_t row = (size_t(b) * size_t(T) + size_t(t2)) * C3 + 2 * size_t(C) + head;
-          const float* v = qkv + row;
-          float* dv = dqkv + row;
-          float dot = 0.0f;
-          for (int i = 0; i < hs; ++i) {
-            dot += v[i] * d[i];
-            dv[i] += a[t2] * d[i];
-          }
-          datt[size_t(t2)] = dot;
+    for (int h = 0; h < NH; ++h) {
+      const size_t base = size_t(b) * size_t(T) * size_t(C3) + size_t(h) * size_t(hs);
+      const float* q = qkv + base;
+      const float* k = q + C;
+      const float* v = q + 2 * C;
+      float* dq = dqkv + base;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* a = att + (size_t(b) * size_t(NH) + size_t(h)) * size_t(T) * size_t(T);
+      const float* d = dout + size_t(b) * size_t(T) * size_t(C) + size_t(h) * size_t(hs);
+      for (int r0 = 0; r0 < T; r0 += kAttRows) {
+        const int r1 = std::min(T, r0 + kAttRows), m = r1 - r0;
+        const float* ab = a + size_t(r0) * size_t(T);
+        const float* db = d + size_t(r0) * size_t(C);
+        float* gb = dpre.data() + size_t(r0) * size_t(T);
+        // out = att @ v: datt = dout @ v^T, dv += att^T @ dout.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, r1, hs, 1.0f, db, C, v, C3, 0.0f, gb, T);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m, 1.0f, ab, T, db, C, 1.0f, dv, C3);
+        // Softmax backward: dpre[j] = a[j] * (datt[j] - sum_k a[k] datt[k]) over 0..t, zero after.
+        for (int t = r0; t < r1; ++t) {
+          const float* arow = a + size_t(t) * size_t(T);
+          float* g = dpre.data() + size_t(t) * size_t(T);
+          const int n = t + 1;
+          const float w = float(dotDouble(arow, g, n));
+          for (int j = 0; j < n; ++j) g[j] = arow[j] * (g[j] - w);
+          std::fill(g + n, g + r1, 0.0f);
         }
-        // Softmax backward: dpre[j] = a[j] * (datt[j] - sum_k a[k] datt[k]).
-        double weighted = 0;
-        for (int t2 = 0; t2 <= t; ++t2) weighted += double(a[t2]) * double(datt[size_t(t2)]);
-        const float w = float(weighted);
-        for (int t2 = 0; t2 <= t; ++t2) dpre[size_t(t2)] = a[t2] * (datt[size_t(t2)] - w);
-        // pre[t2] = scale * q.k[t2]: gradients of the query and the keys.
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const size_t row = (size_t(b) * size_t(T) + size_t(t2)) * C3 + size_t(C) + head;
-          const float* k = qkv + row;
-          float* dk = dqkv + row;
-          const float g = dpre[size_t(t2)] * scale;
-          for (int i = 0; i < hs; ++i) {
-            dq[i] += k[i] * g;
-            dk[i] += q[i] * g;
-          }
-        }
+        // pre = scale * q @ k^T: dq += scale * dpre @ k, dk += scale * dpre^T @ q.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hs, r1, scale, gb, T, k, C3, 1.0f,
+                    dq + size_t(r0) * size_t(C3), C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, m, scale, gb, T, q + size_t(r0) * size_t(C3),
+                    C3, 1.0f, dk, C3);
       }
     }
   }
@@ -232,7 +356,7 @@ void geluForward(float* out, const float* inp, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float x = inp[i];
     const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-    out[i] = 0.5f * x * (1.0f + std::tanh(inner));
+    out[i] = 0.5f * x * (1.0f + tanhInline(inner));
   }
 }
 
@@ -240,7 +364,7 @@ void geluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float x = inp[i];
     const float inner = kGeluScale * (x + kGeluCubic * x * x * x);
-    const float th = std::tanh(inner);
+    const float th = tanhInline(inner);
     // sech^2 as 1 - tanh^2 (torch's form; cosh would overflow for large inputs).
     const float sech2 = 1.0f - th * th;
     const float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
@@ -261,24 +385,18 @@ CrossEntropySum crossEntropy(float* dlogits, const float* logits, const int32_t*
   for (int r = 0; r < N; ++r) {
     const float* x = logits + size_t(r) * size_t(V);
     float* g = dlogits + size_t(r) * size_t(V);
-    float max = x[0];
-    int argmax = 0;
-    for (int v = 1; v < V; ++v) {
-      if (x[v] > max) {
-        max = x[v];
-        argmax = v;
-      }
-    }
-    double sum = 0;
-    for (int v = 0; v < V; ++v) sum += std::exp(double(x[v] - max));
+    const float max = maxOf(x, V);
+    // The first largest logit (0 when there is none: NaNs).
+    const int argmax = int(std::find(x, x + V, max) - x) % V;
+    // exp(x - max) into g, then the probabilities: exp / sum, rounded once from double.
+    for (int v = 0; v < V; ++v) g[v] = expSoftmax(x[v] - max);
+    const double sum = sumDouble(g, V);
     const double log_sum = std::log(sum);
+    const double inv = 1.0 / sum;
     const int target = targets[r];
     result.loss_sum -= double(x[target] - max) - log_sum;
     if (argmax == target) ++result.correct;
-    for (int v = 0; v < V; ++v) {
-      const float p = float(std::exp(double(x[v] - max) - log_sum));
-      g[v] = scale * (p - (v == target ? 1.0f : 0.0f));
-    }
+    for (int v = 0; v < V; ++v) g[v] = scale * (float(double(g[v]) * inv) - (v == target ? 1.0f : 0.0f));
   }
   return result;
 }

@@ -1,6 +1,6 @@
 // The GPT's operations, forward and backward, one function each, after llm.c's CPU trainer
 // (train_gpt2.c: encoder, layernorm, matmul, attention, gelu, residual, softmax + cross-entropy),
-// in fp32 with OpenBLAS's cblas_sgemm for the matrix products.
+// in fp32 with OpenBLAS's cblas_sgemm for the matrix products (attention's too).
 //
 // Shapes: B sequences of T positions, N = B * T rows (one per token), C channels, NH heads of
 // hs = C / NH channels. Every array is row-major and dense for the given B and T.
@@ -50,6 +50,12 @@ void attentionBackward(float* dqkv, const float* dout, const float* qkv, const f
 // GELU, tanh approximation (GPT-2's; torch.nn.GELU(approximate='tanh')), elementwise over n.
 void geluForward(float* out, const float* inp, size_t n);
 void geluBackward(float* dinp, const float* inp, const float* dout, size_t n);
+
+// The tanh both GELUs use: branch-free, so the loops calling it vectorise (glibc's tanhf is a
+// scalar call per element), within 2 ulp of tanh everywhere (tests/trainer/gpt/test_gpt.cpp);
+// NaN gives NaN. tanhForward applies it elementwise over n, vectorised as the GELUs are.
+float tanhApprox(float x);
+void tanhForward(float* out, const float* inp, size_t n);
 
 // out = a + b, elementwise (the residual connection; its backward is dout added to both inputs).
 void residualForward(float* out, const float* a, const float* b, size_t n);

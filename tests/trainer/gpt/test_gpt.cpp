@@ -2,12 +2,18 @@
 // without lm_head.weight), the parameter count formula, nanoGPT's initialisation statistics, the
 // unit-wise interface shared with the MLP (model.hpp) against the whole-model calls, each unit's
 // backward writing its own gradient only, gradient accumulation, causality, sampling, and the
-// errors of calls out of order.
+// errors of calls out of order; and the kernels written for speed (gpt_kernels.hpp: the GELU's
+// tanh, GELU, attention through BLAS, cross-entropy) against double-precision references.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <numbers>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -16,6 +22,7 @@
 
 #include "gpt_test_params.hpp"
 #include "model/gpt.hpp"
+#include "model/gpt_kernels.hpp"
 #include "model/gpt_sampling.hpp"
 #include "model/mlp_model.hpp"
 
@@ -455,6 +462,215 @@ TEST_CASE("GPT sampling: nanoGPT's temperature and top-k, deterministic per seed
   Gpt other(small_vocab, 1);
   std::vector<float> other_params(small_vocab.paramCount());
   CHECK_THROWS_WITH(generateText(other, other_params.data(), "a", 1, 1.0, 0, 0), Contains("byte-level model"));
+}
+
+// Units in the last place of the float nearest `want` (2^-149 below the normal range).
+double ulpsOff(float got, double want) {
+  const int e = want == 0.0 ? -126 : std::max(std::ilogb(want), -126);
+  return std::abs(double(got) - want) / std::ldexp(1.0, e - 23);
+}
+
+TEST_CASE("GPT kernels: the GELU's tanh is within 2 ulp of tanh over the whole float range", "[trainer][gpt]") {
+  // Every 127th float of either sign (the whole range, subnormals to infinity: 34 million values),
+  // then every float around the switch from the polynomial to the exp form (|x| = 0.625) and
+  // where tanh reaches 1 (|x| near 9), against tanh in double. Through tanhForward, the
+  // vectorised loop the GELUs compile to, in chunks, and through the scalar tanhApprox.
+  std::vector<float> x, y;
+  double worst = 0;
+  float worst_at = 0;
+  size_t checked = 0, mismatched = 0;
+  auto check = [&] {
+    y.resize(x.size());
+    gpt::tanhForward(y.data(), x.data(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double err = ulpsOff(y[i], std::tanh(double(x[i])));
+      if (err > worst) {
+        worst = err;
+        worst_at = x[i];
+      }
+      if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(gpt::tanhApprox(x[i]))) ++mismatched;
+    }
+    checked += x.size();
+    x.clear();
+  };
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 127) {
+    const float v = std::bit_cast<float>(bits);
+    x.push_back(v);
+    x.push_back(-v);
+    if (x.size() >= (1u << 16)) check();
+  }
+  for (float lo : {0.55f, 8.5f}) {
+    for (float v = lo; v < lo + 0.6f; v = std::nextafter(v, 100.0f)) {
+      x.push_back(v);
+      x.push_back(-v);
+      if (x.size() >= (1u << 16)) check();
+    }
+  }
+  check();
+  std::printf("GPT tanh: %zu values, worst %.3f ulp at x = %.9g\n", checked, worst, double(worst_at));
+  CHECK(worst <= 2.0);
+  CHECK(mismatched == 0);  // the vectorised loop and the scalar function give the same bits
+  // The ends, signed zeros and NaN.
+  CHECK(gpt::tanhApprox(INFINITY) == 1.0f);
+  CHECK(gpt::tanhApprox(-INFINITY) == -1.0f);
+  CHECK(gpt::tanhApprox(1e30f) == 1.0f);
+  CHECK(gpt::tanhApprox(-std::numeric_limits<float>::max()) == -1.0f);
+  CHECK(gpt::tanhApprox(9.1f) == 1.0f);
+  CHECK(gpt::tanhApprox(0.0f) == 0.0f);
+  CHECK(std::signbit(gpt::tanhApprox(-0.0f)));
+  CHECK(gpt::tanhApprox(std::numeric_limits<float>::denorm_min()) == std::numeric_limits<float>::denorm_min());
+  CHECK(std::isnan(gpt::tanhApprox(NAN)));
+  CHECK(std::isnan(gpt::tanhApprox(-NAN)));
+}
+
+TEST_CASE("GPT kernels: GELU forward and backward match the formula in double", "[trainer][gpt]") {
+  // Every 4099th float of magnitude up to 2^7 and a dense sweep of [-12, 12]. Bound: 4 float
+  // roundings of the largest term (|x|, or 1 for |x| < 1): 0.5 x (1 + tanh) loses to cancellation
+  // in 1 + tanh for negative x what any fp32 GELU loses (torch's included), which a relative
+  // bound on the result would not allow.
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x43000000u; bits += 4099) {
+    x.push_back(std::bit_cast<float>(bits));
+    x.push_back(-std::bit_cast<float>(bits));
+  }
+  for (int i = -120000; i <= 120000; ++i) x.push_back(float(i) * 1e-4f);
+  std::vector<float> y(x.size()), dy(x.size(), 0.0f), ones(x.size(), 1.0f);
+  gpt::geluForward(y.data(), x.data(), x.size());
+  gpt::geluBackward(dy.data(), x.data(), ones.data(), x.size());
+  const double s = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+  double worst_f = 0, worst_b = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double th = std::tanh(s * (v + c * v * v * v));
+    const double f = 0.5 * v * (1.0 + th);
+    const double df = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * s * (1.0 + 3.0 * c * v * v);
+    const double unit = std::max(std::abs(v), 1.0) * 0x1p-24;
+    worst_f = std::max(worst_f, std::abs(double(y[i]) - f) / unit);
+    worst_b = std::max(worst_b, std::abs(double(dy[i]) - df) / unit);
+  }
+  std::printf("GPT GELU: forward within %.2f, backward within %.2f roundings of max(|x|, 1)\n", worst_f, worst_b);
+  CHECK(worst_f <= 4.0);
+  CHECK(worst_b <= 4.0);
+  float nan_in = NAN, nan_out = 0;
+  gpt::geluForward(&nan_out, &nan_in, 1);
+  CHECK(std::isnan(nan_out));
+}
+
+TEST_CASE("GPT kernels: attention through BLAS matches a double-precision reference", "[trainer][gpt]") {
+  // T = 70 spans three of the kernels' row blocks (the last one partial); 3 heads of 8 channels.
+  constexpr int B = 2, T = 70, NH = 3, hs = 8, C = NH * hs;
+  std::mt19937_64 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> qkv(size_t(B) * T * 3 * C), dout(size_t(B) * T * C);
+  for (float& v : qkv) v = 1.5f * normal(gen);  // wide scores: peaked softmax rows
+  for (float& v : dout) v = normal(gen);
+  std::vector<float> out(dout.size()), att(size_t(B) * NH * T * T, 42.0f), dqkv(qkv.size(), 0.5f);
+  gpt::attentionForward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  gpt::attentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+
+  // The reference: the same maths in double, loop by loop.
+  std::vector<double> ref_out(out.size()), ref_att(att.size(), 0.0), ref_dqkv(qkv.size(), 0.5);
+  auto at = [&](int b, int t, int part, int h, int i) { return size_t((b * T + t) * 3 * C + part * C + h * hs + i); };
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        double* a = &ref_att[size_t(((b * NH + h) * T + t) * T)];
+        double max = -INFINITY, sum = 0;
+        for (int j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (int i = 0; i < hs; ++i) dot += double(qkv[at(b, t, 0, h, i)]) * double(qkv[at(b, j, 1, h, i)]);
+          a[j] = dot / std::sqrt(double(hs));
+          max = std::max(max, a[j]);
+        }
+        for (int j = 0; j <= t; ++j) sum += (a[j] = std::exp(a[j] - max));
+        for (int j = 0; j <= t; ++j) a[j] /= sum;
+        const float* d = &dout[size_t((b * T + t) * C + h * hs)];
+        std::vector<double> datt(size_t(t) + 1);
+        double weighted = 0;
+        for (int i = 0; i < hs; ++i) {
+          double o = 0;
+          for (int j = 0; j <= t; ++j) o += a[j] * double(qkv[at(b, j, 2, h, i)]);
+          ref_out[size_t((b * T + t) * C + h * hs + i)] = o;
+        }
+        for (int j = 0; j <= t; ++j) {
+          for (int i = 0; i < hs; ++i) {
+            datt[size_t(j)] += double(qkv[at(b, j, 2, h, i)]) * double(d[i]);
+            ref_dqkv[at(b, j, 2, h, i)] += a[j] * double(d[i]);
+          }
+          weighted += a[j] * datt[size_t(j)];
+        }
+        for (int j = 0; j <= t; ++j) {
+          const double g = a[j] * (datt[size_t(j)] - weighted) / std::sqrt(double(hs));
+          for (int i = 0; i < hs; ++i) {
+            ref_dqkv[at(b, t, 0, h, i)] += g * double(qkv[at(b, j, 1, h, i)]);
+            ref_dqkv[at(b, j, 1, h, i)] += g * double(qkv[at(b, t, 0, h, i)]);
+          }
+        }
+      }
+    }
+  }
+  auto worst = [](const auto& got, const auto& want) {
+    double w = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      w = std::max(w, std::abs(double(got[i]) - double(want[i])));
+      scale = std::max(scale, std::abs(double(want[i])));
+    }
+    return w / scale;
+  };
+  const double e_att = worst(att, ref_att), e_out = worst(out, ref_out), e_dqkv = worst(dqkv, ref_dqkv);
+  std::printf("GPT attention: largest differences from double, relative to the largest value: att %.2e, "
+              "out %.2e, dqkv %.2e\n", e_att, e_out, e_dqkv);
+  CHECK(e_att <= 1e-6);
+  CHECK(e_out <= 1e-6);
+  CHECK(e_dqkv <= 1e-6);
+  // The causal mask: exact zeros above the diagonal (the 42s written over), every row summing to 1.
+  bool zeros = true;
+  double row_error = 0;
+  for (size_t r = 0; r < size_t(B * NH * T); ++r) {
+    const int t = int(r % T);
+    double sum = 0;
+    for (int j = 0; j < T; ++j) {
+      if (j > t) zeros = zeros && att[r * T + size_t(j)] == 0.0f;
+      sum += att[r * T + size_t(j)];
+    }
+    row_error = std::max(row_error, std::abs(sum - 1.0));
+  }
+  CHECK(zeros);
+  CHECK(row_error <= 1e-6);
+}
+
+TEST_CASE("GPT kernels: cross-entropy matches a double-precision reference", "[trainer][gpt]") {
+  constexpr int N = 37, V = 256;
+  std::mt19937_64 gen(11);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> logits(size_t(N) * V), dlogits(logits.size(), 42.0f);
+  std::vector<int32_t> targets(N);
+  for (float& v : logits) v = normal(gen);
+  for (int r = 0; r < N; ++r) targets[size_t(r)] = int32_t(gen() % V);
+  logits[5 * V + 17] = logits[5 * V + 200] = 100.0f;  // a tie: the first is the prediction
+  targets[5] = 17;
+  logits[6 * V + 3] = -1000.0f;                       // far below the rest: probability 0
+  const float scale = 0.25f;
+  const gpt::CrossEntropySum got = gpt::crossEntropy(dlogits.data(), logits.data(), targets.data(), N, V, scale);
+  double loss = 0, worst = 0;
+  int correct = 0;
+  for (int r = 0; r < N; ++r) {
+    const float* x = &logits[size_t(r) * V];
+    const double max = *std::max_element(x, x + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(double(x[v]) - max);
+    loss -= double(x[targets[size_t(r)]]) - max - std::log(sum);
+    if (std::max_element(x, x + V) - x == targets[size_t(r)]) ++correct;
+    for (int v = 0; v < V; ++v) {
+      const double p = std::exp(double(x[v]) - max) / sum;
+      const double g = double(scale) * (p - (v == targets[size_t(r)] ? 1.0 : 0.0));
+      worst = std::max(worst, std::abs(double(dlogits[size_t(r) * V + size_t(v)]) - g));
+    }
+  }
+  CHECK(got.correct == correct);
+  CHECK(std::abs(got.loss_sum - loss) <= 1e-6 * loss);
+  CHECK(worst <= 4 * 0x1p-24 * double(scale));  // a few roundings of the largest gradient, scale
+  CHECK(dlogits[6 * V + 3] == 0.0f);
 }
 
 TEST_CASE("GPT calls out of order or with bad input are refused with what to do", "[trainer][gpt]") {
