@@ -1,0 +1,284 @@
+// The cost model's formulas, one function per algorithm, each following its source:
+// comm/exec/algo_direct.cpp, algo_links.cpp (one-shot), algo_gather_fold.cpp,
+// kernels/common/collective_driver.hpp (pairwise), algo_hierarchical.cpp. S bytes per rank,
+// n = H*L ranks. The header states the parameters and the contention rule.
+#include "comm/plan/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace ouro::model {
+namespace {
+
+constexpr size_t kDescriptorBytes = 16;  // sizeof(CallDescriptor): rides with one-shot and gather-fold data
+// The planner's thresholds (comm/plan/planner.cpp), mirrored for plannedAlgorithm.
+constexpr size_t kOneShotMaxBytes = size_t(32) << 10;
+constexpr int kOneShotMaxRanks = 16;
+constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
+constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
+
+// One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
+// host link at once.
+double msg(const LinkCost& k, double b, double sharers = 1) { return k.alpha + b * k.beta * sharers; }
+
+size_t ceilDiv(size_t a, size_t b) { return b ? (a + b - 1) / b : 0; }
+int ceilLog2(int n) {
+  int r = 0;
+  while ((1 << r) < n) r++;
+  return r;
+}
+
+// Direct, one host: every rank copies its chunk into staging (beta_shm), one synchronisation per
+// chunk (alpha_shm), then folds every rank's chunk (symmetric) or its 1/n slice of them and copies
+// the others' slices out (staged: one more synchronisation).
+double directInline(const Params& p, const World& w, double S) {
+  return p.shm.alpha + (w.ranks() - 1) * S * p.gamma;
+}
+double directSymmetric(const Params& p, const World& w, size_t bytes) {
+  const double S = double(bytes), n = w.ranks();
+  const double chunks = double(std::max<size_t>(1, ceilDiv(bytes, w.staging_bytes)));
+  return chunks * p.shm.alpha + S * p.shm.beta + (n - 1) * S * p.gamma;
+}
+double directStaged(const Params& p, const World& w, size_t bytes) {
+  const double S = double(bytes), n = w.ranks();
+  const double chunks = double(std::max<size_t>(1, ceilDiv(bytes, w.staging_bytes)));
+  return 2 * chunks * p.shm.alpha + S * p.shm.beta + (n - 1) / n * S * (p.gamma + p.shm.beta);
+}
+
+// One-shot: each rank sends its data to the L-1 ranks of its host and, with all L of them sending
+// across at once, to the n-L ranks of other hosts; then folds the n contributions.
+double oneShot(const Params& p, const World& w, double S) {
+  const int n = w.ranks(), L = w.per_host;
+  const double b = S + kDescriptorBytes;
+  return (L - 1) * msg(p.shm, b) + (n - L) * msg(p.net(), b, L) + (n - 1) * S * p.gamma;
+}
+
+// Gather-fold (Bruck): in round k (dist = 2^k) every rank sends min(dist, n - dist) blocks to rank
+// r - dist. Across hosts the round waits for the ranks whose peer is on another host: min(dist, L)
+// of each host's ranks, sharing its link. Then each rank folds the n contributions.
+double gatherFold(const Params& p, const World& w, double S) {
+  const int n = w.ranks(), L = w.per_host;
+  double t = 0;
+  for (int dist = 1; dist < n; dist *= 2) {
+    const double b = double(std::min(dist, n - dist)) * (S + kDescriptorBytes);
+    t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, L)) : msg(p.shm, b);
+  }
+  return t + (n - 1) * S * p.gamma;
+}
+
+// Pairwise (the collective driver): the buffer cut in n blocks of S/n, each moved in m slices of
+// at most one slot. Reduce-scatter: every rank sends each block's owner its slices (L-1 peers over
+// shared memory, n-L across hosts with all L ranks of the host sending); each owner folds n
+// blocks. Ring all-gather: n-1 steps of a block; ranks placed host by host, so one ring link per
+// host crosses (unshared), and every step waits for it.
+double pairwise(const Params& p, const World& w, size_t bytes) {
+  const int n = w.ranks(), L = w.per_host;
+  const double blk = double(bytes) / n;
+  const double m = double(std::max<size_t>(1, ceilDiv(ceilDiv(bytes, size_t(n)), w.slice_bytes)));
+  const double sl = blk / m;
+  const double rs = m * ((L - 1) * msg(p.shm, sl) + (n - L) * msg(p.net(), sl, L));
+  const double fold = (n - 1) * blk * p.gamma;
+  const double ring_step = w.hosts > 1 ? msg(p.net(), sl) : msg(p.shm, sl);
+  return rs + fold + (n - 1) * m * ring_step;
+}
+
+// Hierarchical: local rank i owns chunk i (S/L), moved in m slices. Per slice a rank does its
+// local work w (A: L-1 slices out over shared memory; B: folds L sources; D: L-1 slices out) and
+// its host link carries one hop of L owners' slices at once per chain it is on: the partial goes
+// 0 -> ... -> H-1, the finished values H-1 -> 0 -> ... -> H-2, so hosts 0..H-3 send both ways'
+// traffic in one direction (2 hops a slice). A window of `lag` slices (hierarchyLag: at most the
+// slots of a host link less one) bounds what is in flight: a host starts slice j only when
+// finished j-lag has come around (a round trip of 2(H-1) hops), so a slice costs at least
+// round trip / lag.
+double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
+  const int H = w.hosts, L = w.per_host;
+  const size_t chunk = ceilDiv(bytes, size_t(L));
+  const double m = double(std::max<size_t>(1, ceilDiv(chunk, w.slice_bytes)));
+  const double sl = double(chunk) / m;
+  const double local = 2 * (L - 1) * msg(p.shm, sl) + L * sl * p.gamma;
+  const double hop = msg(p.net(), sl, L);
+  // As built, hosts 0..H-3 carry partial and finished slices in one direction; the ideal chain
+  // sends finished values back on the reverse direction: one hop a slice per direction.
+  const double per_slice_link = (!ideal && H >= 3 ? 2 : 1) * hop;
+  const double round_trip = 2 * (H - 1) * hop + local;
+  const int lag = std::max(1, std::min(H, w.inter_host_slots - 1));
+  double per_slice = std::max(local, per_slice_link);
+  if (!ideal) per_slice = std::max(per_slice, round_trip / lag);
+  return round_trip + (m - 1) * per_slice;
+}
+
+// NCCL's ring and tree, the textbook forms with the same parameters: the step that crosses hosts
+// (or the slower kind) sets a ring step's pace; the tree spans hosts in ceil(log2 H) levels and each host in a chain.
+// Both reduce what they receive: (n-1)/n S gamma per rank for the ring, S gamma for the tree.
+// Across hosts a ring step waits for the slower of its two link kinds (every link carries the same).
+LinkCost slowest(const Params& p, const World& w) {
+  if (w.hosts == 1) return p.shm;
+  if (w.per_host == 1) return p.net();
+  return {std::max(p.net().alpha, p.shm.alpha), std::max(p.net().beta, p.shm.beta)};
+}
+double ncclRing(const Params& p, const World& w, size_t bytes) {
+  const double S = double(bytes), n = w.ranks();
+  const LinkCost k = slowest(p, w);
+  return 2 * (n - 1) * k.alpha + 2 * (n - 1) / n * S * k.beta + (n - 1) / n * S * p.gamma;
+}
+double ncclTree(const Params& p, const World& w, size_t bytes) {
+  const double S = double(bytes);
+  const LinkCost k = slowest(p, w);
+  const double levels = ceilLog2(w.hosts) * p.net().alpha + (w.per_host - 1) * p.shm.alpha;
+  return 2 * levels + 2 * S * k.beta + S * p.gamma;
+}
+
+bool parseLink(std::string_view v, LinkCost* out) {
+  const std::string s(v);
+  char* end = nullptr;
+  const double us = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != ',') return false;
+  const char* rest = end + 1;
+  const double gbps = std::strtod(rest, &end);
+  if (end == rest || *end != '\0' || us < 0 || gbps <= 0) return false;
+  *out = {us * 1e-6, 1.0 / (gbps * 1e9)};
+  return true;
+}
+
+}  // namespace
+
+const char* linkKindName(LinkKind k) { return k == LinkKind::kShm ? "shm" : k == LinkKind::kTcp ? "tcp" : "ib"; }
+
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::kCopy: return "copy";
+    case Algo::kDirectInline: return "direct-inline";
+    case Algo::kDirectSymmetric: return "direct-symmetric";
+    case Algo::kDirectStaged: return "direct-staged";
+    case Algo::kOneShot: return "one-shot";
+    case Algo::kGatherFold: return "gather-fold";
+    case Algo::kPairwise: return "pairwise";
+    case Algo::kHierarchical: return "hierarchical";
+    case Algo::kChainIdeal: return "chain-ideal";
+    case Algo::kNcclRing: return "nccl-ring";
+    case Algo::kNcclTree: return "nccl-tree";
+  }
+  return "?";
+}
+
+const std::vector<Algo>& ouroAlgorithms() {
+  static const std::vector<Algo> all{Algo::kCopy,    Algo::kDirectInline, Algo::kDirectSymmetric,
+                                     Algo::kDirectStaged, Algo::kOneShot, Algo::kGatherFold,
+                                     Algo::kPairwise, Algo::kHierarchical};
+  return all;
+}
+
+bool parseParams(std::string_view spec, Params* params, std::string* error) {
+  Params p = *params;
+  size_t i = 0;
+  while (i < spec.size()) {
+    size_t j = spec.find_first_of("; ", i);
+    if (j == std::string_view::npos) j = spec.size();
+    const std::string_view entry = spec.substr(i, j - i);
+    i = j + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    const std::string_view key = entry.substr(0, eq), value = eq == std::string_view::npos ? "" : entry.substr(eq + 1);
+    bool ok = true;
+    if (key == "shm") ok = parseLink(value, &p.shm);
+    else if (key == "tcp") ok = parseLink(value, &p.tcp);
+    else if (key == "ib") ok = parseLink(value, &p.ib);
+    else if (key == "reduce") {
+      const std::string s(value);
+      char* end = nullptr;
+      const double gbps = std::strtod(s.c_str(), &end);
+      ok = end != s.c_str() && *end == '\0' && gbps > 0;
+      if (ok) p.gamma = 1.0 / (gbps * 1e9);
+    } else if (key == "net") {
+      if (value == "shm") p.between_hosts = LinkKind::kShm;
+      else if (value == "tcp") p.between_hosts = LinkKind::kTcp;
+      else if (value == "ib") p.between_hosts = LinkKind::kIb;
+      else ok = false;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      if (error)
+        *error = "'" + std::string(entry) +
+                 "' is not a model entry; give shm=|tcp=|ib=ALPHA_US,GBPS, reduce=GBPS or net=shm|tcp|ib, separated "
+                 "by ';'";
+      return false;
+    }
+  }
+  *params = p;
+  return true;
+}
+
+std::string describeParams(const Params& p) {
+  auto link = [&](LinkKind k) {
+    char b[96];
+    std::snprintf(b, sizeof b, "%s %.2f us %.2f GB/s%s", linkKindName(k), p.link(k).alpha * 1e6,
+                  1e-9 / p.link(k).beta, k == p.between_hosts ? " (between hosts)" : "");
+    return std::string(b);
+  };
+  char r[48];
+  std::snprintf(r, sizeof r, "reduce %.2f GB/s", 1e-9 / p.gamma);
+  return link(LinkKind::kShm) + "; " + link(LinkKind::kTcp) + "; " + link(LinkKind::kIb) + "; " + r;
+}
+
+double predict(Algo a, const Params& p, const World& w, size_t bytes) {
+  const int n = w.ranks();
+  const double S = double(bytes);
+  if (n == 1) return a == Algo::kCopy ? S * p.shm.beta : kNotApplicable;
+  const bool one_host = w.hosts == 1;
+  switch (a) {
+    case Algo::kCopy: return kNotApplicable;
+    case Algo::kDirectInline:
+      return one_host && w.direct && bytes <= w.inline_bytes ? directInline(p, w, S) : kNotApplicable;
+    case Algo::kDirectSymmetric: return one_host && w.direct ? directSymmetric(p, w, bytes) : kNotApplicable;
+    case Algo::kDirectStaged: return one_host && w.direct ? directStaged(p, w, bytes) : kNotApplicable;
+    case Algo::kOneShot:
+      return !(one_host && w.direct) && bytes + kDescriptorBytes <= w.slice_bytes ? oneShot(p, w, S) : kNotApplicable;
+    case Algo::kGatherFold:
+      return !(one_host && w.direct) && double(n) * (S + kDescriptorBytes) <= double(w.slice_bytes)
+                 ? gatherFold(p, w, S)
+                 : kNotApplicable;
+    case Algo::kPairwise: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
+    case Algo::kHierarchical: return w.hosts >= 2 && w.per_host >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
+    case Algo::kChainIdeal: return w.hosts >= 2 ? chain(p, w, bytes, true) : kNotApplicable;
+    case Algo::kNcclRing: return ncclRing(p, w, bytes);
+    case Algo::kNcclTree: return ncclTree(p, w, bytes);
+  }
+  return kNotApplicable;
+}
+
+Algo plannedAlgorithm(const World& w, size_t bytes) {
+  const int n = w.ranks();
+  if (n == 1) return Algo::kCopy;
+  if (w.hosts == 1 && w.direct) {
+    if (bytes <= w.inline_bytes) return Algo::kDirectInline;
+    if (n == 2 || bytes <= kDirectSymmetricMaxBytes) return Algo::kDirectSymmetric;
+    return Algo::kDirectStaged;
+  }
+  if (w.hosts > 1) {
+    const double total = double(n) * double(bytes + kDescriptorBytes);
+    if (total <= double(w.slice_bytes) && total <= double(kGatherFoldMaxBytes)) return Algo::kGatherFold;
+  }
+  if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
+    return Algo::kOneShot;
+  if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algo::kHierarchical;
+  return Algo::kPairwise;
+}
+
+Choice bestOuro(const Params& p, const World& w, size_t bytes) {
+  Choice best;
+  for (Algo a : ouroAlgorithms()) {
+    const double t = predict(a, p, w, bytes);
+    if (t < best.seconds) best = {a, t};
+  }
+  return best;
+}
+
+Choice bestNccl(const Params& p, const World& w, size_t bytes) {
+  const double ring = predict(Algo::kNcclRing, p, w, bytes), tree = predict(Algo::kNcclTree, p, w, bytes);
+  return tree < ring ? Choice{Algo::kNcclTree, tree} : Choice{Algo::kNcclRing, ring};
+}
+
+}  // namespace ouro::model

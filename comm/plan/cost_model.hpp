@@ -1,0 +1,99 @@
+// The cost model (issue #24): what an all-reduce of S bytes per rank costs under each of ouro's
+// algorithms, and under NCCL's ring and tree with the same parameters, in the alpha-beta-gamma
+// style. Pure (no settings, no clock, standard library only), so ouro-bench and the simulation CLI
+// (bench/model) compile this very file: there is one model. docs/PERFORMANCE.md "Cost model (#24)"
+// states the formulas and what they leave out.
+//
+// Parameters: per link kind a per-message latency alpha [s] and a per-byte cost beta [s/B]; a
+// per-byte cost gamma [s/B] of folding one source into an accumulator. Contention: the ranks of a
+// host share its link to the other hosts, so a message that crosses hosts while k ranks of its
+// host send across at once costs alpha + bytes * beta * k. Single-port: a rank sends one message
+// at a time (it may receive one at the same time).
+//
+// The world: H hosts of L ranks each, placed host by host (ranks of host h are h*L .. h*L+L-1).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ouro::model {
+
+enum class LinkKind { kShm, kTcp, kIb };
+const char* linkKindName(LinkKind k);
+
+struct LinkCost {
+  double alpha = 0;  // s per message
+  double beta = 0;   // s per byte
+};
+
+struct Params {
+  LinkCost shm{1e-6, 1.0 / 8e9};       // shared memory on one host (FIFO copy in and out)
+  LinkCost tcp{15e-6, 1.0 / 12.5e9};   // TCP between hosts (100 Gbit/s)
+  LinkCost ib{2e-6, 1.0 / 12.5e9};     // InfiniBand between hosts (100 Gbit/s)
+  double gamma = 1.0 / 8e9;            // s per byte folded (one source into the accumulator)
+  LinkKind between_hosts = LinkKind::kTcp;
+
+  const LinkCost& link(LinkKind k) const { return k == LinkKind::kShm ? shm : k == LinkKind::kTcp ? tcp : ib; }
+  LinkCost& link(LinkKind k) { return k == LinkKind::kShm ? shm : k == LinkKind::kTcp ? tcp : ib; }
+  const LinkCost& net() const { return link(between_hosts); }
+};
+
+// Reads the OURO_MODEL syntax on top of `base`: entries separated by ';' or ' ':
+//   shm=ALPHA_US,GBPS  tcp=ALPHA_US,GBPS  ib=ALPHA_US,GBPS  reduce=GBPS  net=shm|tcp|ib
+// (GB/s in 1e9 bytes per second). "" keeps base. Returns false and says why in *error.
+bool parseParams(std::string_view spec, Params* params, std::string* error);
+// One line: "shm 1.0 us 8.0 GB/s; tcp 15.0 us 12.5 GB/s (between hosts); ...; reduce 8.0 GB/s".
+std::string describeParams(const Params& p);
+
+struct World {
+  int hosts = 1;                       // H
+  int per_host = 1;                    // L
+  bool direct = true;                  // one host, ranks mapping each other's shared memory
+  size_t slice_bytes = 131072;         // the link slot: the pipelining unit over links
+  size_t staging_bytes = 524288;       // direct algorithms: bytes per staging buffer (a chunk)
+  size_t inline_bytes = 32;            // direct: payload in the announcement line
+  int inter_host_slots = 4;            // slots per direction of a link between hosts (hierarchical lag)
+  size_t hier_min_bytes = size_t(1) << 20;  // OURO_HIER_MIN_BYTES
+  int ranks() const { return hosts * per_host; }
+};
+
+enum class Algo {
+  kCopy,             // one rank
+  kDirectInline,     // one host: data in the announcement line
+  kDirectSymmetric,  // one host: every rank folds every staged chunk
+  kDirectStaged,     // one host: reduce-scatter + all-gather through staging
+  kOneShot,          // links: every rank sends every peer its data, folds locally
+  kGatherFold,       // links: Bruck all-gather of contributions in ceil(log2 n) rounds, folds locally
+  kPairwise,         // links: pairwise reduce-scatter, ring all-gather (the collective driver)
+  kHierarchical,     // inside each host, a chain between hosts (lag-bounded window, as built)
+  kChainIdeal,       // not built: the ordered chain with a full window and finished values sent back
+                     // on the reverse direction of each link (the bound, docs/DESIGN.md)
+  kNcclRing,         // reference: NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
+  kNcclTree,         // reference: NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
+};
+const char* algoName(Algo a);
+// ouro's algorithms that run today (kCopy .. kHierarchical).
+const std::vector<Algo>& ouroAlgorithms();
+
+constexpr double kNotApplicable = 1e300;
+
+// Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
+// on this world (direct across hosts, one-shot or gather-fold past one slot, ...).
+double predict(Algo a, const Params& p, const World& w, size_t bytes);
+
+// The algorithm the planner picks under OURO_ALGO=auto (comm/plan/planner.cpp's rules, mirrored;
+// tests/comm/test_cost_model.cpp holds the two to the same answers).
+Algo plannedAlgorithm(const World& w, size_t bytes);
+
+struct Choice {
+  Algo algo = Algo::kCopy;
+  double seconds = kNotApplicable;
+};
+// The fastest of ouro's algorithms by the model (ties: the earlier in ouroAlgorithms()).
+Choice bestOuro(const Params& p, const World& w, size_t bytes);
+// The faster of NCCL's ring and tree.
+Choice bestNccl(const Params& p, const World& w, size_t bytes);
+
+}  // namespace ouro::model

@@ -1,0 +1,166 @@
+// The cost model (comm/plan/cost_model.hpp): its formulas on hand-checked cases, the contention of
+// ranks sharing a host link, OURO_MODEL's syntax, and its mirror of the planner's auto rules
+// (plannedAlgorithm must name what Planner::planHost picks).
+#include <catch2/catch.hpp>
+
+#include "comm/plan/cost_model.hpp"
+#include "comm/plan/planner.hpp"
+
+using namespace ouro;
+using namespace ouro::model;
+
+namespace {
+
+Params simple() {
+  Params p;
+  p.shm = {1e-6, 5e-11};
+  p.tcp = {2e-6, 8e-11};  // 12.5 GB/s
+  p.ib = {2e-6, 8e-11};
+  p.gamma = 1e-10;
+  return p;
+}
+
+World grid(int h, int l) {
+  World w;
+  w.hosts = h;
+  w.per_host = l;
+  w.direct = h == 1;
+  w.slice_bytes = 128 << 10;
+  return w;
+}
+
+Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice) {
+  PlannerWorld pw;
+  pw.nranks = h * l;
+  pw.direct = direct;
+  pw.slice_bytes = slice;
+  for (int r = 0; r < pw.nranks; r++) pw.host_of.push_back(r / l);
+  pw.hier_min_bytes = 1 << 20;
+  pw.inter_host_slots = 4;
+  CollArgs a;
+  a.kind = CollKind::kAllReduce;
+  a.dtype = DataType::kUint8;
+  a.count = bytes;
+  return Planner(pw).planHost(a).algorithm;
+}
+
+Algo asModel(Algorithm a) {
+  switch (a) {
+    case Algorithm::kCopy: return Algo::kCopy;
+    case Algorithm::kDirectInline: return Algo::kDirectInline;
+    case Algorithm::kDirectSymmetric: return Algo::kDirectSymmetric;
+    case Algorithm::kDirectStaged: return Algo::kDirectStaged;
+    case Algorithm::kOneShot: return Algo::kOneShot;
+    case Algorithm::kGatherFold: return Algo::kGatherFold;
+    case Algorithm::kHierarchical: return Algo::kHierarchical;
+    default: return Algo::kPairwise;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cost model: NCCL's ring and tree are the textbook formulas", "[cost_model]") {
+  const Params p = simple();
+  const World w = grid(4, 2);  // n = 8, across hosts: the tcp link sets the pace
+  const double S = 1 << 20, n = 8;
+  CHECK(predict(Algo::kNcclRing, p, w, size_t(S)) ==
+        Approx(2 * (n - 1) * 2e-6 + 2 * (n - 1) / n * S * 8e-11 + (n - 1) / n * S * 1e-10));
+  CHECK(predict(Algo::kNcclTree, p, w, size_t(S)) == Approx(2 * (2 * 2e-6 + 1 * 1e-6) + 2 * S * 8e-11 + S * 1e-10));
+}
+
+TEST_CASE("cost model: what applies where", "[cost_model]") {
+  const Params p = simple();
+  CHECK(predict(Algo::kCopy, p, grid(1, 1), 1024) == Approx(1024 * 5e-11));
+  CHECK(predict(Algo::kDirectStaged, p, grid(2, 4), 1024) == kNotApplicable);  // direct is one host only
+  CHECK(predict(Algo::kDirectInline, p, grid(1, 4), 33) == kNotApplicable);    // past the line
+  CHECK(predict(Algo::kOneShot, p, grid(2, 4), 128 << 10) == kNotApplicable);   // past one slot
+  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 16 << 10) == kNotApplicable);  // 8 contributions > slot
+  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 1024) < kNotApplicable);
+  CHECK(predict(Algo::kHierarchical, p, grid(1, 8), 1 << 20) == kNotApplicable);
+  CHECK(predict(Algo::kHierarchical, p, grid(4, 8), 1 << 20) < kNotApplicable);
+}
+
+TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]") {
+  // One-shot across 2 hosts: L ranks of a host each send n-L messages across at once.
+  Params p = simple();
+  p.shm = {0, 0};
+  p.gamma = 0;
+  p.tcp = {0, 1e-9};
+  const size_t S = 1000;
+  const double b = S + 16;
+  CHECK(predict(Algo::kOneShot, p, grid(2, 1), S) == Approx(1 * b * 1e-9));
+  CHECK(predict(Algo::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
+}
+
+TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
+  Params p = simple();
+  p.shm = {0.5e-6, 1e-12};  // a fast inside of the host, so the host links set the pace
+  p.gamma = 1e-12;
+  World w = grid(16, 8);
+  w.slice_bytes = 512 << 10;
+  const size_t S = size_t(1) << 30;
+  const double built = predict(Algo::kHierarchical, p, w, S), ideal = predict(Algo::kChainIdeal, p, w, S);
+  CHECK(ideal < built);
+  // Ideal, large S: each host link direction carries S once, shared by the L owners.
+  CHECK(ideal == Approx(double(S) * 8e-11).epsilon(0.15));
+  // Two hosts: the chain is one hop each way; the window (2 slices) holds it back only by the
+  // local work of a slice in a round trip.
+  World two = grid(2, 8);
+  two.slice_bytes = 512 << 10;
+  CHECK(predict(Algo::kHierarchical, p, two, S) == Approx(predict(Algo::kChainIdeal, p, two, S)).epsilon(0.05));
+  // Many hosts: the window of 3 slices against a round trip of 2(H-1) hops is what the built
+  // chain pays for.
+  CHECK(built > 5 * ideal);
+}
+
+TEST_CASE("cost model: large calls across hosts favour two levels over flat pairwise", "[cost_model]") {
+  const Params p = simple();
+  World w = grid(4, 8);
+  w.slice_bytes = 512 << 10;
+  CHECK(predict(Algo::kHierarchical, p, w, 256 << 20) < predict(Algo::kPairwise, p, w, 256 << 20));
+  CHECK(bestOuro(p, w, 8).algo == Algo::kGatherFold);
+  CHECK(bestNccl(p, w, 8).algo == Algo::kNcclTree);
+  CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).algo == Algo::kNcclRing);
+}
+
+TEST_CASE("cost model: OURO_MODEL's syntax", "[cost_model]") {
+  Params p;
+  std::string err;
+  REQUIRE(parseParams("tcp=2,12.5; shm=0.5,20;reduce=10 net=ib", &p, &err));
+  CHECK(p.tcp.alpha == Approx(2e-6));
+  CHECK(p.tcp.beta == Approx(1 / 12.5e9));
+  CHECK(p.shm.alpha == Approx(0.5e-6));
+  CHECK(p.gamma == Approx(1e-10));
+  CHECK(p.between_hosts == LinkKind::kIb);
+  CHECK(parseParams("", &p, &err));
+  const Params before = p;
+  CHECK_FALSE(parseParams("tcp=2", &p, &err));
+  CHECK(err.find("tcp=2") != std::string::npos);
+  CHECK_FALSE(parseParams("wifi=1,2", &p, &err));
+  CHECK(p.tcp.alpha == before.tcp.alpha);  // untouched on error
+  CHECK(describeParams(p).find("ib 2.00 us 12.50 GB/s (between hosts)") != std::string::npos);
+}
+
+TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_model]") {
+  for (int h : {1, 2, 3, 8}) {
+    for (int l : {1, 2, 4, 8}) {
+      for (bool direct : {false, true}) {
+        if (direct && h > 1) continue;
+        for (size_t slice : {size_t(4) << 10, size_t(128) << 10, size_t(512) << 10}) {
+          for (size_t bytes : {size_t(1), size_t(8), size_t(32), size_t(33), size_t(1000), size_t(2000),
+                               size_t(16) << 10, size_t(32) << 10, size_t(64) << 10, size_t(65) << 10,
+                               size_t(1) << 20, size_t(64) << 20}) {
+            World w;
+            w.hosts = h;
+            w.per_host = l;
+            w.direct = direct;
+            w.slice_bytes = slice;
+            INFO(h << " hosts x " << l << (direct ? " direct" : " links") << ", slot " << slice << ", " << bytes
+                   << " bytes");
+            CHECK(algoName(plannedAlgorithm(w, bytes)) == std::string(algoName(asModel(planned(h, l, direct, bytes, slice)))));
+          }
+        }
+      }
+    }
+  }
+}
