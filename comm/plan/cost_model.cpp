@@ -267,6 +267,18 @@ Algo plannedAlgorithm(const World& w, size_t bytes) {
   return Algo::kPairwise;
 }
 
+size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes) {
+  size_t best = w.slice_bytes;
+  double best_t = predict(a, p, w, bytes);
+  for (size_t s = size_t(4) << 10; s < w.slice_bytes; s *= 2) {
+    World t = w;
+    t.slice_bytes = s;
+    const double v = predict(a, p, t, bytes);
+    if (v < best_t) best_t = v, best = s;
+  }
+  return best;
+}
+
 Choice bestOuro(const Params& p, const World& w, size_t bytes) {
   Choice best;
   for (Algo a : ouroAlgorithms()) {

@@ -87,6 +87,10 @@ double predict(Algo a, const Params& p, const World& w, size_t bytes);
 // tests/comm/test_cost_model.cpp holds the two to the same answers).
 Algo plannedAlgorithm(const World& w, size_t bytes);
 
+// The slice (a power of two from 4 KiB up to the slot) under which the model predicts `a` fastest:
+// what the planner could set for the chain, whose fill grows with the slice times 2(H-1) hops.
+size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes);
+
 struct Choice {
   Algo algo = Algo::kCopy;
   double seconds = kNotApplicable;

@@ -1,0 +1,110 @@
+// ouro-model: the cost model (comm/plan/cost_model.cpp, the same file the library builds) from the
+// command line, for bench/model/simulate.py. Prints one tab-separated line per (hosts, size):
+//   hosts per_host bytes planned best_ouro <seconds of each algorithm ...> hier-sliced slice ideal-sliced
+// (the last three: the chain with the slice the model picks, bestSliceBytes)
+// with a header line naming the columns; "-" where an algorithm does not apply.
+//
+// usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
+//                   [--slots 4] [--model SPEC (OURO_MODEL's syntax)]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "comm/plan/cost_model.hpp"
+
+using namespace ouro::model;
+
+namespace {
+
+std::vector<int> parseList(const std::string& s) {
+  std::vector<int> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    out.push_back(std::atoi(s.substr(i, j - i).c_str()));
+    i = j + 1;
+  }
+  return out;
+}
+
+size_t parseBytes(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+  }
+  return size_t(v);
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
+               "[--slot BYTES] [--slots N] [--model SPEC]\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> hosts{8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+  World base;
+  base.per_host = 8;
+  base.direct = false;
+  base.slice_bytes = 524288;
+  size_t lo = 8, hi = size_t(1) << 30;
+  Params p;
+  // The simulation's default: 100 Gbit/s, 2 us between hosts; a fast inside of the host.
+  std::string spec = "net=ib;ib=2,12.5;shm=0.5,100;reduce=100";
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
+    const std::string v = argv[++i];
+    if (a == "--hosts") hosts = parseList(v);
+    else if (a == "--per-host") base.per_host = std::atoi(v.c_str());
+    else if (a == "--min") lo = parseBytes(v);
+    else if (a == "--max") hi = parseBytes(v);
+    else if (a == "--slot") base.slice_bytes = parseBytes(v);
+    else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
+    else if (a == "--model") spec = v;
+    else return usage(("unknown flag " + a).c_str());
+  }
+  std::string err;
+  if (!parseParams(spec, &p, &err)) return usage(err.c_str());
+  const std::vector<Algo> cols{Algo::kDirectInline, Algo::kDirectSymmetric, Algo::kDirectStaged, Algo::kOneShot,
+                               Algo::kGatherFold,   Algo::kPairwise,        Algo::kHierarchical,  Algo::kChainIdeal,
+                               Algo::kNcclRing,     Algo::kNcclTree};
+  std::printf("# %s; %zu-byte slot, %d slots\n", describeParams(p).c_str(), base.slice_bytes, base.inter_host_slots);
+  std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
+  for (Algo a : cols) std::printf("\t%s", algoName(a));
+  std::printf("\thier-sliced\tslice\tideal-sliced\n");
+  for (int h : hosts) {
+    World w = base;
+    w.hosts = h;
+    w.direct = h == 1;
+    for (size_t b = lo; b <= hi; b *= 2) {
+      std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, algoName(plannedAlgorithm(w, b)),
+                  algoName(bestOuro(p, w, b).algo));
+      for (Algo a : cols) {
+        const double t = predict(a, p, w, b);
+        if (t >= kNotApplicable) std::printf("\t-");
+        else std::printf("\t%.6g", t);
+      }
+      // The chain with the slice the model picks (the planner could set it; today: the slot).
+      World sw = w;
+      sw.slice_bytes = bestSliceBytes(Algo::kHierarchical, p, w, b);
+      const double hs = predict(Algo::kHierarchical, p, sw, b);
+      World iw = w;
+      iw.slice_bytes = bestSliceBytes(Algo::kChainIdeal, p, w, b);
+      const double is = predict(Algo::kChainIdeal, p, iw, b);
+      if (hs >= kNotApplicable) std::printf("\t-\t-");
+      else std::printf("\t%.6g\t%zu", hs, sw.slice_bytes);
+      if (is >= kNotApplicable) std::printf("\t-\n");
+      else std::printf("\t%.6g\n", is);
+    }
+  }
+  return 0;
+}
