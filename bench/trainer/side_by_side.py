@@ -222,7 +222,7 @@ def torch_gpt_worker(config, rank, world):
             lr = torch_gpt.learning_rate(i, config["lr"], config["min_lr"], config["warmup_steps"], steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            out = ddp(x, y)
+            _, out = ddp(x, y)
             out.backward()
             if config["grad_clip"] > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config["grad_clip"])

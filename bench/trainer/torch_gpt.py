@@ -106,11 +106,11 @@ def make_gpt_classes():
         def __init__(self, c):
             super().__init__()
             self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(VOCAB, c["n_embd"]),
+                wte=nn.Embedding(c.get("vocab_size", VOCAB), c["n_embd"]),
                 wpe=nn.Embedding(c["block_size"], c["n_embd"]),
                 h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
                 ln_f=LayerNorm(c["n_embd"])))
-            self.lm_head = nn.Linear(c["n_embd"], VOCAB, bias=False)
+            self.lm_head = nn.Linear(c["n_embd"], c.get("vocab_size", VOCAB), bias=False)
             self.transformer.wte.weight = self.lm_head.weight  # tied, as nanoGPT
             # nanoGPT's init: N(0, 0.02) for linear and embedding weights, zero biases, and the
             # residual projections N(0, 0.02 / sqrt(2 L)).
@@ -131,7 +131,7 @@ def make_gpt_classes():
             for block in self.transformer.h:
                 x = block(x)
             logits = self.lm_head(self.transformer.ln_f(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     return GPT
 

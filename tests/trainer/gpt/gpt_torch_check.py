@@ -15,7 +15,7 @@ and that ouro's param_count is torch's (the tied head counted once). Exits 77 (s
 /usr/bin/python3 cannot import torch.
   gpt_torch_check.py WRITE_GPT_SAMPLE"""
 import json
-import math
+import os
 import struct
 import subprocess
 import sys
@@ -23,8 +23,6 @@ import tempfile
 
 try:
     import torch
-    from torch import nn
-    from torch.nn import functional as F
 except ImportError:
     print("torch cannot be imported (Debian package python3-torch): skipped")
     sys.exit(77)
@@ -42,81 +40,12 @@ def load(path):
     return tensors, header.get("__metadata__", {})
 
 
-class LayerNorm(nn.Module):
-    def __init__(self, ndim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim))
+# The PyTorch GPT (nanoGPT's model.py, GELU with the tanh approximation, the head tied to wte):
+# one definition, shared with the benchmarks (bench/trainer/torch_gpt.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "trainer"))
+from torch_gpt import make_gpt_classes  # noqa: E402
 
-    def forward(self, x):
-        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
-
-
-class CausalSelfAttention(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"])
-        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"])
-        self.n_head, self.n_embd = c["n_head"], c["n_embd"]
-        t = c["block_size"]
-        # nanoGPT's mask buffer "bias", kept out of the state_dict: it is not a parameter.
-        self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t), persistent=False)
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-
-
-class MLP(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"])
-        self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"])
-
-    def forward(self, x):
-        return self.c_proj(self.gelu(self.c_fc(x)))
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln_1 = LayerNorm(c["n_embd"])
-        self.attn = CausalSelfAttention(c)
-        self.ln_2 = LayerNorm(c["n_embd"])
-        self.mlp = MLP(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(c["vocab_size"], c["n_embd"]),
-            wpe=nn.Embedding(c["block_size"], c["n_embd"]),
-            h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-            ln_f=LayerNorm(c["n_embd"])))
-        self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
-        self.transformer.wte.weight = self.lm_head.weight  # tied, as nanoGPT
-
-    def forward(self, idx, targets):
-        pos = torch.arange(0, idx.size(1), dtype=torch.long)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+GPT = make_gpt_classes()
 
 
 def check_case(out, name):

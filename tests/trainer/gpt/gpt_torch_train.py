@@ -107,8 +107,8 @@ def read_safetensors(path):
 
 def build_model(config, init_path=None, seed=0):
     """The torch GPT from init_path (nanoGPT's names without lm_head.weight), or nanoGPT's
-    _init_weights under torch.manual_seed(seed): N(0, 0.02) for Linear and Embedding weights,
-    zero biases, c_proj.weight N(0, 0.02/sqrt(2 L))."""
+    _init_weights under torch.manual_seed(seed), which the model's constructor draws:
+    N(0, 0.02) for Linear and Embedding weights, zero biases, c_proj.weight N(0, 0.02/sqrt(2 L))."""
     torch.manual_seed(seed)
     model = GPT(config)
     if init_path:
@@ -117,17 +117,6 @@ def build_model(config, init_path=None, seed=0):
             raise ValueError(f"--init {init_path}: holds lm_head.weight; the head is tied to transformer.wte.weight")
         state = dict(weights, **{"lm_head.weight": weights["transformer.wte.weight"]})
         model.load_state_dict(state, strict=True)
-        return model
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("c_proj.weight"):
-                torch.nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * config["n_layer"]))
-            elif name.endswith(".weight") and p.dim() >= 2:
-                torch.nn.init.normal_(p, 0.0, 0.02)
-            elif ".ln_" in name or name.startswith("transformer.ln_f"):
-                (torch.nn.init.ones_ if name.endswith("weight") else torch.nn.init.zeros_)(p)
-            else:
-                torch.nn.init.zeros_(p)
     return model
 
 
