@@ -5,7 +5,7 @@
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
-//                   [--slots 4] [--model SPEC (OURO_MODEL's syntax)]
+//                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib)]
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--model-bin", default="build/bench/ouro-model")
     ap.add_argument("--out", default="/tmp/ouro-model", help="the plot's data files")
     ap.add_argument("--png", default="bench/model/cost_of_guarantee.png")
-    ap.add_argument("--model", default=None, help="OURO_MODEL syntax, passed to ouro-model")
+    ap.add_argument("--model", default=None, help="model spec (tcp=ALPHA_US,GBPS;shm=...;reduce=GBPS;net=ib), passed to ouro-model")
     args = ap.parse_args()
     cmd = [args.model_bin]
     if args.model:

@@ -40,7 +40,7 @@ struct Params {
   const LinkCost& net() const { return link(between_hosts); }
 };
 
-// Reads the OURO_MODEL syntax on top of `base`: entries separated by ';' or ' ':
+// Reads a model spec (ouro-model --model) on top of *params: entries separated by ';' or ' ':
 //   shm=ALPHA_US,GBPS  tcp=ALPHA_US,GBPS  ib=ALPHA_US,GBPS  reduce=GBPS  net=shm|tcp|ib
 // (GB/s in 1e9 bytes per second). "" keeps base. Returns false and says why in *error.
 bool parseParams(std::string_view spec, Params* params, std::string* error);

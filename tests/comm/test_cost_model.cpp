@@ -1,5 +1,5 @@
 // The cost model (comm/plan/cost_model.hpp): its formulas on hand-checked cases, the contention of
-// ranks sharing a host link, OURO_MODEL's syntax, and its mirror of the planner's auto rules
+// ranks sharing a host link, the model spec's syntax, and its mirror of the planner's auto rules
 // (plannedAlgorithm must name what Planner::planHost picks).
 #include <catch2/catch.hpp>
 
@@ -123,7 +123,7 @@ TEST_CASE("cost model: large calls across hosts favour two levels over flat pair
   CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).algo == Algo::kNcclRing);
 }
 
-TEST_CASE("cost model: OURO_MODEL's syntax", "[cost_model]") {
+TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
   Params p;
   std::string err;
   REQUIRE(parseParams("tcp=2,12.5; shm=0.5,20;reduce=10 net=ib", &p, &err));
