@@ -429,7 +429,7 @@ def reference_main(argv):
     parser.add_argument("--n-head", type=int, default=4)
     parser.add_argument("--n-embd", type=int, default=128)
     parser.add_argument("--block-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=3e-3, help="ouro-train --model gpt's default")
     parser.add_argument("--min-lr", type=float, help="default lr/10")
     parser.add_argument("--warmup-steps", type=int, default=20)
     parser.add_argument("--grad-clip", type=float, default=1.0, help="0 = off")
