@@ -46,20 +46,25 @@ int hybridShardSize(int shard_size, ouro::Communicator* world) {
     return shard_size;
   }
   if (!world) return 1;
-  // The ranks of one host: every rank checks that the consecutive group of L its rank falls in is
-  // all on its host (one rank per host disagreeing is enough to refuse).
+  // The ranks of one host. Every rank makes the same calls whatever it finds: first whether every
+  // host has as many ranks (the largest and smallest count), then whether the consecutive group
+  // of L each rank falls in is all on its host (one rank disagreeing is enough to refuse).
   const int L = world->localCount();
-  int32_t bad = W % L != 0 ? 1 : 0;
-  if (!bad) {
-    const ouro::Communicator group = world->split(r / L, r);
-    bad = group.localCount() != group.size() ? 1 : 0;
-  }
-  world->allReduce(std::span<int32_t>(&bad, 1), ouroMax);
-  if (bad)
-    throw std::invalid_argument("--mode hsdp: a shard group is the ranks of one host, but the hosts' ranks are not "
-                                "consecutive groups of " + std::to_string(L) + " (world " + std::to_string(W) +
-                                "), so a group would span hosts: start as many ranks on every host, in host order "
+  auto refuse = [&](const std::string& why) {
+    throw std::invalid_argument("--mode hsdp: a shard group is the ranks of one host, but " + why +
+                                ", so a group would span hosts: start as many ranks on every host, in host order "
                                 "(ouro-run does), or pass --shard-size N");
+  };
+  std::vector<int32_t> counts = {L, -L};
+  world->allReduce(std::span<int32_t>(counts), ouroMax);
+  if (counts[0] != -counts[1])
+    refuse("the hosts run between " + std::to_string(-counts[1]) + " and " + std::to_string(counts[0]) +
+           " ranks each (world " + std::to_string(W) + ")");
+  if (W % L != 0) refuse(std::to_string(L) + " ranks per host do not divide the world size " + std::to_string(W));
+  const ouro::Communicator group = world->split(r / L, r);
+  int32_t spans = group.localCount() != group.size() ? 1 : 0;
+  world->allReduce(std::span<int32_t>(&spans, 1), ouroMax);
+  if (spans) refuse("the hosts' ranks are not consecutive groups of " + std::to_string(L));
   return L;
 }
 
