@@ -68,6 +68,7 @@ except ImportError as error:
 
 sys.path.insert(0, HERE)
 from gpt_torch_check import GPT  # noqa: E402  (the PyTorch GPT whose gradients match ouro's)
+from torch_gpt import learning_rate  # noqa: E402  (nanoGPT's get_lr; gpt_torch_check puts bench/trainer on the path)
 
 
 # ---- safetensors, by hand ----------------------------------------------------------------------
@@ -135,16 +136,6 @@ def make_optimizer(model, lr, betas, eps, weight_decay):
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=False)
     except TypeError:  # a torch without the foreach argument is single-tensor anyway
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
-
-
-def get_lr(i, lr, min_lr, warmup, total):
-    """nanoGPT's get_lr, i from 0 (ouro's trainer/model/lr_schedule.hpp)."""
-    if i < warmup:
-        return lr * (i + 1) / (warmup + 1)
-    if i > total or total <= warmup:
-        return min_lr
-    ratio = (i - warmup) / (total - warmup)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -230,7 +221,7 @@ def train(model, corpus, cfg, steps, log=None):
     for i in range(steps):
         epoch, indices = next(batches)
         inputs, targets = windows(train_part, indices * block, block)
-        lr = get_lr(i, cfg["lr"], cfg["min_lr"], cfg["warmup"], steps)
+        lr = learning_rate(i, cfg["lr"], cfg["min_lr"], cfg["warmup"], steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         optimizer.zero_grad(set_to_none=True)
