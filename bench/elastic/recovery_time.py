@@ -5,7 +5,8 @@ torchrun restarting a PyTorch DDP job, in one sitting, on the same small GPT.
     ninja -C build tools/ouro-run/ouro-run tools/ouro-train/ouro-train
     /usr/bin/python3 bench/elastic/recovery_time.py --json recovery.json
 
-(about 5 minutes on the 2-core development VM; /usr/bin/python3 is Debian's, with python3-torch.)
+(3.5 minutes on the shared 2-core development VM at load 5-8, 8 minutes at load 13-17;
+/usr/bin/python3 is Debian's, with python3-torch.)
 
 Every trial starts a job of W=3 ranks, waits until the job's step log shows step S completed,
 SIGKILLs the process of launch rank 1 (found by RANK / OURO_RANK in /proc/PID/environ, among the
