@@ -21,23 +21,8 @@ ouro_run=$(realpath "$ouro_run") probe=$(realpath "$probe")
 [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
 for cmd in ip nsenter unshare; do command -v $cmd >/dev/null 2>&1 || skip "$cmd is not installed"; done
 ip netns list >/dev/null 2>&1 || skip "'ip netns' does not work here"
-scrub_launcher_env
-make_workdir ouro-elastic-ns
-PREFIX="" PIDS=()
-cleanup() {
-  local rc=$?
-  set +e
-  stop_pids "${PIDS[@]}"
-  [[ -n "$PREFIX" ]] && "$HOSTS" down "$PREFIX" >/dev/null 2>&1
-  stop_stragglers
-  remove_workdir
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+namespace_hosts_test ouro-elastic-ns
 RANK_SH=$HERE/elastic_rank.sh
-OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export OURO_TOKEN
 
 wait_for() {  # wait_for SECONDS WHAT CMD...
   local n=$(($1 * 10)) what=$2 i

@@ -23,22 +23,7 @@ ouro_run=$(realpath "$ouro_run") ouro_train=$(realpath "$ouro_train")
 [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
 for cmd in ip nsenter unshare sha256sum python3; do command -v $cmd >/dev/null 2>&1 || skip "$cmd is not installed"; done
 ip netns list >/dev/null 2>&1 || skip "'ip netns' does not work here"
-scrub_launcher_env
-make_workdir ouro-hsdp-hosts
-PREFIX="" PIDS=()
-cleanup() {
-  local rc=$?
-  set +e
-  stop_pids "${PIDS[@]}"
-  [[ -n "$PREFIX" ]] && "$HOSTS" down "$PREFIX" >/dev/null 2>&1
-  stop_stragglers
-  remove_workdir
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export OURO_TOKEN
+namespace_hosts_test ouro-hsdp-hosts
 PY=/usr/bin/python3
 [[ -x "$PY" ]] || PY=$(command -v python3)
 d=$WORK

@@ -298,3 +298,26 @@ check_split_job() {
   check_world "$1"
   check_split "$1"
 }
+
+# The tests that run ouro-run on namespace hosts (tests/netns/hosts.sh): after their skip checks,
+# namespace_hosts_test PREFIX makes the work folder, takes a fresh OURO_TOKEN, and on exit stops
+# PIDS, takes the hosts named PREFIX down (set PREFIX="" once they are down), stops stragglers and
+# removes the folder. HOSTS must name hosts.sh.
+namespace_hosts_cleanup() {
+  local rc=$?
+  set +e
+  stop_pids "${PIDS[@]}"
+  [[ -n "$PREFIX" ]] && "$HOSTS" down "$PREFIX" >/dev/null 2>&1
+  stop_stragglers
+  remove_workdir
+  exit "$rc"
+}
+namespace_hosts_test() {
+  scrub_launcher_env
+  make_workdir "$1"
+  PREFIX="" PIDS=()
+  trap namespace_hosts_cleanup EXIT
+  trap 'exit 1' INT TERM HUP
+  OURO_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export OURO_TOKEN
+}
