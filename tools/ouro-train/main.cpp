@@ -94,6 +94,9 @@ class Run {
   int shard_size_ = 0;        // hsdp: the shard group's size (--shard-size, or a host's ranks)  // the checkpoint's step when this run resumed, else -1
   int64_t target_steps_ = 0;
 
+  // The data order of this rank in the job as it is now (every start, and after a shrink), and
+  // room for a step's rows. Throws std::invalid_argument when a step needs more than an epoch.
+  void startDataOrder();
   // --on-failure shrink (recovery.hpp): after a communication failure, go on with the ranks left.
   // Returns the step to continue from.
   int64_t recover(const std::exception& failure);
@@ -144,8 +147,7 @@ void Run::setUp() {
   }
   task_->load();
   try {
-    order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
-                                         o_.accumulate, o_.virtual_ranks);
+    startDataOrder();
   } catch (const std::invalid_argument& e) {
     throw BadInput(e.what());
   }
@@ -262,12 +264,6 @@ void Run::execute() {
     if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
 
-  // A step's rows: accumulate micro-batches, or with virtual ranks this rank's slice of them.
-  const int64_t micro_batches = o_.virtual_ranks > 0
-                                    ? trainer::virtualSlice(o_.virtual_ranks, job_.world(), job_.rank()).count
-                                    : o_.accumulate;
-  const int64_t rows = int64_t(o_.batch_size) * micro_batches;
-  task_->reserveRows(rows);
   const double run_start = seconds();
   int64_t step = start_step_;
   last_step_epoch_ = order_->epoch();
@@ -347,6 +343,16 @@ void Run::execute() {
   }
 }
 
+void Run::startDataOrder() {
+  order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
+                                       o_.accumulate, o_.virtual_ranks);
+  // A step's rows: accumulate micro-batches, or with virtual ranks this rank's slice of them.
+  const int64_t micro_batches = o_.virtual_ranks > 0
+                                    ? trainer::virtualSlice(o_.virtual_ranks, job_.world(), job_.rank()).count
+                                    : o_.accumulate;
+  task_->reserveRows(int64_t(o_.batch_size) * micro_batches);
+}
+
 int64_t Run::recover(const std::exception& failure) {
   const double t0 = seconds();
   const int old_rank = job_.rank(), old_world = job_.world();
@@ -382,10 +388,7 @@ int64_t Run::recover(const std::exception& failure) {
   if (replicated && !from)
     throw std::runtime_error("after losing rank(s) " + lost_text + " the ranks left are at steps " +
                              std::to_string(step) + " and " + std::to_string(now.steps) + ", further apart than a step");
-  order_ = std::make_unique<DataOrder>(task_->trainSamples(), job_.world(), job_.rank(), o_.seed, o_.batch_size,
-                                       o_.accumulate, o_.virtual_ranks);
-  task_->reserveRows(int64_t(o_.batch_size) *
-                     trainer::virtualSlice(o_.virtual_ranks, job_.world(), job_.rank()).count);
+  startDataOrder();
   std::string how;
   int64_t resume_at = step;
   if (replicated) {
