@@ -186,8 +186,11 @@ TEST_CASE("a grouped send/recv whose blocks cannot all be resident is refused", 
   ouro::cuda_emu::setResidency(0, 0);
 }
 
-// Why it must be refused: on the emulated device with room for 4 blocks, a 3-rank x 2-channel
+// Why it must be refused: on the emulated device with room for 2 blocks, a 3-rank x 2-channel
 // all-reduce (6 blocks) cannot run, and its ranks end at their deadline; with room for 6 it runs.
+// (Room for 2, below one channel's 3 ranks, so no set of resident blocks can finish: with room for
+// 4 the blocks of one channel on all 3 ranks could happen to be resident together, finish and
+// let the rest in, so the deadlock depended on the order the blocks started.)
 TEST_CASE("the emulated device runs a call's blocks only as residency allows", "[cuda][emulation][residency]") {
   Case c;
   c.kind = CollKind::kAllReduce;
@@ -195,7 +198,7 @@ TEST_CASE("the emulated device runs a call's blocks only as residency allows", "
   c.nchannels = 2;
   c.count = 300;
   c.timeout_ns = 300'000'000ull;
-  ouro::cuda_emu::setResidency(1, 4);
+  ouro::cuda_emu::setResidency(1, 2);
   Outcome o = runCase(c, false);
   bool timed_out = false;
   for (const DeviceError& e : o.errors) timed_out = timed_out || e.failure == uint32_t(DeviceFailure::kTimeout);
