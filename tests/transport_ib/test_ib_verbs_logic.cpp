@@ -164,8 +164,11 @@ TEST_CASE("ib endpoints: link layer and GID type are published and compared", "[
   CHECK_FALSE(local.global);
   ib.gid[7] = 0x42;  // another subnet prefix
   CHECK(checkPeerEndpoint(ia, ib, 3).global);
-  // Older endpoints (ib1) are refused as another version.
+  // Older endpoints (ib1, ib2: no close line) are refused as another version.
   CHECK_FALSE(decodeEndpoint("ib1 qpn=1").ok);
+  std::string older = encodeEndpoint(a);
+  older[2] = '2';
+  CHECK_FALSE(decodeEndpoint(older).ok);
 }
 
 // ---- asynchronous events: filtered by port, cleared when the port comes back ----

@@ -153,6 +153,12 @@ uint16_t IbDevice::pkeyIndex(int pkey) const {
   return uint16_t(index);
 }
 
+int64_t IbDevice::closeDeadline(int64_t now_ns, int64_t wait_ns) {
+  std::lock_guard lock(close_mu_);
+  if (close_deadline_ns_ == 0) close_deadline_ns_ = now_ns + wait_ns;
+  return close_deadline_ns_;
+}
+
 std::string IbDevice::describe() const {
   if (ethernet())
     return strprintf("%s:%u (RoCE, GID index %d: %s %s)", name_.c_str(), unsigned(port_), gid_index_,

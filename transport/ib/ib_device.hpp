@@ -46,6 +46,11 @@ class IbDevice {
   // `cq` cannot work (its QP or CQ failed, this port is down, the device failed), or "".
   std::string qpFailed(uint32_t qp_num, const ibv_cq* cq);
 
+  // The deadline of the close handshakes of this device's links (ib_close.hpp): set by the first
+  // link that closes to `now_ns + wait_ns`, the same for every later one, so a teardown waits
+  // for its slow peers once in all, not once per peer.
+  int64_t closeDeadline(int64_t now_ns, int64_t wait_ns);
+
  private:
   IbDevice() = default;
   ibv_context* context_ = nullptr;
@@ -59,6 +64,8 @@ class IbDevice {
   std::unique_ptr<MrCache> mr_cache_;
   std::mutex events_mu_;
   AsyncEventLog events_{1};
+  std::mutex close_mu_;
+  int64_t close_deadline_ns_ = 0;
 };
 
 }  // namespace ouro::transport::ib

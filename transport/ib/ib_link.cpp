@@ -23,8 +23,11 @@ constexpr WrKind kWrMessage = WrKind::kMessage, kWrCredit = WrKind::kCredit, kWr
 uint64_t wrId(WrKind kind, uint32_t entries, uint32_t slot) { return encodeWrId(kind, entries, slot); }
 const uint64_t kRecvWrId = encodeWrId(WrKind::kReceive, 0, 0);
 
-// Control buffer layout: what the peer writes, then what we send from (each on its own line).
-constexpr size_t kCreditIn = 0, kAnnounceIn = 64, kCreditOut = 128, kAnnounceOut = 192, kControlBytes = 256;
+// Control buffer layout (ib_protocol.hpp): what the peer writes, then what we send from.
+constexpr size_t kCreditIn = kControlCreditIn, kAnnounceIn = kControlAnnounceIn, kCreditOut = kControlCreditOut,
+                 kAnnounceOut = kControlAnnounceOut;
+
+uint64_t readWord(const std::byte* p) { return __atomic_load_n(reinterpret_cast<const uint64_t*>(p), __ATOMIC_ACQUIRE); }
 
 }  // namespace
 
@@ -34,10 +37,11 @@ IbLink::IbLink(std::shared_ptr<IbDevice> device, int self_rank, int peer_rank, c
       peer_(peer_rank),
       options_(options),
       sender_(peer_rank, options.slots, options.slot_bytes, 0),
-      receiver_(peer_rank, options.slots, options.slot_bytes, 0) {
+      receiver_(peer_rank, options.slots, options.slot_bytes, 0),
+      close_(peer_rank) {
   recv_slots_ = allocate(stride() * options_.slots, "receive slots");
   send_slots_ = allocate(stride() * options_.slots, "send staging");
-  control_ = allocate(kControlBytes, "credit and announcement words");
+  control_ = allocate(kControlBytes, "credit, announcement and close words");
   // Each message takes up to 2 entries (payload to the announced destination, then the header);
   // credits and announcements one each, at most one of each per slot in flight.
   max_send_wr_ = 4 * options_.slots + 8;
@@ -72,13 +76,14 @@ IbLink::IbLink(std::shared_ptr<IbDevice> device, int self_rank, int peer_rank, c
 IbLink::~IbLink() {
   // Writes still in flight would be dropped with the QP: give them a moment to complete.
   const int64_t until = nowNs() + 200'000'000;
-  while (failure_.empty() && connected_ && sender_.localBusy() && nowNs() < until) {
+  while (failure_.empty() && connected_ && sender_.localBusy() && !close_.peerClosed() && nowNs() < until) {
     try {
       progress();
     } catch (const Error&) {
       break;
     }
   }
+  closeHandshake();
   if (qp_) ibv_destroy_qp(qp_);
   if (cq_) ibv_destroy_cq(cq_);
   free(recv_slots_);
@@ -215,16 +220,33 @@ bool IbLink::progress() {
   if (n < 0) fail("ibv_poll_cq failed");
   // A failed completion's opcode is undefined: what it was about comes from its wr_id alone, and
   // the batch's first real error is reported rather than a flush that followed it.
+  // The peer's close notice is read before failures are judged: it landed before the peer's
+  // queue pair went, so every failure the peer's teardown causes finds it here (ib_close.hpp).
+  close_.onCloseWord(readWord(control_.data + kControlCloseIn));
   int statuses[16];
-  for (int i = 0; i < n; i++) statuses[i] = int(wc[i].status);
+  for (int i = 0; i < n; i++) {
+    statuses[i] = int(wc[i].status);
+    if (wc[i].status != IBV_WC_SUCCESS &&
+        close_.onFailedCompletion(wrIdKind(wc[i].wr_id)) == CloseHandshake::Verdict::kIgnore)
+      statuses[i] = IBV_WC_SUCCESS;  // the expected end of the link after a close notice
+  }
   if (int bad = firstFailedCompletion(statuses, n, IBV_WC_SUCCESS, IBV_WC_WR_FLUSH_ERR); bad >= 0) {
     const ibv_wc& c = wc[bad];
-    fail(strprintf("a %s completed with %s (vendor error %#x)", describeWorkRequest(c.wr_id).c_str(),
-                   ibv_wc_status_str(c.status), c.vendor_err));
+    fail(strprintf("a %s completed with %s (vendor error %#x)%s", describeWorkRequest(c.wr_id).c_str(),
+                   ibv_wc_status_str(c.status), c.vendor_err,
+                   close_.peerClosed() ? ("; " + close_.peerClosedReason()).c_str() : ""));
   }
   for (int i = 0; i < n; i++) {
     const ibv_wc& c = wc[i];
     moved = true;
+    if (wrIdKind(c.wr_id) == WrKind::kClose) close_.onCloseCompleted(c.status == IBV_WC_SUCCESS);
+    if (c.status != IBV_WC_SUCCESS) {
+      // Ignored above (the link is ending): retire what it held, post nothing in its place.
+      if (wrIdKind(c.wr_id) != WrKind::kReceive) send_wr_used_ -= std::min(send_wr_used_, wrIdEntries(c.wr_id));
+      if (wrIdKind(c.wr_id) == kWrProbe) probe_outstanding_ = false;
+      if (wrIdKind(c.wr_id) == kWrAnnounce) announce_outstanding_ = false;
+      continue;
+    }
     if (wrIdKind(c.wr_id) == WrKind::kReceive) {
       try {
         receiver_.onImmediate(ntohl(c.imm_data));
@@ -254,6 +276,7 @@ bool IbLink::progress() {
 std::byte* IbLink::trySendSlot() {
   OURO_ASSERT(acquired_ < 0);
   checkFailed();
+  if (close_.peerClosed()) raise(Result::kRemoteError, "InfiniBand link to rank %d: %s", peer_, close_.peerClosedReason().c_str());
   if (sender_.acquire() < 0 || send_wr_used_ + 2 > max_send_wr_) progress();
   if (sender_.acquire() < 0 || send_wr_used_ + 2 > max_send_wr_) return nullptr;
   acquired_ = sender_.acquire();
@@ -308,7 +331,7 @@ void IbLink::postSend(const MessageHeader& header) {
 void IbLink::announceRecv(std::byte* dst, size_t capacity) {
   if (!connected_ || !failure_.empty() || !dst || capacity == 0 || receiver_.announcedNext()) return;
   // One announcement write at a time: its source must not change while the NIC reads it.
-  if (announce_outstanding_ || send_wr_used_ + 1 > max_send_wr_) return;
+  if (announce_outstanding_ || send_wr_used_ + 1 > max_send_wr_ || !close_.mayPost(kWrAnnounce)) return;
   // Only memory whose registration stays true: buffers the caller named, or on-demand paging
   // (one implicit region, the destination prefetched). Anything else, or any failure there,
   // leaves this receive to the slots.
@@ -362,6 +385,10 @@ void IbLink::releaseRecv() {
 }
 
 void IbLink::postCredit() {
+  if (!close_.mayPost(kWrCredit)) {
+    credit_pending_ = false;  // the peer closed (or this side is closing): nobody needs it
+    return;
+  }
   if (!failure_.empty() || send_wr_used_ + 1 > max_send_wr_) return;  // retried by progress()
   credit_pending_ = false;
   std::memcpy(control_.data + kCreditOut, &credit_to_send_, sizeof(credit_to_send_));
@@ -386,11 +413,11 @@ void IbLink::writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uin
 
 bool IbLink::sendsPending() const {
   // A write still in flight is lost if the process exits and its QP goes with it.
-  return failure_.empty() && connected_ && (sender_.localBusy() || credit_pending_);
+  return failure_.empty() && connected_ && !close_.peerClosed() && (sender_.localBusy() || credit_pending_);
 }
 
 void IbLink::sendAbort(const std::string& reason) {
-  if (!failure_.empty() || !connected_) return;
+  if (!failure_.empty() || !connected_ || close_.peerClosed()) return;
   try {
     if (acquired_ < 0 && trySendSlot()) {
       std::byte* slot = send_slots_.data + size_t(acquired_) * stride() + sizeof(MessageHeader);
@@ -418,6 +445,12 @@ void IbLink::registerBuffer(const void* data, size_t bytes) {
 
 bool IbLink::peerAlive() const {
   if (!failure_.empty() || !device_->qpFailed(qp_->qp_num, cq_).empty()) return false;
+  if (close_.peerClosed()) {
+    // Messages it sent before its notice are still delivered; after them, nothing will come.
+    uint32_t slot;
+    bool direct;
+    return receiver_.holding() || receiver_.next(&slot, &direct);
+  }
   // A peer killed outright sends nothing and its QP is gone: only a write of ours finds out (its
   // retries run out, a failed completion that progress() reports). Probe now and then while idle.
   const_cast<IbLink*>(this)->probe();
@@ -426,7 +459,8 @@ bool IbLink::peerAlive() const {
 
 void IbLink::probe() {
   const int64_t now = nowNs();
-  if (!connected_ || probe_outstanding_ || now - last_probe_ns_ < 1'000'000'000 || send_wr_used_ + 1 > max_send_wr_)
+  if (!connected_ || probe_outstanding_ || now - last_probe_ns_ < 1'000'000'000 || send_wr_used_ + 1 > max_send_wr_ ||
+      !close_.mayPost(kWrProbe))
     return;
   last_probe_ns_ = now;
   ibv_send_wr wr{};
@@ -446,7 +480,37 @@ void IbLink::probe() {
 
 std::string IbLink::peerFailure() const {
   if (!failure_.empty()) return failure_;
+  if (close_.peerClosed()) return close_.peerClosedReason();
   return device_->qpFailed(qp_->qp_num, cq_);
+}
+
+}  // namespace ouro::transport::ib
+
+namespace ouro::transport::ib {
+
+// ib_close.hpp: tell the peer this side is going (one RDMA write of the close word into its close
+// line), then wait, bounded by a deadline shared by every link of the device, until that write
+// has completed and the peer's own notice has arrived. Never throws: a failing peer only ends
+// the wait sooner.
+void IbLink::closeHandshake() {
+  const bool usable = connected_ && failure_.empty() && send_wr_used_ + 1 <= max_send_wr_;
+  if (!close_.beginClose(usable)) return;
+  try {
+    std::memcpy(control_.data + kControlCloseOut, &kCloseWord, sizeof(kCloseWord));
+    writeControl(kControlCloseOut, sizeof(kCloseWord), remote_.credit_addr + (kControlCloseIn - kControlCreditIn),
+                 remote_.credit_rkey, WrKind::kClose, "close notice");
+  } catch (const Error&) {
+    close_.onCloseCompleted(false);
+    return;
+  }
+  const int64_t deadline = device_->closeDeadline(nowNs(), kCloseWaitNs);
+  while (!close_.closeDone(nowNs(), deadline)) {
+    try {
+      if (!progress()) ::usleep(50);
+    } catch (const Error&) {
+      return;
+    }
+  }
 }
 
 }  // namespace ouro::transport::ib

@@ -4,6 +4,8 @@
 // (needsPolledProgress). Setup: construct (QP in INIT), publish localEndpoint() to the peer
 // through the bootstrap store, then connect() with the peer's (QP to RTR, RTS; receives posted).
 // A failed completion or a QP error event ends the current call with kRemoteError naming the peer.
+// Teardown runs the close handshake (ib_close.hpp), so a peer's later control writes to this
+// side's vanished queue pair end quietly instead of failing one of its calls.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "transport/ib/ib_close.hpp"
 #include "transport/ib/ib_device.hpp"
 #include "transport/ib/ib_protocol.hpp"
 #include "transport/link.hpp"
@@ -67,6 +70,7 @@ class IbLink final : public Link {
   void postCredit();
   void writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, WrKind kind, const char* what);
   void probe();  // a zero-byte write, at most once a second, to find a peer that vanished
+  void closeHandshake();  // at teardown (ib_close.hpp)
   size_t stride() const { return sizeof(MessageHeader) + options_.slot_bytes; }
 
   std::shared_ptr<IbDevice> device_;
@@ -75,6 +79,7 @@ class IbLink final : public Link {
   IbLinkOptions options_;
   SenderProtocol sender_;
   ReceiverProtocol receiver_;
+  CloseHandshake close_;
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   uint32_t psn_ = 0;

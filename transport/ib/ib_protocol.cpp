@@ -138,7 +138,7 @@ PeerPath checkPeerEndpoint(const EndpointInfo& local, const EndpointInfo& remote
 
 WrKind wrIdKind(uint64_t wr_id) {
   const uint64_t kind = wr_id >> 56;
-  return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kReceive) ? WrKind(kind) : WrKind::kUnknown;
+  return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kClose) ? WrKind(kind) : WrKind::kUnknown;
 }
 
 std::string describeWorkRequest(uint64_t wr_id) {
@@ -148,6 +148,7 @@ std::string describeWorkRequest(uint64_t wr_id) {
     case WrKind::kAnnounce: return "RDMA write of a receive destination";
     case WrKind::kProbe: return "liveness probe (zero-byte RDMA write)";
     case WrKind::kReceive: return "receive of a message";
+    case WrKind::kClose: return "RDMA write of the close notice";
     case WrKind::kUnknown: break;
   }
   return strprintf("work request with unknown wr_id %#llx", (unsigned long long)wr_id);
@@ -166,7 +167,7 @@ int firstFailedCompletion(const int* statuses, int n, int ok_status, int flush_s
 std::string encodeEndpoint(const EndpointInfo& e) {
   std::string gid;
   for (uint8_t b : e.gid) gid += strprintf("%02x", b);
-  return strprintf("ib2 qpn=%u psn=%u lid=%u gid=%s gidtype=%u link=%u mtu=%u slots=%u payload=%llu slots=%llx:%x "
+  return strprintf("ib3 qpn=%u psn=%u lid=%u gid=%s gidtype=%u link=%u mtu=%u slots=%u payload=%llu slots=%llx:%x "
                    "credit=%llx:%x announce=%llx:%x",
                    e.qpn, e.psn, e.lid, gid.c_str(), e.gid_type, e.link_layer, e.mtu, e.slots, (unsigned long long)e.slot_payload,
                    (unsigned long long)e.slots_addr, e.slots_rkey, (unsigned long long)e.credit_addr, e.credit_rkey,
@@ -184,7 +185,7 @@ EndpointResult decodeEndpoint(const std::string& text) {
   unsigned long long payload = 0, slots_addr = 0, credit_addr = 0, announce_addr = 0;
   int end = -1;
   int n = std::sscanf(text.c_str(),
-                      "ib2 qpn=%u psn=%u lid=%u gid=%32[0-9a-f] gidtype=%u link=%u mtu=%u slots=%u payload=%llu "
+                      "ib3 qpn=%u psn=%u lid=%u gid=%32[0-9a-f] gidtype=%u link=%u mtu=%u slots=%u payload=%llu "
                       "slots=%llx:%x credit=%llx:%x announce=%llx:%x%n",
                       &e.qpn, &e.psn, &e.lid, gid, &e.gid_type, &e.link_layer, &e.mtu, &e.slots, &payload, &slots_addr, &e.slots_rkey, &credit_addr,
                       &e.credit_rkey, &announce_addr, &e.announce_rkey, &end);

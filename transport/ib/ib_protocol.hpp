@@ -93,6 +93,13 @@ AnnouncementResult decodeAnnouncement(const void* bytes, size_t len, uint64_t ex
 
 constexpr uint32_t kLinkInfiniBand = 0, kLinkEthernet = 1;
 
+// A link's control area (one registered page): what the peer writes, each on its own 64-byte
+// line, then what this side writes from. The endpoint publishes the credit and announcement
+// addresses; the close line sits at a fixed distance from the credit word (kControlCloseIn -
+// kControlCreditIn), part of the "ib3" endpoint format.
+constexpr size_t kControlCreditIn = 0, kControlAnnounceIn = 64, kControlCloseIn = 128, kControlCreditOut = 192,
+                 kControlAnnounceOut = 256, kControlCloseOut = 320, kControlBytes = 384;
+
 // One side of a queue pair, as published through the bootstrap store for the peer: how to reach
 // the QP (number, LID, GID, first packet sequence number, MTU) and where to write (its receive
 // slots, the credit word and announcement area it reads as a sender), with the remote keys.
@@ -127,11 +134,13 @@ EndpointResult decodeEndpoint(const std::string& text);
 // opcode must not be read; receives carry kWrReceive (a receive posted with wr_id 0 would be
 // indistinguishable from "unknown"). Layout: kind (8 bits, 63..56) | send-queue entries it
 // retires (8 bits, 55..48) | slot (32 bits, 31..0).
-enum class WrKind : uint8_t { kUnknown = 0, kMessage = 1, kCredit = 2, kAnnounce = 3, kProbe = 4, kReceive = 5 };
+enum class WrKind : uint8_t {
+  kUnknown = 0, kMessage = 1, kCredit = 2, kAnnounce = 3, kProbe = 4, kReceive = 5, kClose = 6
+};
 constexpr uint64_t encodeWrId(WrKind kind, uint32_t entries, uint32_t slot) {
   return uint64_t(kind) << 56 | uint64_t(entries & 0xffu) << 48 | slot;
 }
-// kUnknown for a wr_id ouro never posts (0, or a kind past kReceive).
+// kUnknown for a wr_id ouro never posts (0, or a kind past kClose).
 WrKind wrIdKind(uint64_t wr_id);
 constexpr uint32_t wrIdEntries(uint64_t wr_id) { return uint32_t(wr_id >> 48) & 0xffu; }
 constexpr uint32_t wrIdSlot(uint64_t wr_id) { return uint32_t(wr_id & 0xffffffffu); }
