@@ -66,12 +66,19 @@ struct Plan {
   HostGrid grid;            // hierarchical: the hosts and their ranks
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
+  // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
+  // (host all-reduces): its predicted time for this plan, and whether it chose the plan
+  // (OURO_ALGO=auto over links), with the runner-up it beat.
+  double predicted_s = 0;   // 0: no prediction
+  bool by_model = false;
+  Algorithm runner_up = Algorithm::kCopy;  // by_model: the next fastest (kCopy: there was none)
+  double runner_up_s = 0;
 
   // Two calls with equal keys run the same way; OURO_DEBUG=info prints each key once.
   bool sameWay(const Plan& o) const {
     return kind == o.kind && executor == o.executor && algorithm == o.algorithm && protocol == o.protocol &&
            check == o.check && slice_bytes == o.slice_bytes && channels == o.channels &&
-           hierarchy.reason == o.hierarchy.reason;
+           hierarchy.reason == o.hierarchy.reason && by_model == o.by_model;
   }
 };
 

@@ -53,6 +53,26 @@ size_t directInlineBytes(const CollArgs& a, int n) {
   }
 }
 
+// The model's name for an executor algorithm, for all-reduce; false where the model has none.
+bool asModelAlgo(Algorithm a, model::Algo* out) {
+  switch (a) {
+    case Algorithm::kCopy: *out = model::Algo::kCopy; return true;
+    case Algorithm::kDirectInline: *out = model::Algo::kDirectInline; return true;
+    case Algorithm::kDirectSymmetric: *out = model::Algo::kDirectSymmetric; return true;
+    case Algorithm::kDirectStaged: *out = model::Algo::kDirectStaged; return true;
+    case Algorithm::kOneShot: *out = model::Algo::kOneShot; return true;
+    case Algorithm::kGatherFold: *out = model::Algo::kGatherFold; return true;
+    case Algorithm::kPairwiseRing: *out = model::Algo::kPairwise; return true;
+    case Algorithm::kHierarchical: *out = model::Algo::kHierarchical; return true;
+    default: return false;
+  }
+}
+
+// "12.3 us" or "4.56 ms".
+std::string formatSeconds(double s) {
+  return s < 0.01 ? strprintf("%.1f us", s * 1e6) : strprintf("%.2f ms", s * 1e3);
+}
+
 // The largest buffer of a call in bytes: what picks a device call's protocol.
 size_t largestBufferBytes(const CollArgs& a, int nranks) {
   const size_t bytes = a.count * a.elementBytes();
@@ -96,6 +116,114 @@ const char* algorithmName(Algorithm a) {
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
 
 Plan Planner::planHost(const CollArgs& a) const {
+  if (!world_.model || a.kind != CollKind::kAllReduce || world_.nranks == 1) return planByRules(a);
+  Plan p;
+  if (world_.setting == AlgoSetting::kAuto && !world_.direct && chooseByModel(a, &p)) return p;
+  p = planByRules(a);
+  p.predicted_s = predictPlan(p);
+  return p;
+}
+
+bool Planner::modelWorld(model::World* out) const {
+  // The model's world is H hosts of L ranks placed host by host; other layouts keep the rules.
+  if (!world_.model || !hosts_.regular) return false;
+  model::World w;
+  w.hosts = hosts_.grid.hosts;
+  w.per_host = hosts_.grid.per_host;
+  w.direct = world_.direct;
+  w.slice_bytes = world_.slice_bytes;
+  w.inline_bytes = transport::shm::kInlineBytes;
+  w.inter_host_slots = world_.inter_host_slots;
+  w.hier_min_bytes = world_.hier_min_bytes;
+  *out = w;
+  return true;
+}
+
+// The executor's algorithm that runs the model's `m` for this all-reduce over links, or false
+// where it cannot run it for this call. The candidates come from model::ouroAlgorithms(), so an
+// algorithm added to the model is weighed here as soon as it has a case below (and the host
+// executor runs it).
+static bool linksAlgorithm(model::Algo m, const CollArgs& a, const PlannerWorld& w, const HostLayout& hosts,
+                           Algorithm* out) {
+  const size_t bytes = a.count * a.elementBytes();
+  switch (m) {
+    case model::Algo::kOneShot:
+      *out = Algorithm::kOneShot;
+      return bytes + sizeof(CallDescriptor) <= w.slice_bytes;
+    case model::Algo::kGatherFold:
+      *out = Algorithm::kGatherFold;
+      return gatherFoldTotalBytes(a, w.nranks) <= w.slice_bytes;
+    case model::Algo::kPairwise: *out = Algorithm::kPairwiseRing; return true;
+    case model::Algo::kHierarchical:
+      *out = Algorithm::kHierarchical;
+      return chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
+    default: return false;  // one host's direct algorithms (not over links), or one not built here yet
+  }
+}
+
+bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
+  model::World w;
+  if (!modelWorld(&w)) return false;
+  const size_t bytes = a.count * a.elementBytes();
+  ModelPick pick{};
+  bool known = false;
+  {
+    std::lock_guard lock(model_mu_);
+    if (auto it = model_picks_.find(bytes); it != model_picks_.end()) pick = it->second, known = true;
+  }
+  if (!known) {
+    pick = {Algorithm::kCopy, 0, model::kNotApplicable, Algorithm::kCopy, model::kNotApplicable};
+    for (const model::Algo m : model::ouroAlgorithms()) {
+      Algorithm algorithm;
+      if (!linksAlgorithm(m, a, world_, hosts_, &algorithm)) continue;
+      // Pipelined algorithms take the slice the model likes best (at most the slot); the others
+      // need the whole slot (one message per peer or per step).
+      model::World t = w;
+      if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
+        t.slice_bytes = model::bestSliceBytes(m, world_.model_params, w, bytes);
+      const double s = model::predict(m, world_.model_params, t, bytes);
+      if (s >= model::kNotApplicable) continue;
+      if (s < pick.seconds) {
+        pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
+        pick.algorithm = algorithm, pick.slice_bytes = t.slice_bytes, pick.seconds = s;
+      } else if (s < pick.runner_up_s) {
+        pick.runner_up = algorithm, pick.runner_up_s = s;
+      }
+    }
+    if (pick.seconds >= model::kNotApplicable) return false;
+    std::lock_guard lock(model_mu_);
+    if (model_picks_.size() >= 4096) model_picks_.clear();
+    model_picks_.emplace(bytes, pick);
+  }
+  Plan& p = *out;
+  p.kind = a.kind;
+  p.executor = ExecutorKind::kHost;
+  p.check = world_.check;
+  p.bytes = bytes;
+  p.algorithm = pick.algorithm;
+  p.slice_bytes = pick.slice_bytes;
+  p.predicted_s = pick.seconds;
+  p.by_model = true;
+  if (pick.runner_up_s < model::kNotApplicable) p.runner_up = pick.runner_up, p.runner_up_s = pick.runner_up_s;
+  p.hierarchy = chooseHierarchy(hosts_, AlgoSetting::kHierarchical, bytes, world_.hier_min_bytes);
+  p.hierarchy.hierarchical = p.algorithm == Algorithm::kHierarchical;
+  if (p.hierarchy.hierarchical) {
+    p.grid = hosts_.grid;
+    p.lag = hierarchyLag(hosts_.grid.hosts, world_.inter_host_slots);
+  }
+  return true;
+}
+
+double Planner::predictPlan(const Plan& p) const {
+  model::World w;
+  model::Algo m;
+  if (p.executor != ExecutorKind::kHost || !modelWorld(&w) || !asModelAlgo(p.algorithm, &m)) return 0;
+  if (p.slice_bytes) w.slice_bytes = p.slice_bytes;
+  const double s = model::predict(m, world_.model_params, w, p.bytes);
+  return s < model::kNotApplicable ? s : 0;
+}
+
+Plan Planner::planByRules(const CollArgs& a) const {
   Plan p;
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;
@@ -141,6 +269,7 @@ Plan Planner::planHost(const CollArgs& a) const {
       if (p.hierarchy.hierarchical) {
         p.grid = hosts_.grid;
         p.lag = hierarchyLag(hosts_.grid.hosts, world_.inter_host_slots);
+        p.slice_bytes = chainSliceBytes(hosts_.grid, p.bytes, world_.slice_bytes);  // #24: the chain's slice per call
       }
       break;
     case CollKind::kAllToAll: p.algorithm = Algorithm::kPairwiseTransfers; break;
@@ -169,7 +298,13 @@ std::string Planner::describe(const Plan& p) const {
   // "uses the X algorithm (OURO_ALGO=auto): why; plan: the rest" (scripts grep the first part).
   std::string s = strprintf("uses the %s algorithm (OURO_ALGO=%s)", algorithmName(p.algorithm),
                             algoSettingName(world_.setting));
-  if (p.algorithm == Algorithm::kGatherFold) {
+  if (p.by_model) {
+    s += strprintf(": the cost model's fastest (%s): %s predicted", world_.model_source.c_str(),
+                   formatSeconds(p.predicted_s).c_str());
+    model::Algo next;
+    if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &next))
+      s += strprintf(", next %s %s", model::algoName(next), formatSeconds(p.runner_up_s).c_str());
+  } else if (p.algorithm == Algorithm::kGatherFold) {
     s += world_.setting == AlgoSetting::kGatherFold
              ? strprintf(": every contribution fits one %zu-byte link slot", world_.slice_bytes)
              : strprintf(": ranks span hosts and every contribution together is at most %zu bytes", kGatherFoldMaxBytes);
@@ -186,6 +321,8 @@ std::string Planner::describe(const Plan& p) const {
   if (p.algorithm == Algorithm::kHierarchical)
     s += strprintf(", %d hosts x %d ranks, lag %d slices", p.grid.hosts, p.grid.per_host, p.lag);
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
+  if (p.predicted_s > 0 && !p.by_model)
+    s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());
   return s;
 }
 

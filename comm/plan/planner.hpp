@@ -4,8 +4,11 @@
 #pragma once
 
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "comm/plan/cost_model.hpp"
 #include "comm/plan/plan.hpp"
 
 namespace ouro {
@@ -22,6 +25,13 @@ struct PlannerWorld {
   int inter_host_slots = 2;  // slots per direction of the links between hosts (bounds the lag)
   bool check = true;         // OURO_CHECK
   DirectWrites direct_writes;
+  // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, host all-reduce plans
+  // carry its predicted time, and under OURO_ALGO=auto the all-reduces over links take the
+  // algorithm and slice it predicts fastest. The parameters are rank 0's, agreed at init: ranks
+  // that chose differently would deadlock.
+  bool model = false;
+  model::Params model_params;
+  std::string model_source;  // where the parameters came from, for the info line
 };
 
 // What the CUDA executor knows once its FIFOs exist (comm/exec/cuda_executor.cpp).
@@ -50,14 +60,35 @@ class Planner {
 
   const PlannerWorld& world() const { return world_; }
   const HostLayout& hosts() const { return hosts_; }
+  // The world as the cost model sees it (hosts x ranks per host, slots), or false where the model
+  // has no shape for it (ranks not placed host by host, or the model off).
+  bool modelWorld(model::World* out) const;
 
  private:
   std::string describe(const Plan& plan) const;
+  // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
+  Plan planByRules(const CollArgs& args) const;
+  // OURO_ALGO=auto, model on, all-reduce over links: the algorithm and slice the model predicts
+  // fastest among those this executor can run for the call. False when the model has no shape.
+  bool chooseByModel(const CollArgs& args, Plan* plan) const;
+  // The model's time for `plan` (0 where the model is off or does not cover it).
+  double predictPlan(const Plan& plan) const;
 
   PlannerWorld world_;
   HostLayout hosts_;
   mutable std::mutex noted_mu_;
   mutable std::vector<Plan> noted_;
+  // chooseByModel's answers by bytes per rank: the choice is a few dozen predictions, and small
+  // calls repeat their sizes (bounded: cleared when full).
+  struct ModelPick {
+    Algorithm algorithm;
+    size_t slice_bytes;
+    double seconds;
+    Algorithm runner_up;
+    double runner_up_s;
+  };
+  mutable std::mutex model_mu_;
+  mutable std::unordered_map<size_t, ModelPick> model_picks_;
 };
 
 }  // namespace ouro

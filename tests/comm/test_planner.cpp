@@ -91,7 +91,7 @@ TEST_CASE("planner: two levels across hosts from OURO_HIER_MIN_BYTES, with the g
   CHECK(at.algorithm == Algorithm::kHierarchical);
   CHECK(at.grid.hosts == 3);
   CHECK(at.grid.per_host == 2);
-  CHECK(at.lag == 3);
+  CHECK(at.lag == 6);  // hierarchyLag: a window of 2H slices
   CHECK_FALSE(at.sameWay(below));
   // Only all-reduce has two levels.
   CHECK(p.planHost(call(CollKind::kReduceScatter, 1 << 20)).algorithm == Algorithm::kPairwiseRing);
@@ -159,4 +159,105 @@ TEST_CASE("planner: device calls pick LL or Simple by the largest buffer, and it
   const Plan gather = p.planDevice(call(CollKind::kAllGather, 16 << 10), d);
   CHECK(gather.protocol == Protocol::kSimple);
   CHECK(gather.slice_bytes == size_t(512) << 10);
+}
+
+namespace {
+
+// A world across hosts whose planner consults the cost model with parameters from a spec (the
+// OURO_MODEL syntax), as the library does after agreeing on them at init.
+PlannerWorld modelled(int h, int per_host, const char* spec, AlgoSetting setting = AlgoSetting::kAuto) {
+  PlannerWorld w = hosts(h, per_host, setting);
+  w.model = true;
+  w.model_source = "OURO_MODEL";
+  std::string error;
+  REQUIRE(model::parseParams(spec, &w.model_params, &error));
+  return w;
+}
+
+model::World modelShape(int h, int per_host) {
+  model::World w;
+  w.hosts = h;
+  w.per_host = per_host;
+  w.direct = false;
+  w.slice_bytes = 128 << 10;
+  w.inter_host_slots = 4;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("planner: with the cost model on, all-reduce over links takes the fastest it predicts (#24)", "[planner]") {
+  // Slow messages (50 us), a fast wire: latency decides small calls, where gather-fold's 2 steps
+  // beat one-shot's 3 messages and pairwise's 6; past one slot only pairwise runs (one rank per host).
+  const char* latency_bound = "tcp=50,10;shm=1,10;reduce=10";
+  Planner p(modelled(4, 1, latency_bound));
+  const Plan small = p.planHost(call(CollKind::kAllReduce, 2));  // 8 bytes
+  CHECK(small.algorithm == Algorithm::kGatherFold);
+  CHECK(small.by_model);
+  const model::Params params = p.world().model_params;
+  CHECK(small.predicted_s == Approx(model::predict(model::Algo::kGatherFold, params, modelShape(4, 1), 8)));
+  CHECK(small.runner_up == Algorithm::kOneShot);
+  CHECK(small.runner_up_s > small.predicted_s);
+  const Plan big = p.planHost(call(CollKind::kAllReduce, 4 << 20));  // 16 MiB
+  CHECK(big.algorithm == Algorithm::kPairwiseRing);
+  CHECK(big.by_model);
+  CHECK(big.predicted_s > small.predicted_s);
+  // The rules would have taken one-shot at 8 KiB; with 50 us a message the model stays with the
+  // gather-fold (4 x 8 KiB fits the slot); a fast, cheap wire makes one-shot's one round pay.
+  CHECK(p.planHost(call(CollKind::kAllReduce, 2048)).algorithm == Algorithm::kGatherFold);
+  CHECK(Planner(hosts(4, 1)).planHost(call(CollKind::kAllReduce, 2048)).algorithm == Algorithm::kOneShot);
+
+  // Whatever the parameters, the plan is the model's argmin over what the executor can run, and a
+  // slice the model picked for the chain.
+  for (const char* spec : {latency_bound, "tcp=2,0.1;shm=0.5,20;reduce=20", "tcp=15,12.5;shm=1,8;reduce=8"}) {
+    Planner q(modelled(3, 2, spec));
+    model::Params mp;
+    REQUIRE(model::parseParams(spec, &mp, nullptr));
+    for (size_t count : {size_t(1), size_t(100), size_t(3000), size_t(40000), size_t(1) << 20, size_t(16) << 20}) {
+      const size_t bytes = count * 4;
+      INFO(spec << ", " << bytes << " bytes");
+      const Plan plan = q.planHost(call(CollKind::kAllReduce, count));
+      REQUIRE(plan.by_model);
+      double best = model::kNotApplicable;
+      for (model::Algo a : {model::Algo::kOneShot, model::Algo::kGatherFold, model::Algo::kPairwise,
+                            model::Algo::kHierarchical}) {
+        model::World w = modelShape(3, 2);
+        if (a == model::Algo::kPairwise || a == model::Algo::kHierarchical) w.slice_bytes = model::bestSliceBytes(a, mp, w, bytes);
+        best = std::min(best, model::predict(a, mp, w, bytes));
+      }
+      CHECK(plan.predicted_s == Approx(best));
+      CHECK(plan.slice_bytes <= size_t(128) << 10);
+      CHECK((plan.slice_bytes & (plan.slice_bytes - 1)) == 0);
+      if (plan.algorithm == Algorithm::kHierarchical) {
+        CHECK(plan.grid.hosts == 3);
+        CHECK(plan.lag == hierarchyLag(3, 4));
+      }
+    }
+  }
+}
+
+TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the plan carries the prediction", "[planner]") {
+  Planner named(modelled(4, 1, "tcp=50,10", AlgoSetting::kPairwise));
+  const Plan p = named.planHost(call(CollKind::kAllReduce, 2));
+  CHECK(p.algorithm == Algorithm::kPairwiseRing);
+  CHECK_FALSE(p.by_model);
+  CHECK(p.predicted_s > 0);
+  // Collectives the model does not cover keep the rules and carry no prediction.
+  const Plan gather = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllGather, 1 << 20));
+  CHECK(gather.algorithm == Algorithm::kPairwiseRing);
+  CHECK_FALSE(gather.by_model);
+  CHECK(gather.predicted_s == 0);
+  // One host with shared memory: the direct algorithms by the rules, with the model's time.
+  PlannerWorld direct = oneHost(4, true);
+  direct.model = true;
+  const Plan d = Planner(direct).planHost(call(CollKind::kAllReduce, 1 << 20));
+  CHECK(d.algorithm == Algorithm::kDirectStaged);
+  CHECK_FALSE(d.by_model);
+  CHECK(d.predicted_s > 0);
+  // Ranks not placed host by host: the model has no shape for them; the rules plan.
+  PlannerWorld interleaved = modelled(2, 2, "tcp=50,10");
+  interleaved.host_of = {0, 1, 0, 1};
+  const Plan flat = Planner(interleaved).planHost(call(CollKind::kAllReduce, 1 << 20));
+  CHECK_FALSE(flat.by_model);
+  CHECK(flat.algorithm == Algorithm::kPairwiseRing);
 }
