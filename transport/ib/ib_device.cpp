@@ -2,9 +2,11 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -129,6 +131,7 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index,
 }
 
 IbDevice::~IbDevice() {
+  pool_.reset();
   mr_cache_.reset();
   if (pd_) ibv_dealloc_pd(pd_);
   if (context_) ibv_close_device(context_);
@@ -151,6 +154,57 @@ uint16_t IbDevice::pkeyIndex(int pkey) const {
           name_.c_str(), unsigned(port_), have.empty() ? " none" : have.c_str());
   }
   return uint16_t(index);
+}
+
+namespace {
+
+// Page-aligned, zeroed memory registered for local and remote writes: the regions the links'
+// slots are carved from.
+class VerbsPoolBackend final : public SlotPool::Backend {
+ public:
+  VerbsPoolBackend(ibv_pd* pd, std::string device) : pd_(pd), device_(std::move(device)) {}
+  SlotPool::Region registerRegion(size_t bytes) override {
+    const auto page = size_t(::sysconf(_SC_PAGESIZE));
+    SlotPool::Region r;
+    r.bytes = (bytes + page - 1) / page * page;
+    r.base = static_cast<std::byte*>(std::aligned_alloc(page, r.bytes));
+    if (!r.base)
+      raise(Result::kSystemError, "InfiniBand on %s: out of memory for %zu bytes of link slots", device_.c_str(), r.bytes);
+    std::memset(r.base, 0, r.bytes);
+    auto* mr = ibv_reg_mr(pd_, r.base, r.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr) {
+      const int err = errno;
+      std::free(r.base);
+      raise(Result::kSystemError,
+            "InfiniBand on %s: registering %zu bytes of link slots failed: %s; raise the locked-memory limit (ulimit "
+            "-l unlimited) or lower OURO_IB_SLOTS/OURO_IB_SLOT_BYTES",
+            device_.c_str(), r.bytes, std::strerror(err));
+    }
+    r.lkey = mr->lkey;
+    r.rkey = mr->rkey;
+    r.handle = mr;
+    return r;
+  }
+  void releaseRegion(const SlotPool::Region& r) override {
+    ibv_dereg_mr(static_cast<ibv_mr*>(r.handle));
+    std::free(r.base);
+  }
+
+ private:
+  ibv_pd* pd_;
+  std::string device_;
+};
+
+}  // namespace
+
+SlotPool& IbDevice::slotPool(size_t link_bytes) {
+  std::lock_guard lock(pool_mu_);
+  if (!pool_) {
+    pool_backend_ = std::make_unique<VerbsPoolBackend>(pd_, name_);
+    pool_ = std::make_unique<SlotPool>(*pool_backend_, link_bytes);
+  }
+  OURO_ASSERT(pool_->linkBytes() == link_bytes);
+  return *pool_;
 }
 
 int64_t IbDevice::closeDeadline(int64_t now_ns, int64_t wait_ns) {

@@ -13,6 +13,7 @@
 
 #include "transport/ib/ib_hca.hpp"
 #include "transport/ib/ib_mr_cache.hpp"
+#include "transport/ib/ib_pool.hpp"
 
 namespace ouro::transport::ib {
 
@@ -41,6 +42,9 @@ class IbDevice {
   const std::string& name() const { return name_; }
   std::string describe() const;  // "mlx5_0:1 (InfiniBand, LID 5)" for info lines
   MrCache& mrCache() { return *mr_cache_; }
+  // The slot memory of this device's links (ib_pool.hpp): made on first use for carves of
+  // `link_bytes` (every link of one communicator has the same options).
+  SlotPool& slotPool(size_t link_bytes);
 
   // Drains pending asynchronous events without blocking; returns why the link with `qp_num` and
   // `cq` cannot work (its QP or CQ failed, this port is down, the device failed), or "".
@@ -62,6 +66,9 @@ class IbDevice {
   GidType gid_type_ = GidType::kIb;
   std::string name_;
   std::unique_ptr<MrCache> mr_cache_;
+  std::unique_ptr<SlotPool::Backend> pool_backend_;
+  std::unique_ptr<SlotPool> pool_;
+  std::mutex pool_mu_;
   std::mutex events_mu_;
   AsyncEventLog events_{1};
   std::mutex close_mu_;

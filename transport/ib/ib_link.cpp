@@ -39,9 +39,18 @@ IbLink::IbLink(std::shared_ptr<IbDevice> device, int self_rank, int peer_rank, c
       sender_(peer_rank, options.slots, options.slot_bytes, 0),
       receiver_(peer_rank, options.slots, options.slot_bytes, 0),
       close_(peer_rank) {
-  recv_slots_ = allocate(stride() * options_.slots, "receive slots");
-  send_slots_ = allocate(stride() * options_.slots, "send staging");
-  control_ = allocate(kControlBytes, "credit, announcement and close words");
+  const LinkCarveLayout layout = linkCarveLayout(options_.slots, options_.slot_bytes, size_t(::sysconf(_SC_PAGESIZE)));
+  try {
+    carve_ = device_->slotPool(layout.bytes).take();
+  } catch (Error& e) {
+    e.addContext(strprintf("rank %d: InfiniBand link to rank %d", self_, peer_));
+    throw;
+  }
+  recv_slots_ = {carve_.base + layout.recv_offset, carve_.lkey, carve_.rkey};
+  send_slots_ = {carve_.base + layout.send_offset, carve_.lkey, carve_.rkey};
+  control_ = {carve_.base + layout.control_offset, carve_.lkey, carve_.rkey};
+  // A carve given back by an earlier link holds its old words: this link starts from zero.
+  std::memset(carve_.base, 0, layout.bytes);
   // Each message takes up to 2 entries (payload to the announced destination, then the header);
   // credits and announcements one each, at most one of each per slot in flight.
   max_send_wr_ = 4 * options_.slots + 8;
@@ -86,34 +95,8 @@ IbLink::~IbLink() {
   closeHandshake();
   if (qp_) ibv_destroy_qp(qp_);
   if (cq_) ibv_destroy_cq(cq_);
-  free(recv_slots_);
-  free(send_slots_);
-  free(control_);
-}
-
-IbLink::Buffer IbLink::allocate(size_t bytes, const char* what) {
-  const auto page = size_t(::sysconf(_SC_PAGESIZE));
-  Buffer b;
-  b.bytes = (bytes + page - 1) / page * page;
-  b.data = static_cast<std::byte*>(std::aligned_alloc(page, b.bytes));
-  if (!b.data) raise(Result::kSystemError, "rank %d: InfiniBand link to rank %d: out of memory for %s", self_, peer_, what);
-  std::memset(b.data, 0, b.bytes);
-  b.mr = ibv_reg_mr(device_->pd(), b.data, b.bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (!b.mr) {
-    int err = errno;
-    std::free(b.data);
-    raise(Result::kSystemError,
-          "rank %d: InfiniBand link to rank %d: registering %zu bytes of %s failed: %s; raise the locked-memory limit "
-          "(ulimit -l unlimited) or lower OURO_IB_SLOTS/OURO_IB_SLOT_BYTES",
-          self_, peer_, b.bytes, what, std::strerror(err));
-  }
-  return b;
-}
-
-void IbLink::free(Buffer& b) {
-  if (b.mr) ibv_dereg_mr(b.mr);
-  std::free(b.data);
-  b = Buffer{};
+  device_->slotPool(linkCarveLayout(options_.slots, options_.slot_bytes, size_t(::sysconf(_SC_PAGESIZE))).bytes)
+      .give(carve_);
 }
 
 std::string IbLink::localEndpoint() const {
@@ -128,11 +111,11 @@ std::string IbLink::localEndpoint() const {
   e.slots = options_.slots;
   e.slot_payload = options_.slot_bytes;
   e.slots_addr = reinterpret_cast<uint64_t>(recv_slots_.data);
-  e.slots_rkey = recv_slots_.mr->rkey;
+  e.slots_rkey = recv_slots_.rkey;
   e.credit_addr = reinterpret_cast<uint64_t>(control_.data + kCreditIn);
-  e.credit_rkey = control_.mr->rkey;
+  e.credit_rkey = control_.rkey;
   e.announce_addr = reinterpret_cast<uint64_t>(control_.data + kAnnounceIn);
-  e.announce_rkey = control_.mr->rkey;
+  e.announce_rkey = control_.rkey;
   return encodeEndpoint(e);
 }
 
@@ -302,8 +285,8 @@ void IbLink::postSend(const MessageHeader& header) {
   std::byte* slot = send_slots_.data + size_t(plan.slot) * stride();
   std::memcpy(slot, &header, sizeof(header));
 
-  ibv_sge payload{reinterpret_cast<uint64_t>(slot + sizeof(header)), header.bytes, send_slots_.mr->lkey};
-  ibv_sge whole{reinterpret_cast<uint64_t>(slot), uint32_t(plan.slot_write_bytes), send_slots_.mr->lkey};
+  ibv_sge payload{reinterpret_cast<uint64_t>(slot + sizeof(header)), header.bytes, send_slots_.lkey};
+  ibv_sge whole{reinterpret_cast<uint64_t>(slot), uint32_t(plan.slot_write_bytes), send_slots_.lkey};
   ibv_send_wr data{}, message{};
   message.wr_id = wrId(kWrMessage, plan.direct ? 2 : 1, plan.slot);
   message.sg_list = &whole;
@@ -398,7 +381,7 @@ void IbLink::postCredit() {
 // One signalled RDMA write of `bytes` at `offset` of this link's control area to the peer's.
 void IbLink::writeControl(size_t offset, size_t bytes, uint64_t remote_addr, uint32_t rkey, WrKind kind,
                           const char* what) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + offset), uint32_t(bytes), control_.mr->lkey};
+  ibv_sge sge{reinterpret_cast<uint64_t>(control_.data + offset), uint32_t(bytes), control_.lkey};
   ibv_send_wr wr{};
   wr.wr_id = wrId(kind, 1, 0);
   wr.sg_list = &sge;

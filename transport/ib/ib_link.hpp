@@ -57,13 +57,10 @@ class IbLink final : public Link {
   std::string peerFailure() const override;
 
  private:
-  struct Buffer {  // page-aligned memory registered for the link's lifetime
+  struct Buffer {  // part of the link's carve of the device's slot pool (ib_pool.hpp)
     std::byte* data = nullptr;
-    size_t bytes = 0;
-    ibv_mr* mr = nullptr;
+    uint32_t lkey = 0, rkey = 0;
   };
-  Buffer allocate(size_t bytes, const char* what);
-  void free(Buffer& b);
   [[noreturn]] void fail(const std::string& why);
   void checkFailed() const;
   void postWrite(ibv_send_wr* first, const char* what);
@@ -85,6 +82,7 @@ class IbLink final : public Link {
   uint32_t psn_ = 0;
   uint32_t max_send_wr_ = 0;
   uint32_t send_wr_used_ = 0;   // posted WRs whose signaled completion has not arrived
+  SlotPool::Carve carve_;       // recv_slots_, send_slots_ and control_, from the device's pool
   Buffer recv_slots_;           // the peer writes messages here
   Buffer send_slots_;           // staging: header + payload per slot, read by the NIC
   Buffer control_;              // [credit word][announcement]: the peer writes; [credit out][announce out]

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/strings.hpp"
+#include "transport/ib/ib_pool.hpp"
 #include "transport/ib/ib_protocol.hpp"
 #include "transport/link.hpp"
 
@@ -47,9 +48,7 @@ MemlockState currentMemlock() {
 }
 
 uint64_t linkPinnedBytes(uint32_t slots, size_t slot_bytes, size_t page) {
-  auto pages = [&](uint64_t b) { return (b + page - 1) / page * page; };
-  const uint64_t ring = pages(uint64_t(slots) * (sizeof(MessageHeader) + slot_bytes));
-  return 2 * ring + pages(kControlBytes);
+  return linkCarveLayout(slots, slot_bytes, page).bytes;
 }
 
 std::string memlockProblem(const MemlockState& m, uint64_t per_link, int links) {

@@ -45,9 +45,21 @@ class VerbsFabric final : public IbFabric {
     if (!memlock.empty()) raise(Result::kUnavailable, "InfiniBand on %s: %s", device_->describe().c_str(), memlock.c_str());
   }
   std::string describe() const override { return device_->describe(); }
+  void reserveLinks(int count) override {
+    SlotPool& pool = device_->slotPool(perLink());
+    const size_t have = pool.freeCarves();
+    if (count <= 0 || size_t(count) <= have) return;
+    const std::string memlock = memlockProblem(currentMemlock(), perLink(), int(size_t(count) - have));
+    if (!memlock.empty())
+      raise(Result::kSystemError, "InfiniBand on %s: slot memory for %d link(s) to ranks on other hosts: %s",
+            device_->describe().c_str(), count, memlock.c_str());
+    pool.reserve(size_t(count));
+  }
   std::unique_ptr<Link> createLink(int self, int peer, std::string* endpoint) override {
     // Before registering: say what limit to raise rather than let ibv_reg_mr fail with ENOMEM.
-    const std::string memlock = memlockProblem(currentMemlock(), perLink(), 1);
+    // A carve reserved already is pinned already.
+    const bool reserved = device_->slotPool(perLink()).freeCarves() > 0;
+    const std::string memlock = reserved ? "" : memlockProblem(currentMemlock(), perLink(), 1);
     if (!memlock.empty())
       raise(Result::kSystemError, "rank %d: InfiniBand link to rank %d (%zu link(s) made before it): %s", self, peer,
             links_, memlock.c_str());

@@ -29,6 +29,11 @@ class IbFabric {
   static std::unique_ptr<IbFabric> open(const IbSettings& settings);
   virtual ~IbFabric() = default;
   virtual std::string describe() const = 0;  // "mlx5_0:1 (InfiniBand, LID 5)"
+  // Registers the slot memory of `count` links at once (one region on the device, checked
+  // against the locked-memory limit for all of them first, naming the count), so the links
+  // createLink makes next carve it instead of registering a region each. Optional: without it
+  // each link registers a region of its own size. Throws kSystemError saying what to raise.
+  virtual void reserveLinks(int count) { (void)count; }
   // A link to `peer` with its queue pair ready to connect; *endpoint is what the peer needs.
   virtual std::unique_ptr<Link> createLink(int self, int peer, std::string* endpoint) = 0;
   // Connects a link from createLink to the peer's endpoint.
