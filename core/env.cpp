@@ -44,7 +44,7 @@ constexpr Setting kSettings[] = {
     {"OURO_IB_GID_INDEX", "-1", "GID table index of the InfiniBand port; -1: automatic, as NCCL (RoCE: the RoCE v2 entry with an IPv4-mapped address; InfiniBand: index 0); an empty (all-zero) entry is refused"},
     {"OURO_IB_SLOTS", "4", "messages an InfiniBand link may have in flight per direction (2..256)"},
     {"OURO_IB_SLOT_BYTES", "524288", "bytes per InfiniBand message slot (the pipelining unit over InfiniBand)"},
-    {"OURO_IB_TIMEOUT", "14", "InfiniBand local ACK timeout exponent: 4.096 us x 2^N before a retry (1..31)"},
+    {"OURO_IB_TIMEOUT", "20", "InfiniBand local ACK timeout exponent: 4.096 us x 2^N before a retry (1..31); 20 (4.3 s, as NCCL) so a congested fabric does not fail live peers; 14 finds a vanished peer in about 0.5 s instead of 34 s"},
     {"OURO_IB_SL", "0", "InfiniBand service level of the queue pairs (0..15)"},
     {"OURO_IB_TC", "0", "InfiniBand/RoCE traffic class of the queue pairs (0..255)"},
     {"OURO_IB_PKEY", "0", "InfiniBand partition key of the queue pairs (the P_Key value, decimal or 0x hex, e.g. 0x8001, where NCCL_IB_PKEY takes an index; matched on its low 15 bits, a full member preferred); 0: the port's default partition (P_Key index 0)"},

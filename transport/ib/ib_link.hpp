@@ -23,7 +23,7 @@ namespace ouro::transport::ib {
 struct IbLinkOptions {
   uint32_t slots = 4;
   size_t slot_bytes = 524288;  // payload per slot
-  uint8_t timeout = 14;        // local ACK timeout, 4.096 us * 2^timeout
+  uint8_t timeout = 20;        // local ACK timeout, 4.096 us * 2^timeout (OURO_IB_TIMEOUT)
   uint8_t retry_count = 7;
   uint8_t service_level = 0;
   uint8_t traffic_class = 0;

@@ -17,7 +17,7 @@ struct IbSettings {
   int gid_index = -1;  // -1: automatic (RoCE v2 with an IPv4-mapped address; index 0 on InfiniBand)
   uint32_t slots = 4;
   size_t slot_bytes = 524288;
-  int timeout = 14;
+  int timeout = 20;  // OURO_IB_TIMEOUT: 4.096 us x 2^20 = 4.3 s per retry, as NCCL
   int service_level = 0;
   int traffic_class = 0;
 };
