@@ -1,0 +1,349 @@
+#include "comm/setup/model_calibration.hpp"
+
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "comm/plan/hierarchy.hpp"
+#include "core/env.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/strings.hpp"
+#include "kernels/cpu/reduce.hpp"
+
+namespace ouro {
+namespace {
+
+constexpr const char* kCacheVersion = "ouro-model-cache 1";
+constexpr double kCacheMaxAgeS = 7 * 24 * 3600.0;  // links change (a new NIC, a kernel): measure weekly
+constexpr uint64_t kProbeCall = 0x6d6f64656cULL;   // "model": the probe's messages, all consumed before any call
+constexpr int kPingPongs = 8;                      // after one untimed round trip
+constexpr size_t kTransferBytes = size_t(256) << 10;
+constexpr int kTransfers = 2;                      // the faster of two (the first may fault pages in)
+constexpr size_t kFoldBytes = size_t(256) << 10;
+
+// Spins on the link (and pushes it), yielding once it has waited a while so a crowded machine
+// still runs the peer; fails at the deadline naming who did not answer.
+template <typename Ready>
+void waitFor(transport::Link& link, int me, int peer, Deadline deadline, Ready&& ready) {
+  const int64_t start = nowNs();
+  while (!ready()) {
+    link.progress();
+    if (nowNs() - start > 1000000) {
+      if (deadline.expired())
+        raise(Result::kTimeout,
+              "rank %d: measuring the links for the cost model (OURO_MODEL=auto): rank %d did not answer before the "
+              "set-up deadline; check that rank, or set OURO_MODEL=off or a spec (docs/SETTINGS.md) to skip the probe",
+              me, peer);
+      sched_yield();
+    }
+  }
+}
+
+void sendMessage(transport::Link& link, int me, int peer, Deadline deadline, const std::byte* data, size_t bytes) {
+  std::byte* slot = nullptr;
+  waitFor(link, me, peer, deadline, [&] { return (slot = link.trySendSlot()) != nullptr; });
+  if (bytes) std::copy(data, data + bytes, slot);
+  transport::MessageHeader h;
+  h.kind = uint32_t(transport::MessageKind::kData);
+  h.bytes = uint32_t(bytes);
+  h.call = kProbeCall;
+  link.postSend(h);
+  waitFor(link, me, peer, deadline, [&] { return !link.sendsPending(); });
+}
+
+void recvMessage(transport::Link& link, int me, int peer, Deadline deadline, std::byte* out, size_t capacity) {
+  transport::ReceivedMessage m;
+  waitFor(link, me, peer, deadline, [&] { return link.tryRecv(&m); });
+  if (m.header.kind != uint32_t(transport::MessageKind::kData) || m.header.call != kProbeCall ||
+      m.header.bytes > capacity) {
+    link.releaseRecv();
+    raise(Result::kInternalError,
+          "rank %d: measuring the links for the cost model: rank %d sent a message that is not the probe's (kind %u, "
+          "call %llu); every rank must run the same ouro; set OURO_MODEL=off to skip the probe",
+          me, peer, m.header.kind, (unsigned long long)m.header.call);
+  }
+  if (m.header.bytes) std::copy(m.data, m.data + m.header.bytes, out);
+  link.releaseRecv();
+}
+
+// One link measured from rank 0 (prober) with `peer` echoing: alpha from the median of the
+// ping-pongs' round trips, beta from the faster of two transfers less their two latencies.
+model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline deadline) {
+  transport::Link& link = progress.link(peer);
+  const int me = progress.rank();
+  const size_t message = std::min(kTransferBytes, link.slotBytes());
+  const size_t messages = (kTransferBytes + message - 1) / message;
+  std::vector<std::byte> buffer(message, std::byte{1});
+  std::byte word[8] = {};
+  std::vector<double> trips;
+  for (int i = 0; i <= kPingPongs; i++) {
+    const int64_t t0 = nowNs();
+    if (prober) {
+      sendMessage(link, me, peer, deadline, word, sizeof word);
+      recvMessage(link, me, peer, deadline, word, sizeof word);
+    } else {
+      recvMessage(link, me, peer, deadline, word, sizeof word);
+      sendMessage(link, me, peer, deadline, word, sizeof word);
+    }
+    if (i > 0) trips.push_back(double(nowNs() - t0) * 1e-9);
+  }
+  double best_transfer = 1e300;
+  for (int t = 0; t < kTransfers; t++) {
+    const int64_t t0 = nowNs();
+    for (size_t i = 0; i < messages; i++) {
+      if (prober) sendMessage(link, me, peer, deadline, buffer.data(), message);
+      else recvMessage(link, me, peer, deadline, buffer.data(), message);
+    }
+    if (prober) recvMessage(link, me, peer, deadline, word, sizeof word);
+    else sendMessage(link, me, peer, deadline, word, sizeof word);
+    best_transfer = std::min(best_transfer, double(nowNs() - t0) * 1e-9);
+  }
+  std::sort(trips.begin(), trips.end());
+  model::LinkCost cost;
+  cost.alpha = trips[trips.size() / 2] / 2;
+  // The transfer's own time, at least a tenth of what was measured (a latency larger than the
+  // transfer, on a loaded machine, must not make the wire free).
+  const double wire = std::max(best_transfer - 2 * cost.alpha, best_transfer / 10);
+  cost.beta = wire / double(messages * message);
+  return cost;
+}
+
+// Seconds per byte of folding one float32 source into an accumulator, with the library's fold.
+double probeFold() {
+  std::vector<float> acc(kFoldBytes / sizeof(float), 1.0f), src(acc.size(), 0.5f);
+  double best = 1e300;
+  for (int i = 0; i < 4; i++) {
+    const int64_t t0 = nowNs();
+    kernels::reduceInPlace(acc.data(), src.data(), acc.size(), DataType::kFloat32, RedOp::kSum);
+    if (i > 0) best = std::min(best, double(nowNs() - t0) * 1e-9);
+  }
+  return std::max(best, 1e-12) / double(kFoldBytes);
+}
+
+bool linkKindOf(const std::string& name, model::LinkKind* out) {
+  if (name == "shm") *out = model::LinkKind::kShm;
+  else if (name == "tcp") *out = model::LinkKind::kTcp;
+  else if (name == "ib") *out = model::LinkKind::kIb;
+  else return false;
+  return true;
+}
+
+std::string hostName() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+}  // namespace
+
+std::string formatModelSpec(const model::Params& p) {
+  auto link = [](const model::LinkCost& c) { return strprintf("%.17g,%.17g", c.alpha * 1e6, 1e-9 / c.beta); };
+  return "shm=" + link(p.shm) + ";tcp=" + link(p.tcp) + ";ib=" + link(p.ib) + strprintf(";reduce=%.17g", 1e-9 / p.gamma) +
+         ";net=" + model::linkKindName(p.between_hosts);
+}
+
+std::string modelCachePath(const std::string& host, const std::string& links, int hosts, int per_host) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  std::string dir;
+  if (xdg && *xdg == '/') dir = std::string(xdg) + "/ouro";
+  else if (home && *home) dir = std::string(home) + "/.cache/ouro";
+  else return "";
+  std::string name = "model-" + host + "-" + links + strprintf("-%dx%d.txt", hosts, per_host);
+  for (char& c : name)  // a host name is not a path: keep it one file name
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '_';
+  return dir + "/" + name;
+}
+
+std::string modelCacheText(const std::string& key, const model::Params& p, int64_t unix_seconds) {
+  return std::string(kCacheVersion) + "\nwritten " + std::to_string(unix_seconds) + "\nkey " + key + "\nparams " +
+         formatModelSpec(p) + "\n";
+}
+
+bool readModelCache(const std::string& path, const std::string& key, double max_age_s, model::Params* out,
+                    std::string* why) {
+  std::ifstream f(path);
+  if (!f) {
+    *why = "no cache at " + path;
+    return false;
+  }
+  std::string version, written, key_line, params;
+  std::getline(f, version);
+  std::getline(f, written);
+  std::getline(f, key_line);
+  std::getline(f, params);
+  if (version != kCacheVersion) {
+    *why = path + " is not a cache of this ouro (first line '" + version.substr(0, 40) + "')";
+    return false;
+  }
+  char* end = nullptr;
+  const long long at = written.rfind("written ", 0) == 0 ? std::strtoll(written.c_str() + 8, &end, 10) : -1;
+  const double age = double(std::time(nullptr)) - double(at);
+  if (at < 0 || !end || *end != '\0' || age > max_age_s || age < -60) {
+    *why = path + (at < 0 || !end || *end ? " has no valid time" : " is stale or from the future") + " (" + written.substr(0, 40) + ")";
+    return false;
+  }
+  if (key_line != "key " + key) {
+    *why = path + " is for '" + key_line.substr(0, 80) + "', not 'key " + key + "'";
+    return false;
+  }
+  model::Params p;
+  std::string error;
+  if (params.rfind("params ", 0) != 0 || !model::parseParams(params.substr(7), &p, &error)) {
+    *why = path + " has unreadable parameters (" + (error.empty() ? params.substr(0, 80) : error) + ")";
+    return false;
+  }
+  *out = p;
+  return true;
+}
+
+bool writeModelCache(const std::string& path, const std::string& text, std::string* why) {
+  const size_t slash = path.rfind('/');
+  if (path.empty() || slash == std::string::npos) {
+    *why = "no cache directory ($XDG_CACHE_HOME and $HOME unset)";
+    return false;
+  }
+  // mkdir -p of the directory, one component at a time.
+  const std::string dir = path.substr(0, slash);
+  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
+    const std::string part = dir.substr(0, at);
+    if (::access(part.c_str(), F_OK) != 0) ::mkdir(part.c_str(), 0755);
+    if (at == std::string::npos) break;
+  }
+  const std::string tmp = path + strprintf(".%d.tmp", int(::getpid()));
+  {
+    std::ofstream f(tmp);
+    f << text;
+    if (!f.flush()) {
+      *why = "cannot write " + tmp;
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *why = "cannot rename " + tmp + " to " + path;
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+ProbeFacts probePartners(const PlannerWorld& world) {
+  ProbeFacts f;
+  for (int r = 1; r < world.nranks; r++) {
+    const bool same = world.host_of[size_t(r)] == world.host_of[0];
+    if (same && f.local_peer < 0) f.local_peer = r;
+    if (!same && f.remote_peer < 0) f.remote_peer = r;
+  }
+  return f;
+}
+
+void probeLinks(Progress& progress, const ProbeFacts& facts, Deadline deadline, model::Params* params) {
+  const bool prober = progress.rank() == 0;
+  // One pair at a time, the same order on both ends: the local pair, then the remote one.
+  for (const int peer : {facts.local_peer, facts.remote_peer}) {
+    if (peer < 0 || (!prober && progress.rank() != peer)) continue;
+    const model::LinkCost cost = probeOne(progress, prober ? peer : 0, prober, deadline);
+    if (!prober) continue;
+    model::LinkKind kind = model::LinkKind::kShm;
+    // Between ranks of one host the model's "shm" entry is whatever link carries it
+    // (OURO_TRANSPORT=tcp: TCP over loopback): the formulas use it for every local message.
+    if (peer == facts.remote_peer && linkKindOf(progress.link(peer).transportName(), &kind)) {
+      params->link(kind) = cost;
+      params->between_hosts = kind;
+    } else if (peer == facts.local_peer) {
+      params->shm = cost;
+    }
+  }
+  if (prober) params->gamma = probeFold();
+}
+
+void agreeModel(store::Store& store, const std::string& prefix, Progress& progress, PlannerWorld* world,
+                Deadline deadline) {
+  const int rank = world->rank, n = world->nranks;
+  const std::string setting = envString("OURO_MODEL");
+  model::Params own;
+  std::string error;
+  if (setting != "off" && setting != "auto" && !model::parseParams(setting, &own, &error))
+    raise(Result::kInvalidArgument, "rank %d: OURO_MODEL=%s: %s; or give auto or off (docs/SETTINGS.md)", rank,
+          setting.c_str(), error.c_str());
+  const ProbeFacts facts = probePartners(*world);
+  // Rank 0 decides: "off", "probe", or "on SOURCE\nSPEC".
+  std::string decided;
+  const std::string key = prefix + "model/params", probed_key = prefix + "model/probed";
+  std::string cache_path, cache_key;
+  if (rank == 0) {
+    if (setting == "off") {
+      decided = "off";
+    } else if (setting != "auto") {
+      decided = "on OURO_MODEL\n" + formatModelSpec(own);
+    } else {
+      const HostLayout layout = describeHosts(world->host_of);
+      std::string links = facts.local_peer >= 0 ? std::string("local_") + progress.link(facts.local_peer).transportName() : "";
+      if (facts.remote_peer >= 0)
+        links += std::string(links.empty() ? "" : "+") + "net_" + progress.link(facts.remote_peer).transportName();
+      const int hosts = layout.regular ? layout.grid.hosts : 0, per_host = layout.regular ? layout.grid.per_host : 0;
+      cache_key = strprintf("%s %s %dx%d", hostName().c_str(), links.empty() ? "none" : links.c_str(), hosts, per_host);
+      cache_path = modelCachePath(hostName(), links.empty() ? "none" : links, hosts, per_host);
+      model::Params cached;
+      std::string why;
+      const bool chooses = n > 1 && world->setting == AlgoSetting::kAuto && !world->direct && layout.regular;
+      if (!cache_path.empty() && readModelCache(cache_path, cache_key, kCacheMaxAgeS, &cached, &why)) {
+        OURO_INFO("rank 0: cost model: the links' parameters from %s", cache_path.c_str());
+        decided = "on cached probe\n" + formatModelSpec(cached);
+      } else {
+        OURO_INFO("rank 0: cost model: %s%s", why.c_str(), chooses ? "; probing the links" : "; using the defaults");
+        decided = chooses ? "probe" : "on defaults\n" + formatModelSpec(model::Params());
+      }
+    }
+    if (n > 1) store.set(key, decided);
+  } else {
+    decided = store.get(key, deadline);
+  }
+  if (decided == "probe") {
+    if (rank == 0) {
+      model::Params measured;
+      const int64_t t0 = nowNs();
+      probeLinks(progress, facts, deadline, &measured);
+      const double ms = double(nowNs() - t0) * 1e-6;
+      std::string why;
+      const bool kept = writeModelCache(cache_path, modelCacheText(cache_key, measured, std::time(nullptr)), &why);
+      OURO_INFO("rank 0: cost model: probed the links in %.1f ms; %s", ms,
+                kept ? ("cached in " + cache_path).c_str() : ("not cached: " + why).c_str());
+      decided = "on probe\n" + formatModelSpec(measured);
+      store.set(probed_key, decided);
+    } else {
+      probeLinks(progress, facts, deadline, nullptr);
+      decided = store.get(probed_key, deadline);
+    }
+  }
+  if (decided == "off") {
+    world->model = false;
+    return;
+  }
+  const size_t newline = decided.find('\n');
+  model::Params agreed;
+  if (decided.rfind("on ", 0) != 0 || newline == std::string::npos ||
+      !model::parseParams(decided.substr(newline + 1), &agreed, &error))
+    raise(Result::kInternalError,
+          "rank %d: the cost model's parameters from rank 0 do not parse ('%s'); every rank must run the same ouro; "
+          "OURO_MODEL=off on every rank skips them",
+          rank, decided.substr(0, 120).c_str());
+  world->model = true;
+  world->model_params = agreed;
+  world->model_source = decided.substr(3, newline - 3);
+  if (rank == 0)
+    OURO_INFO("rank 0: cost model (%s): %s", world->model_source.c_str(), model::describeParams(agreed).c_str());
+}
+
+}  // namespace ouro
