@@ -1,7 +1,7 @@
 // The few things the CUDA kernels need from the machine, spelled once so that the same kernel
 // source compiles two ways:
 //   - under nvcc (__CUDACC__): the real thing (threadIdx, __syncthreads, system-scope acquire
-//     loads and release stores in inline PTX, %globaltimer, __nanosleep, <<<>>> launches);
+//     loads and release stores in inline PTX, %globaltimer, volatile shared memory, launches);
 //   - as plain C++ against tests/cuda_kernels/cuda_emulation.hpp, which runs a grid's blocks and
 //     each block's threads as host threads, so the host tests prove the kernels' protocol
 //     (docs/CUDA.md). Only the tests put that header on the include path: the emulation is test
@@ -72,7 +72,20 @@ OURO_DEVICE_INLINE void storeLine(uint64_t* p, uint64_t v) {
 OURO_DEVICE_INLINE uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
   return atomicCAS_system(reinterpret_cast<unsigned int*>(p), expected, desired);
 }
-OURO_DEVICE_INLINE void pollPause() { __nanosleep(64); }
+// Between two turns of a poll loop: nothing. A poll is one load of a flag or line, the waiting
+// thread has nothing else to do, and the block's other threads either poll too (LL) or sit at a
+// barrier; a __nanosleep here would only add its sleep to the latency of every message that
+// arrives while the thread sleeps (NCCL's LL loop does not sleep either). A poll of a remote word
+// is a bus round trip, which paces the loop by itself.
+OURO_DEVICE_INLINE void spinTurn() {}
+// Block-shared words (BlockState::stop, BlockState::watcher) that threads of the block read and
+// write while others poll, with no barrier between: volatile shared-memory accesses, and a
+// block-scope compare-and-swap (returns the old value).
+OURO_DEVICE_INLINE uint32_t loadShared(const uint32_t* p) { return *static_cast<const volatile uint32_t*>(p); }
+OURO_DEVICE_INLINE void storeShared(uint32_t* p, uint32_t v) { *static_cast<volatile uint32_t*>(p) = v; }
+OURO_DEVICE_INLINE uint32_t blockCompareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
+  return atomicCAS_block(reinterpret_cast<unsigned int*>(p), expected, desired);
+}
 // Nanoseconds, comparable between the SMs of one GPU (deadlines only).
 OURO_DEVICE_INLINE uint64_t clockNs() {
   uint64_t t;
@@ -128,7 +141,12 @@ inline void storeLine(uint64_t* p, uint64_t v) { ::ouro::cuda_emu::storeLine(p, 
 inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
   return ::ouro::cuda_emu::compareAndSwap(p, expected, desired);
 }
-inline void pollPause() { ::ouro::cuda_emu::pollPause(); }
+inline void spinTurn() { ::ouro::cuda_emu::spinTurn(); }
+inline uint32_t loadShared(const uint32_t* p) { return ::ouro::cuda_emu::loadShared(p); }
+inline void storeShared(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeShared(p, v); }
+inline uint32_t blockCompareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {
+  return ::ouro::cuda_emu::compareAndSwap(p, expected, desired);
+}
 inline uint64_t clockNs() { return ::ouro::cuda_emu::clockNs(); }
 inline int launchThreadsPerBlock(int preferred) { return ::ouro::cuda_emu::threadsPerBlock(preferred); }
 // Traps (aborts the process) as the GPU does on a typed access not aligned to its size.

@@ -54,6 +54,8 @@ class PrimsBlock {
   OURO_DEVICE_INLINE void loadCounters(int only_peer, const FifoView* to, const FifoView* from) {
     if (dm::threadIndex() == 0) {
       s_.hellos_pending = x_.hello ? 1u : 0u;
+      s_.stop = 0;
+      s_.watcher = kNoWatcher;
       for (int p = 0; p < kMaxDeviceRanks; p++) {
         const bool used = only_peer >= 0 ? p == only_peer : (p < x_.nranks && p != x_.rank);
         s_.sent[p] = used ? dm::loadRelaxed(to[p].tail) : 0;

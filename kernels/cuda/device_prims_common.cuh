@@ -2,7 +2,8 @@
 // call): the block's bookkeeping in shared memory, the call's context, vector loads and stores,
 // the block-wide copy, LL lines, waiting and failing, and the planted-bug policy's shipped default.
 //
-// Failure: every wait polls the abort word and a deadline (DeviceCall::timeout_ns per wait). The
+// Failure: every wait polls the abort word and a deadline (DeviceCall::timeout_ns per wait; in a
+// wait the whole block polls, one thread does it for the block: keepSpinning). The
 // first failure anywhere wins the error record (compare-and-swap); any failure but an abort also
 // sets this rank's abort word and every peer's, so the kernel's other blocks, this rank's later
 // kernels and the peers' kernels stop waiting (each rank's word is its own, mapped by every peer). The
@@ -21,13 +22,24 @@
 
 namespace ouro::kernels::cuda {
 
+constexpr uint32_t kNoWatcher = 0xffffffffu;
+
 // One block's bookkeeping, in shared memory. Only thread 0 writes it (after a barrier that follows
-// every other thread's last read of it). The counters are those of the call's protocol's FIFOs.
+// every other thread's last read of it), except `stop` and `watcher`, which the threads of a wait
+// that the whole block polls at once (keepSpinning) share without a barrier. The counters are
+// those of the call's protocol's FIFOs.
 struct BlockState {
   const std::byte* sources[kMaxDeviceRanks];  // the fold's inputs in rank order (ours at our rank)
   uint32_t sent[kMaxDeviceRanks];             // messages sent on to[p] (its tail)
   uint32_t received[kMaxDeviceRanks];         // messages consumed from from[p] (its head)
   uint32_t hellos_pending;                    // nonzero: the peers' hellos are still to be received
+  // Nonzero once a watcher found the abort word set or its deadline passed (and recorded it): every
+  // thread of the block still polling gives up at its next turn. Never cleared within a kernel (a
+  // failed block does nothing more).
+  uint32_t stop;
+  // The thread making the block's rare checks (abort word, deadline) in keepSpinning, or
+  // kNoWatcher: one poller at a time reads the abort word and the clock, not every one.
+  uint32_t watcher;
 };
 
 // What the prims need of a call besides the channel.
@@ -146,19 +158,51 @@ OURO_DEVICE inline bool fail(const PrimsContext& x, DeviceFailure why, int peer,
   return false;
 }
 
-// One turn of a wait that has not been satisfied yet: false (after recording why) when the abort
-// word is set or the deadline passed. The abort word and the clock are read every 16th turn: on a
-// GPU they may be a bus read away, which would slow every poll.
+// The rare checks of a wait started at `start`: false (after recording why) when the abort word is
+// set or the deadline passed. The abort word is mapped host memory, a bus read away.
+OURO_DEVICE_INLINE bool stillWaiting(const PrimsContext& x, uint64_t start, int peer, bool waiting_for_head) {
+  if (x.abort_word && dm::loadAcquire(x.abort_word) != 0) return fail(x, DeviceFailure::kAborted, peer, waiting_for_head);
+  if (x.timeout_ns && dm::clockNs() - start > x.timeout_ns) return fail(x, DeviceFailure::kTimeout, peer, waiting_for_head);
+  return true;
+}
+
+// One turn of a wait that only thread 0 of the block is in (the others sit at a barrier: a
+// simple-protocol wait, a wait for space, the hellos): false (after recording why) when the abort
+// word is set or the deadline passed, checked every 16th turn.
 OURO_DEVICE inline bool keepPolling(const PrimsContext& x, uint64_t start, uint32_t& turns, int peer,
                                    bool waiting_for_head) {
-  if ((turns++ & 15u) == 15u) {
-    if (x.abort_word && dm::loadAcquire(x.abort_word) != 0)
-      return fail(x, DeviceFailure::kAborted, peer, waiting_for_head);
-    if (x.timeout_ns && dm::clockNs() - start > x.timeout_ns)
-      return fail(x, DeviceFailure::kTimeout, peer, waiting_for_head);
-  }
-  dm::pollPause();
+  if ((turns++ & 15u) == 15u && !stillWaiting(x, start, peer, waiting_for_head)) return false;
+  dm::spinTurn();
   return true;
+}
+
+// One turn of a wait that every thread of the block may be in at once (an LL receive: each thread
+// polls its own lines). Reading the abort word and the clock in each of 512 threads x channels
+// would put hundreds of bus reads behind every few polls; instead one polling thread at a time,
+// the block's watcher (BlockState::watcher, claimed with a block-scope compare-and-swap by a
+// poller that finds none), makes the rare checks every 16th turn, and a failure it finds sets
+// BlockState::stop, which every other poller reads each turn from shared memory. A thread that
+// ends its wait hands the watch on (endSpin), so whichever threads still poll, one of them
+// watches: a block whose thread 0 got its data while others still wait stops on an abort too.
+// No barrier per turn: `stop` and `watcher` are volatile shared words. The deadline is that of
+// the watcher's own wait (each started when its thread began waiting).
+OURO_DEVICE inline bool keepSpinning(const PrimsContext& x, BlockState& s, uint64_t start, uint32_t& turns, int peer) {
+  if (dm::loadShared(&s.stop) != 0) return false;  // the watcher recorded why
+  if ((turns++ & 15u) == 15u) {
+    const uint32_t me = uint32_t(dm::threadIndex());
+    const uint32_t watcher = dm::loadShared(&s.watcher);
+    if ((watcher == me || (watcher == kNoWatcher && dm::blockCompareAndSwap(&s.watcher, kNoWatcher, me) == kNoWatcher)) &&
+        !stillWaiting(x, start, peer, false)) {
+      dm::storeShared(&s.stop, 1);
+      return false;
+    }
+  }
+  dm::spinTurn();
+  return true;
+}
+// After a wait of keepSpinning's, whatever its end: the watch passes to a thread still polling.
+OURO_DEVICE_INLINE void endSpin(BlockState& s) {
+  if (dm::loadShared(&s.watcher) == uint32_t(dm::threadIndex())) dm::storeShared(&s.watcher, kNoWatcher);
 }
 
 }  // namespace ouro::kernels::cuda

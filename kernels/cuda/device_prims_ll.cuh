@@ -13,7 +13,8 @@
 //            (and stores it in the tail word, which only the sender reads, to carry its count
 //            across calls).
 //   receive: every thread polls its lines of slot received[p] until both flags are
-//            received[p] + 1, then uses the data; barrier; thread 0 release-stores
+//            received[p] + 1 (one polling thread at a time also watches the abort word and the
+//            deadline for the block: keepSpinning), then uses the data; barrier; thread 0 release-stores
 //            ll_from[p].head = received[p] + 1 (the sender may then overwrite the slot).
 // Why a stale line never passes: a slot is reused every slot_count messages, with a larger flag
 // each time, and LL FIFOs are never written by the simple protocol; so a line still holding an
@@ -139,19 +140,27 @@ class LlPrims : public PrimsBlock {
   // ---- every thread: lines ----
 
   // Waits for group `group` of message `message` of `f` (from `peer`); false on abort or deadline.
-  OURO_DEVICE_INLINE static bool pollGroup(const PrimsContext& x, const FifoView& f, uint32_t message, size_t group,
-                                           int peer, uint64_t& v) {
+  // Every thread of the block may poll at once: one of them watches the abort word and the
+  // deadline for all (keepSpinning).
+  OURO_DEVICE_INLINE static bool pollGroup(const PrimsContext& x, BlockState& s, const FifoView& f, uint32_t message,
+                                           size_t group, int peer, uint64_t& v) {
     const uint64_t* lines = linesOf(f, message) + 2 * group;
     const uint32_t flag = message + 1;
     uint64_t lo = dm::loadLine(lines), hi = dm::loadLine(lines + 1);
     if (lineFlag(lo) != flag || lineFlag(hi) != flag) {
       const uint64_t start = dm::clockNs();
       uint32_t turns = 0;
+      bool ok = true;
       while (lineFlag(lo) != flag || lineFlag(hi) != flag) {
-        if (!keepPolling(x, start, turns, peer, false)) return false;
+        if (!keepSpinning(x, s, start, turns, peer)) {
+          ok = false;
+          break;
+        }
         if (lineFlag(lo) != flag) lo = dm::loadLine(lines);
         if (lineFlag(hi) != flag) hi = dm::loadLine(lines + 1);
       }
+      endSpin(s);
+      if (!ok) return false;
     }
     v = uint64_t(uint32_t(lo)) | uint64_t(uint32_t(hi)) << 32;
     return true;
@@ -160,14 +169,14 @@ class LlPrims : public PrimsBlock {
   // This thread's groups of one message: from `from`'s lines (from >= 0) or from src; into `to`'s
   // lines (to >= 0) and/or dst (non-null). Static with the shared-memory context and state as
   // arguments (see SimplePrims::foldAs). False when a poll failed.
-  OURO_DEVICE_NOINLINE static bool moveLines(const PrimsContext& x, const BlockState& s, int from, int to,
+  OURO_DEVICE_NOINLINE static bool moveLines(const PrimsContext& x, BlockState& s, int from, int to,
                                              const std::byte* src, std::byte* dst, size_t bytes) {
     const size_t groups = (bytes + kLlGroupBytes - 1) / kLlGroupBytes;
     for (size_t g = size_t(dm::threadIndex()); g < groups; g += size_t(dm::blockSize())) {
       uint64_t v;
       if (from < 0)
         v = readGroup(src, g * kLlGroupBytes, bytes);
-      else if (!pollGroup(x, x.channel->ll_from[from], s.received[from], g, from, v))
+      else if (!pollGroup(x, s, x.channel->ll_from[from], s.received[from], g, from, v))
         return false;
       if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
       if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
@@ -192,7 +201,7 @@ class LlPrims : public PrimsBlock {
   // `to`'s lines (to >= 0) or dst. Bytes past the message's end fold zeros and are never written
   // to dst.
   template <RedOp Op>
-  OURO_DEVICE_NOINLINE static bool reduceLines(const PrimsContext& x, const BlockState& s, const std::byte* own,
+  OURO_DEVICE_NOINLINE static bool reduceLines(const PrimsContext& x, BlockState& s, const std::byte* own,
                                                int to, std::byte* dst, size_t bytes) {
     constexpr size_t kPerGroup = kLlGroupBytes / sizeof(T);
     const size_t groups = (bytes + kLlGroupBytes - 1) / kLlGroupBytes;
@@ -202,7 +211,7 @@ class LlPrims : public PrimsBlock {
         uint64_t v;
         if (r == x.rank)
           v = readGroup(own, g * kLlGroupBytes, bytes);
-        else if (!pollGroup(x, x.channel->ll_from[r], s.received[r], g, r, v))
+        else if (!pollGroup(x, s, x.channel->ll_from[r], s.received[r], g, r, v))
           return false;
         std::memcpy(next, &v, sizeof v);  // (a pointer chosen at run time would put the arrays in local memory)
         for (size_t e = 0; e < kPerGroup; e++) acc[e] = r == 0 ? next[e] : reduceElement<Op, T>(acc[e], next[e]);

@@ -211,7 +211,7 @@ void trapMisaligned(const void* p, size_t bytes) {
 void maybeYield() {
   if (t_yields && (t_rng() & 3u) == 0) std::this_thread::yield();
 }
-void pollPause() { std::this_thread::yield(); }
+void spinTurn() { std::this_thread::yield(); }
 uint64_t clockNs() {
   return uint64_t(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());

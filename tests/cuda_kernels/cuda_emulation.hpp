@@ -117,7 +117,15 @@ inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired)
   std::atomic_ref<uint32_t>(*p).compare_exchange_strong(expected, desired, std::memory_order_acq_rel);
   return expected;
 }
-void pollPause();
+// A turn of a poll loop: yields, so that the host threads standing in for a block's threads share
+// few cores (the GPU's spinTurn does nothing).
+void spinTurn();
+// Block-shared words polled without a barrier (dm::loadShared, dm::storeShared): relaxed atomics,
+// as volatile shared-memory accesses give no ordering either.
+inline uint32_t loadShared(const uint32_t* p) {
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+}
+inline void storeShared(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
 uint64_t clockNs();
 // A GPU traps on a typed load or store not aligned to its size (cudaErrorMisalignedAddress, sticky:
 // the context is lost); the emulation prints what and where, and aborts the process.

@@ -18,7 +18,7 @@ namespace ouro::kernels::cuda::test {
 struct EarlyTail : NoPlantedBug {
   static void beforePayload(uint32_t* tail, uint32_t published) {
     if (dm::threadIndex() == 0) dm::storeRelease(tail, published);
-    for (int i = 0; i < 16; i++) dm::pollPause();
+    for (int i = 0; i < 16; i++) dm::spinTurn();
   }
 };
 
@@ -30,7 +30,7 @@ struct FlagBeforeData : NoPlantedBug {
     for (size_t half = 0; half < 2; half++) {
       auto* words = reinterpret_cast<uint32_t*>(lines + half);
       dm::storeRelease(words + 1, flag);
-      for (int i = 0; i < 4; i++) dm::pollPause();
+      for (int i = 0; i < 4; i++) dm::spinTurn();
       dm::storeRelease(words, uint32_t(data >> (32 * half)));
     }
   }
