@@ -127,7 +127,8 @@ void ibSetup(ConnectContext& ctx) {
     }
   }
   const std::string who = strprintf("rank %d: connecting InfiniBand", ctx.rank);
-  ctx.store.set(offer_key, mine.empty() ? "1" : "0 " + mine);
+  // "1 OFFERS" (the ports it could use, ib_fabric.hpp) or "0 WHY".
+  ctx.store.set(offer_key, mine.empty() ? "1 " + ctx.ib_fabric->offer() : "0 " + mine);
   if (ctx.mode == "ib" && !mine.empty())
     raise(Result::kUnavailable,
           "rank %d: OURO_TRANSPORT=ib, but %s %s %s and this host has %s; install and load the RDMA driver (or "
@@ -140,12 +141,23 @@ void ibSetup(ConnectContext& ctx) {
   waitForRanks(ctx.store, ctx.prefix, keys, ctx.deadline, who, "to say whether they offer InfiniBand",
                "start every rank");
   std::vector<int> without;
+  std::vector<std::pair<int, std::string>> offers;  // peers offering InfiniBand, with their ports
   ctx.ib_unavailable[size_t(ctx.rank)] = mine;
   for (size_t i = 0; i < keys.size(); i++) {
     const int p = ctx.remote_peers[i];
     const std::string offer = ctx.store.get(keys[i], ctx.deadline);
-    ctx.ib_unavailable[size_t(p)] = offer == "1" ? "" : offer.size() > 2 ? offer.substr(2) : "unknown reason";
-    if (!ctx.ib_unavailable[size_t(p)].empty()) without.push_back(p);
+    const bool offered = offer == "1" || offer.rfind("1 ", 0) == 0;
+    ctx.ib_unavailable[size_t(p)] = offered ? "" : offer.size() > 2 ? offer.substr(2) : "unknown reason";
+    if (!offered) without.push_back(p);
+    else offers.emplace_back(p, offer.size() > 2 ? offer.substr(2) : "");
+  }
+  // The port on the peers' fabric; none is a job error naming both sides' ports.
+  if (ctx.ib_fabric && !offers.empty()) {
+    try {
+      ctx.ib_fabric->choosePort(ctx.rank, offers);
+    } catch (const Error& e) {
+      failJob(ctx.store, ctx.prefix, e.code(), strprintf("rank %d: InfiniBand: %s", ctx.rank, e.message().c_str()));
+    }
   }
   if (ctx.mode == "ib" && !without.empty())
     raise(Result::kUnavailable,

@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,9 +58,47 @@ std::vector<GidEntry> readGidTable(ibv_context* ctx, const std::string& device, 
   return table;
 }
 
+// The prefix length of the interface that holds the IPv4 address of an IPv4-mapped GID (for the
+// RoCE subnet a port offers), or -1.
+int ipv4PrefixLength(const uint8_t gid[16]) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return -1;
+  int len = -1;
+  uint32_t want;
+  std::memcpy(&want, gid + 12, 4);
+  for (ifaddrs* i = list; i && len < 0; i = i->ifa_next) {
+    if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+    if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr != want) continue;
+    len = __builtin_popcount(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr);
+  }
+  ::freeifaddrs(list);
+  return len;
+}
+
 }  // namespace
 
-std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index, bool odp) {
+std::vector<PortOffer> IbDevice::listPorts(const HcaFilter& filter, int gid_index) {
+  std::vector<PortOffer> list;
+  scan(filter, gid_index, nullptr, &list);
+  return list;
+}
+
+std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index, bool odp, const PortOffer* only) {
+  std::shared_ptr<IbDevice> chosen = scan(filter, gid_index, only, nullptr);
+  chosen->pd_ = ibv_alloc_pd(chosen->context_);
+  if (!chosen->pd_) raise(Result::kSystemError, "InfiniBand: ibv_alloc_pd on %s failed", chosen->name_.c_str());
+  chosen->events_ = AsyncEventLog(chosen->port_);
+  chosen->mr_cache_ = std::make_unique<MrCache>(chosen->context_, chosen->pd_, odp);
+  // Async events are read without blocking whenever a link asks (progress, liveness checks).
+  int flags = ::fcntl(chosen->context_->async_fd, F_GETFL);
+  ::fcntl(chosen->context_->async_fd, F_SETFL, flags | O_NONBLOCK);
+  return chosen;
+}
+
+// The first usable port (`only`: that one), opened; or, with `offers`, every usable port as an
+// offer, none left open (then the result is null unless there was none: that throws).
+std::shared_ptr<IbDevice> IbDevice::scan(const HcaFilter& filter, int gid_index, const PortOffer* only,
+                                         std::vector<PortOffer>* offers) {
   // Registered memory and fork(): without fork support a child's copy-on-write can leave the
   // parent's registered pages unmapped from the NIC. Kernels from 5.13 need nothing (UNNEEDED).
   if (ibv_is_fork_initialized() == IBV_FORK_DISABLED) {
@@ -88,6 +128,7 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index,
     for (int port = 1; port <= attr.phys_port_cnt && !chosen; port++) {
       ibv_port_attr pa{};
       if (ibv_query_port(ctx, uint8_t(port), &pa) != 0) continue;
+      if (only && (only->device != name || only->port != port)) continue;
       if (!filter.allows(name, port)) {
         seen += strprintf(" %s:%d (excluded by OURO_IB_HCA)", name.c_str(), port);
         continue;
@@ -100,6 +141,16 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index,
       GidChoice gid = chooseGid(readGidTable(ctx, name, uint8_t(port), pa, attr.phys_port_cnt), ethernet, gid_index);
       if (!gid.ok) {
         seen += strprintf(" %s:%d (%s)", name.c_str(), port, gid.error.c_str());
+        continue;
+      }
+      if (offers) {
+        PortOffer o;
+        o.device = name;
+        o.port = port;
+        o.link_layer = ethernet ? kLinkEthernet : kLinkInfiniBand;
+        o.gid_type = gid.entry.type;
+        o.subnet = portSubnet(ethernet, gid.entry.raw, ethernet ? ipv4PrefixLength(gid.entry.raw) : -1);
+        offers->push_back(o);
         continue;
       }
       std::shared_ptr<IbDevice> dev(new IbDevice());
@@ -115,18 +166,12 @@ std::shared_ptr<IbDevice> IbDevice::open(const HcaFilter& filter, int gid_index,
     if (!chosen) ibv_close_device(ctx);
   }
   ibv_free_device_list(list);
+  if (offers && !offers->empty()) return nullptr;
   if (!chosen)
     raise(Result::kUnavailable,
           "InfiniBand: no usable RDMA port among %d device(s):%s; check the cabling/subnet manager (ibstat), "
           "OURO_IB_HCA, or unset OURO_TRANSPORT=ib to use TCP between hosts",
           count, seen.empty() ? " none" : seen.c_str());
-  chosen->pd_ = ibv_alloc_pd(chosen->context_);
-  if (!chosen->pd_) raise(Result::kSystemError, "InfiniBand: ibv_alloc_pd on %s failed", chosen->name_.c_str());
-  chosen->events_ = AsyncEventLog(chosen->port_);
-  chosen->mr_cache_ = std::make_unique<MrCache>(chosen->context_, chosen->pd_, odp);
-  // Async events are read without blocking whenever a link asks (progress, liveness checks).
-  int flags = ::fcntl(chosen->context_->async_fd, F_GETFL);
-  ::fcntl(chosen->context_->async_fd, F_SETFL, flags | O_NONBLOCK);
   return chosen;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "transport/ib/ib_fabric.hpp"
 #include "transport/ib/ib_hca.hpp"
 #include "transport/ib/ib_mr_cache.hpp"
 #include "transport/ib/ib_pool.hpp"
@@ -23,7 +24,11 @@ class IbDevice {
   // (`gid_index` -1: chosen automatically, chooseGid in ib_hca.hpp). Throws
   // Error(kUnavailable) saying which devices were seen and why none fits, and what to do.
   // `odp`: OURO_IB_ODP (on-demand paging for direct placement where the device offers it).
-  static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index, bool odp);
+  // `only`: open that port (one listPorts returned) and no other.
+  static std::shared_ptr<IbDevice> open(const HcaFilter& filter, int gid_index, bool odp, const PortOffer* only = nullptr);
+  // Every port open() could use, as offers for the peers (ib_fabric.hpp); nothing stays open.
+  // Throws as open() does when there is none.
+  static std::vector<PortOffer> listPorts(const HcaFilter& filter, int gid_index);
   ~IbDevice();
   IbDevice(const IbDevice&) = delete;
   IbDevice& operator=(const IbDevice&) = delete;
@@ -62,6 +67,8 @@ class IbDevice {
   uint8_t port_ = 1;
   ibv_port_attr port_attr_{};
   ibv_gid gid_{};
+  static std::shared_ptr<IbDevice> scan(const HcaFilter& filter, int gid_index, const PortOffer* only,
+                                        std::vector<PortOffer>* list);
   int gid_index_ = 0;
   GidType gid_type_ = GidType::kIb;
   std::string name_;

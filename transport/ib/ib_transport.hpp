@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/link.hpp"
 
@@ -28,6 +30,15 @@ class IbFabric {
   // device, no active port, built without libibverbs) and what to do.
   static std::unique_ptr<IbFabric> open(const IbSettings& settings);
   virtual ~IbFabric() = default;
+  // The ports this rank could use, for its peers (ib_fabric.hpp's encodeOffers; comm/ publishes
+  // it with the offer through the bootstrap store).
+  virtual std::string offer() const { return {}; }
+  // Picks the port whose fabric matches the peers' offers (rank, offer() text) and opens it.
+  // Throws kInvalidUsage naming both sides' ports when no port reaches every peer. Optional:
+  // without it the first usable port is opened at first use.
+  virtual void choosePort(int self, const std::vector<std::pair<int, std::string>>& peer_offers) {
+    (void)self, (void)peer_offers;
+  }
   virtual std::string describe() const = 0;  // "mlx5_0:1 (InfiniBand, LID 5)"
   // Registers the slot memory of `count` links at once (one region on the device, checked
   // against the locked-memory limit for all of them first, naming the count), so the links
