@@ -31,6 +31,7 @@ constexpr Setting kSettings[] = {
     {"OURO_IFNAME", "", "network interface whose address TCP connections use"},
     {"OURO_BIND_ADDR", "", "address TCP listeners bind to and advertise (overrides OURO_IFNAME; default: the address this rank advertises, never all interfaces)"},
     {"OURO_TCP_SOCKETS", "1", "TCP sockets per peer, messages striped across them"},
+    {"OURO_LAZY_CONNECT", "1", "1: a TCP link connects at its first use, so a rank holds connections only to the peers its calls talk to; 0: every TCP peer is connected at init (every rank must use the same value)"},
     {"OURO_TCP_SLOT_BYTES", "524288", "bytes per TCP message (the pipelining unit over TCP)"},
     {"OURO_TCP_CONGESTION", "auto", "auto|system|NAME: auto replaces a pacing default (bbr) by cubic, else reno; system keeps the kernel's"},
     {"OURO_TCP_SLOTS", "4", "messages a TCP link may have in flight per direction"},

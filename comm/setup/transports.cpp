@@ -8,6 +8,7 @@
 #include "core/strings.hpp"
 #include "transport/ib/ib_probe.hpp"
 #include "transport/ib/ib_transport.hpp"
+#include "transport/tcp/tcp_lazy.hpp"
 #include "transport/tcp/tcp_link.hpp"
 
 namespace ouro {
@@ -251,12 +252,29 @@ void tcpConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   options.comm_key = std::hash<std::string>()(ctx.store.describe() + "|" + ctx.prefix);
   if (options.sockets_per_peer < 1 || options.sockets_per_peer > 16)
     raise(Result::kInvalidArgument, "OURO_TCP_SOCKETS must be 1..16");
-  std::map<int, std::string> addresses;
-  for (int p : peers) addresses[p] = ctx.m.peers[size_t(p)].tcp_address;
-  auto sockets = transport::tcp::connectMesh(ctx.listener, addresses, options, ctx.deadline);
   size_t slot_bytes = size_t(envInt("OURO_TCP_SLOT_BYTES"));
   int slots = int(envInt("OURO_TCP_SLOTS"));
   if (slots < 2 || slot_bytes < 4096) raise(Result::kInvalidArgument, "OURO_TCP_SLOTS must be >= 2 and OURO_TCP_SLOT_BYTES >= 4096");
+  const int64_t lazy = envInt("OURO_LAZY_CONNECT");
+  if (lazy != 0 && lazy != 1)
+    raise(Result::kInvalidArgument, "rank %d: OURO_LAZY_CONNECT=%lld: must be 1 (connect at first use) or 0 (every peer at init)",
+          ctx.rank, (long long)lazy);
+  if (lazy) {
+    // Each link connects at its first use (transport/tcp/tcp_lazy.hpp); the listener stays open for
+    // the communicator's life so peers can dial it then.
+    std::vector<std::string> addresses(size_t(ctx.nranks)), hostnames(size_t(ctx.nranks));
+    for (int p = 0; p < ctx.nranks; p++) hostnames[size_t(p)] = ctx.m.peers[size_t(p)].hostname;
+    for (int p : peers) addresses[size_t(p)] = ctx.m.peers[size_t(p)].tcp_address;
+    auto mesh = std::make_shared<transport::tcp::LazyMesh>(std::move(ctx.listener), options, std::move(addresses),
+                                                           std::move(hostnames));
+    for (int p : peers)
+      ctx.out.progress.links[size_t(p)] =
+          std::make_unique<transport::tcp::LazyTcpLink>(p, mesh, slot_bytes, slots, options.keepalive.giveUpS());
+    return;
+  }
+  std::map<int, std::string> addresses;
+  for (int p : peers) addresses[p] = ctx.m.peers[size_t(p)].tcp_address;
+  auto sockets = transport::tcp::connectMesh(ctx.listener, addresses, options, ctx.deadline);
   for (auto& [p, fds] : sockets)
     ctx.out.progress.links[size_t(p)] =
         std::make_unique<transport::tcp::TcpLink>(p, std::move(fds), slot_bytes, slots, ctx.m.peers[size_t(p)].hostname,

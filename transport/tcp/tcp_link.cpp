@@ -18,21 +18,44 @@ namespace ouro::transport::tcp {
 
 TcpLink::TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host,
                  double silent_host_s)
+    : TcpLink(peer_rank, slot_bytes, slots, peer_host, silent_host_s) {
+  OURO_ASSERT(!sockets.empty());
+  addSockets(std::move(sockets), true, true);
+}
+
+TcpLink::TcpLink(int peer_rank, size_t slot_bytes, int slots, const std::string& peer_host, double silent_host_s)
     : peer_(peer_rank),
       peer_name_(peer_host.empty() ? strprintf("rank %d", peer_rank) : strprintf("rank %d on %s", peer_rank, peer_host.c_str())),
       silent_host_ms_(int64_t(silent_host_s * 1000)),
       slot_bytes_(slot_bytes),
-      sockets_(std::move(sockets)),
-      recv_buffer_(slot_bytes),
-      recv_(recv_buffer_.data(), slot_bytes) {
-  OURO_ASSERT(!sockets_.empty());
-  for (auto& s : sockets_) setNonBlocking(s.get(), true);
+      recv_(nullptr, slot_bytes) {
   slots_.resize(size_t(slots));
-  for (int i = slots - 1; i >= 0; i--) {
-    slots_[size_t(i)].buffer.resize(slot_bytes);
-    free_slots_.push_back(i);
+}
+
+void TcpLink::addSockets(std::vector<Fd> sockets, bool send, bool recv) {
+  OURO_ASSERT(!sockets.empty() && !(send && canSend()) && !(recv && canRecv()));
+  if (recv_buffer_.empty()) {
+    // The buffers come with the first connection: a link never used costs no memory (a lazily
+    // connected world of thousands of ranks holds only the links its algorithms use).
+    recv_buffer_.resize(slot_bytes_);
+    recv_ = FrameDecoder(recv_buffer_.data(), slot_bytes_);
+    for (int i = int(slots_.size()) - 1; i >= 0; i--) {
+      slots_[size_t(i)].buffer.resize(slot_bytes_);
+      free_slots_.push_back(i);
+    }
   }
-  send_queues_.resize(sockets_.size());
+  for (Fd& s : sockets) {
+    setNonBlocking(s.get(), true);
+    if (send) send_fds_.push_back(s.get());
+    if (recv) recv_fds_.push_back(s.get());
+    owned_.push_back(std::move(s));
+  }
+  if (send) send_queues_.resize(send_fds_.size());
+}
+
+void TcpLink::receiveOnSendSockets() {
+  OURO_ASSERT(canSend() && !canRecv());
+  recv_fds_ = send_fds_;
 }
 
 TcpLink::~TcpLink() = default;
@@ -48,7 +71,7 @@ void TcpLink::connectionLost(const char* what, int err) {
 }
 
 std::byte* TcpLink::trySendSlot() {
-  OURO_ASSERT(acquired_ < 0);
+  OURO_ASSERT(acquired_ < 0 && canSend());
   if (free_slots_.empty()) progress();
   if (free_slots_.empty()) return nullptr;
   acquired_ = free_slots_.back();
@@ -64,7 +87,7 @@ void TcpLink::postSendFrom(const MessageHeader& header, const std::byte* data) {
   slot.data = data;
   slot.header = header;
   slot.written = 0;
-  send_queues_[messages_sent_++ % sockets_.size()].push_back(acquired_);
+  send_queues_[messages_sent_++ % send_fds_.size()].push_back(acquired_);
   acquired_ = -1;
   progress();
 }
@@ -72,7 +95,7 @@ void TcpLink::postSendFrom(const MessageHeader& header, const std::byte* data) {
 bool TcpLink::progress() {
   if (dead_) return false;
   bool moved = false;
-  for (size_t s = 0; s < sockets_.size(); s++) {
+  for (size_t s = 0; s < send_fds_.size(); s++) {
     auto& queue = send_queues_[s];
     while (!queue.empty()) {
       SendSlot& slot = slots_[size_t(queue.front())];
@@ -87,7 +110,7 @@ bool TcpLink::progress() {
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = size_t(n);
-      ssize_t w = ::sendmsg(sockets_[s].get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t w = ::sendmsg(send_fds_[s], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -111,9 +134,9 @@ bool TcpLink::sendsPending() const {
 }
 
 bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) {
-  OURO_ASSERT(!recv_held_);
+  OURO_ASSERT(!recv_held_ && canRecv());
   if (dead_) connectionLost("receiving", 0);
-  int fd = sockets_[messages_received_ % sockets_.size()].get();
+  int fd = recv_fds_[messages_received_ % recv_fds_.size()];
   while (size_t want = recv_.wanted()) {
     ssize_t r = ::recv(fd, recv_.next(), want, MSG_DONTWAIT);
     if (r > 0) {
@@ -158,32 +181,36 @@ void TcpLink::sendAbort(const std::string& reason) {
   MessageHeader h;
   h.kind = uint32_t(MessageKind::kAbort);
   h.bytes = uint32_t(text.size());
-  for (size_t i = 0; i < sockets_.size(); i++) {
+  for (const Fd& socket : owned_) {
     // A message half written on this socket would swallow the abort's header into its payload.
-    const auto& queue = send_queues_[i];
-    if (!queue.empty() && slots_[size_t(queue.front())].written > 0) continue;
+    const auto sending = std::find(send_fds_.begin(), send_fds_.end(), socket.get());
+    if (sending != send_fds_.end()) {
+      const auto& queue = send_queues_[size_t(sending - send_fds_.begin())];
+      if (!queue.empty() && slots_[size_t(queue.front())].written > 0) continue;
+    }
     iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
-    (void)::sendmsg(sockets_[i].get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)::sendmsg(socket.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   dead_ = true;
 }
 
 void TcpLink::pollFds(std::vector<pollfd>* fds) const {
   if (dead_) return;
-  fds->push_back({sockets_[messages_received_ % sockets_.size()].get(), POLLIN, 0});
-  for (size_t s = 0; s < sockets_.size(); s++)
-    if (!send_queues_[s].empty()) fds->push_back({sockets_[s].get(), POLLOUT, 0});
+  if (canRecv()) fds->push_back({recv_fds_[messages_received_ % recv_fds_.size()], POLLIN, 0});
+  for (size_t s = 0; s < send_fds_.size(); s++)
+    if (!send_queues_[s].empty()) fds->push_back({send_fds_[s], POLLOUT, 0});
 }
 
 bool TcpLink::hostReachable() const {
   if (!unreachable_.empty()) return false;
   if (dead_) return true;  // what ended it was raised already
-  pollfd fds[16];
-  const size_t n = std::min(sockets_.size(), std::size(fds));
-  for (size_t i = 0; i < n; i++) fds[i] = {sockets_[i].get(), 0, 0};  // POLLERR needs no request
+  pollfd fds[32];  // two connections of at most 16 sockets (OURO_TCP_SOCKETS)
+  const size_t n = std::min(owned_.size(), std::size(fds));
+  if (n == 0) return true;  // not connected yet
+  for (size_t i = 0; i < n; i++) fds[i] = {owned_[i].get(), 0, 0};  // POLLERR needs no request
   const bool errors = ::poll(fds, n, 0) > 0;
   for (size_t i = 0; errors && i < n; i++) {
     if (!(fds[i].revents & POLLERR)) continue;

@@ -2,6 +2,10 @@
 // socket m % sockets, so the receiver knows where each comes from. All sockets are non-blocking:
 // postSend queues a slot, progress() writes what the kernel takes, tryRecv reads what has
 // arrived; nothing here ever blocks (comm/'s waiter polls pollFds()).
+//
+// Each direction has its own socket set. Set up eagerly (tcp_mesh.hpp) both are the same
+// connection; set up lazily (tcp_lazy_link.hpp) the link starts with none, and when both ranks
+// dialed at once each sends on the connection it dialed and receives on the other one.
 #pragma once
 
 #include <deque>
@@ -21,6 +25,8 @@ class TcpLink final : public Link {
   // giveUpS), so nothing heard from the host for longer means it is unreachable (hostReachable).
   TcpLink(int peer_rank, std::vector<Fd> sockets, size_t slot_bytes, int slots, const std::string& peer_host = "",
           double silent_host_s = 0);
+  // No sockets yet: addSockets gives them (LazyTcpLink). Until it has, neither direction may be used.
+  TcpLink(int peer_rank, size_t slot_bytes, int slots, const std::string& peer_host, double silent_host_s);
   ~TcpLink() override;
 
   const char* transportName() const override { return "tcp"; }
@@ -44,6 +50,17 @@ class TcpLink final : public Link {
   bool hostReachable() const override;
   std::string peerFailure() const override { return unreachable_; }
 
+  // Takes a connection's sockets (made non-blocking); `send` / `recv`: this direction goes over
+  // them (each direction is given once; a connection given for neither is only kept, for
+  // sendAbort and hostReachable).
+  void addSockets(std::vector<Fd> sockets, bool send, bool recv);
+  // The peer answers on the connection this rank dialed (it took it rather than dial too).
+  void receiveOnSendSockets();
+  bool canSend() const { return !send_fds_.empty(); }
+  bool canRecv() const { return !recv_fds_.empty(); }
+  size_t socketCount() const { return owned_.size(); }
+  const std::string& peerName() const { return peer_name_; }
+
  private:
   struct SendSlot {
     std::vector<std::byte> buffer;
@@ -57,11 +74,13 @@ class TcpLink final : public Link {
   std::string peer_name_;  // "rank 5 on node-3", for messages
   int64_t silent_host_ms_;
   size_t slot_bytes_;
-  std::vector<Fd> sockets_;
+  std::vector<Fd> owned_;       // every socket of the link
+  std::vector<int> send_fds_;   // message m goes out on send_fds_[m % size]
+  std::vector<int> recv_fds_;   // message m comes in on recv_fds_[m % size]
   std::vector<SendSlot> slots_;
   std::vector<int> free_slots_;
   int acquired_ = -1;                          // slot handed out by trySendSlot, not yet posted
-  std::vector<std::deque<int>> send_queues_;   // per socket: posted slots in order
+  std::vector<std::deque<int>> send_queues_;   // per send socket: posted slots in order
   uint64_t messages_sent_ = 0;                 // posted so far (chooses the socket)
   // Receiving message number messages_received_ on socket messages_received_ % sockets.
   uint64_t messages_received_ = 0;

@@ -17,46 +17,6 @@
 namespace ouro::transport::tcp {
 namespace {
 
-// Applies options.congestion to one connected socket; returns the algorithm it ends up with and,
-// in *why, what was done (for the one info line per communicator).
-//
-// Why "auto" avoids bbr: bbr releases every segment at a paced rate, its estimate of the path's
-// bandwidth, and with no pacing qdisc (loopback, most hosts) the kernel paces from hrtimers, which
-// can hold a stream well below what the link carries
-// (docs/PERFORMANCE.md "Figures behind the code's constants"). cubic is what Linux defaults to;
-// reno is the one every process may set.
-std::string applyCongestionControl(int fd, const MeshOptions& options, std::string* why) {
-  const std::string current = congestionControl(fd);
-  const std::string& want = options.congestion;
-  if (want == "system" || want.empty()) {
-    *why = "the system default (OURO_TCP_CONGESTION=system)";
-    return current;
-  }
-  if (want == "auto") {
-    if (current.rfind("bbr", 0) != 0) {
-      *why = "the system default";
-      return current;
-    }
-    for (const char* name : {"cubic", "reno"})
-      if (setCongestionControl(fd, name)) {
-        *why = strprintf("instead of the system's %s, which paces sends below what the link carries "
-                         "(OURO_TCP_CONGESTION=system keeps it)", current.c_str());
-        return name;
-      }
-    *why = strprintf("the system default: neither cubic nor reno may be set here (%s)", std::strerror(errno));
-    return current;
-  }
-  if (current != want && !setCongestionControl(fd, want))
-    raise(Result::kInvalidArgument,
-          "rank %d: OURO_TCP_CONGESTION=%s: the kernel refused it (%s); /proc/sys/net/ipv4/"
-          "tcp_available_congestion_control lists what is built in and tcp_allowed_congestion_control what an "
-          "unprivileged process may choose; unset it or use auto or system",
-          options.rank, want.c_str(), std::strerror(errno));
-  *why = "as OURO_TCP_CONGESTION asks";
-  return want;
-}
-
-
 // A connection whose handshake is still arriving. Handshakes are read side by side, so a stranger
 // that connects and says nothing (or dribbles) delays nobody; each gets kHandshakeTimeoutS.
 struct PendingHandshake {
@@ -71,6 +31,9 @@ constexpr double kHandshakeTimeoutS = 5.0;
 std::string refusal(const Handshake& h, const std::string& token, const MeshOptions& options,
                     const std::set<std::pair<int, int>>& expected) {
   if (token != options.token) return "its job token (OURO_TOKEN) does not match";
+  if (h.flags & kHandshakeLazy)
+    return strprintf("rank %d connects lazily (OURO_LAZY_CONNECT=1) and this rank at init (OURO_LAZY_CONNECT=0); every "
+                     "rank must use the same OURO_LAZY_CONNECT", h.rank);
   if (h.comm_key != options.comm_key || !expected.count({h.rank, h.socket_index}))
     return strprintf("it claims rank %d socket %d, which this communicator does not expect", h.rank, h.socket_index);
   return "";
@@ -148,6 +111,45 @@ void acceptPeers(Listener& listener, const MeshOptions& options, std::set<std::p
 
 }  // namespace
 
+// Applies options.congestion to one connected socket; returns the algorithm it ends up with and,
+// in *why, what was done (for the one info line per communicator).
+//
+// Why "auto" avoids bbr: bbr releases every segment at a paced rate, its estimate of the path's
+// bandwidth, and with no pacing qdisc (loopback, most hosts) the kernel paces from hrtimers, which
+// can hold a stream well below what the link carries
+// (docs/PERFORMANCE.md "Figures behind the code's constants"). cubic is what Linux defaults to;
+// reno is the one every process may set.
+std::string applyCongestionControl(int fd, const MeshOptions& options, std::string* why) {
+  const std::string current = congestionControl(fd);
+  const std::string& want = options.congestion;
+  if (want == "system" || want.empty()) {
+    *why = "the system default (OURO_TCP_CONGESTION=system)";
+    return current;
+  }
+  if (want == "auto") {
+    if (current.rfind("bbr", 0) != 0) {
+      *why = "the system default";
+      return current;
+    }
+    for (const char* name : {"cubic", "reno"})
+      if (setCongestionControl(fd, name)) {
+        *why = strprintf("instead of the system's %s, which paces sends below what the link carries "
+                         "(OURO_TCP_CONGESTION=system keeps it)", current.c_str());
+        return name;
+      }
+    *why = strprintf("the system default: neither cubic nor reno may be set here (%s)", std::strerror(errno));
+    return current;
+  }
+  if (current != want && !setCongestionControl(fd, want))
+    raise(Result::kInvalidArgument,
+          "rank %d: OURO_TCP_CONGESTION=%s: the kernel refused it (%s); /proc/sys/net/ipv4/"
+          "tcp_available_congestion_control lists what is built in and tcp_allowed_congestion_control what an "
+          "unprivileged process may choose; unset it or use auto or system",
+          options.rank, want.c_str(), std::strerror(errno));
+  *why = "as OURO_TCP_CONGESTION asks";
+  return want;
+}
+
 Listener::Listener(const std::string& advertise_host) {
   // Bound to the one address peers are told to dial, never the wildcard: the port is not
   // reachable through interfaces the job does not use (OURO_BIND_ADDR overrides the choice).
@@ -208,7 +210,8 @@ std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<in
         recvAll(fd.get(), &ack, 1, deadline, what);
       } catch (Error& e) {
         if (e.code() == Result::kRemoteError)
-          e.addContext(strprintf("rank %d refused the connection (check that every rank has the same OURO_TOKEN)", peer));
+          e.addContext(strprintf("rank %d refused the connection (check that every rank has the same OURO_TOKEN and "
+                                 "OURO_LAZY_CONNECT)", peer));
         throw;
       }
       setNoDelay(fd.get());

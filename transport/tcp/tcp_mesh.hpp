@@ -47,6 +47,10 @@ struct MeshOptions {
 std::map<int, std::vector<Fd>> connectMesh(Listener& listener, const std::map<int, std::string>& peers,
                                            const MeshOptions& options, Deadline deadline);
 
+// Applies options.congestion to one connected socket; returns the algorithm it ends up with and,
+// in *why, what was done (for the one info line per communicator).
+std::string applyCongestionControl(int fd, const MeshOptions& options, std::string* why);
+
 // The address this host should advertise: OURO_BIND_ADDR, else the IPv4 address of OURO_IFNAME,
 // else `fallback` (the address the rendezvous connection left from, when there is one).
 std::string advertisedHost(const std::string& fallback);

@@ -8,8 +8,8 @@
 
 namespace ouro::transport::tcp {
 
-std::string encodeHandshake(uint64_t comm_key, int rank, int socket_index, std::string_view token) {
-  Handshake h{kHandshakeMagic, kHandshakeVersion, comm_key, rank, socket_index, uint32_t(token.size()), 0};
+std::string encodeHandshake(uint64_t comm_key, int rank, int socket_index, std::string_view token, uint32_t flags) {
+  Handshake h{kHandshakeMagic, kHandshakeVersion, comm_key, rank, socket_index, uint32_t(token.size()), flags};
   std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
   out.append(token);
   return out;

@@ -17,6 +17,8 @@ constexpr uint32_t kHandshakeMagic = 0x4f555248;  // "OURH"
 constexpr uint32_t kHandshakeVersion = 1;
 // OURO_TOKEN longer than this is refused (the rendezvous store has the same limit).
 constexpr size_t kMaxTokenBytes = 1024;
+// Handshake::flags of a rank that connects lazily (tcp_lazy.hpp), which awaits no acknowledgement.
+constexpr uint32_t kHandshakeLazy = 1;
 
 struct Handshake {
   uint32_t magic;
@@ -25,12 +27,12 @@ struct Handshake {
   int32_t rank;
   int32_t socket_index;
   uint32_t token_bytes;
-  uint32_t reserved;
+  uint32_t flags;  // kHandshakeLazy (tcp_lazy.hpp): the dialer awaits no acknowledgement
 };
 static_assert(sizeof(Handshake) == 32);
 
 // The bytes a connecting rank sends: the header, then the token.
-std::string encodeHandshake(uint64_t comm_key, int rank, int socket_index, std::string_view token);
+std::string encodeHandshake(uint64_t comm_key, int rank, int socket_index, std::string_view token, uint32_t flags = 0);
 
 // Checks the fixed part before the token is read: "" when it may be an ouro handshake, else why
 // not (for the log line). The token length is bounded here, before anything is allocated for it.

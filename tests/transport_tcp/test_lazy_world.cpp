@@ -1,0 +1,163 @@
+// Lazily connected TCP in a real job (issue #24, "Connections"): lazy_rank runs as N processes on
+// simulated hosts (OURO_HOSTID, so ranks of one "host" share memory and the others talk TCP over
+// loopback). Each rank's info log names every TCP connection it opens; lazy_rank marks the end of
+// each phase in the same stream. After the gather-fold calls a rank must have connected only to
+// its Bruck partners on other hosts (at most 2 ceil(log2 n)), after the hierarchical all-reduce
+// only to its counterparts on the neighbouring hosts, and only a pairwise call connects it to
+// every rank on another host. Every output must be the same bits as with every connection made at
+// init (OURO_LAZY_CONNECT=0), and exact.
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.hpp"
+
+using namespace ouro;
+
+namespace {
+
+struct World {
+  int n;
+  int per_host;
+  int hostOf(int r) const { return r / per_host; }
+  int hosts() const { return n / per_host; }
+};
+
+struct RankReport {
+  std::map<std::string, std::set<int>> peers_after;  // phase -> TCP peers connected by its end
+  std::map<std::string, std::string> hashes;         // phase -> output hash
+};
+
+std::vector<RankReport> runWorld(const World& w, const std::string& phases, const std::map<std::string, std::string>& env) {
+  test::TempDir dir;
+  const std::string init = "file://" + dir.path() + "/rendezvous";
+  std::vector<test::ProcessSpec> specs;
+  for (int r = 0; r < w.n; r++) {
+    test::ProcessSpec s;
+    s.argv = {test::programPath("TEST_LAZY_RANK"), "--init", init, std::to_string(w.n), std::to_string(r), "--phases",
+              phases};
+    s.env = env;
+    s.env["OURO_HOSTID"] = "lazy-host-" + std::to_string(w.hostOf(r));
+    s.env["OURO_DEBUG"] = "info";
+    s.env["OURO_TIMEOUT_S"] = "60";
+    specs.push_back(s);
+  }
+  std::vector<test::ProcessResult> results = test::runAll(specs, 200);
+  std::vector<RankReport> out(size_t(w.n));
+  for (int r = 0; r < w.n; r++) {
+    const test::ProcessResult& res = results[size_t(r)];
+    INFO("rank " << r << ": " << test::describe(res));
+    REQUIRE(res.exit_code == 0);
+    REQUIRE(test::contains(res.out, "OK "));
+    std::set<int> peers;
+    size_t at = 0;
+    while (at < res.err.size()) {
+      const size_t end = std::min(res.err.find('\n', at), res.err.size());
+      const std::string line = res.err.substr(at, end - at);
+      at = end + 1;
+      const std::string opened = "TCP connection with rank ", phase_end = "LAZY-TEST PHASE-END ";
+      if (size_t p = line.find(opened); p != std::string::npos) {
+        peers.insert(std::stoi(line.substr(p + opened.size())));
+      } else if (size_t q = line.find(phase_end); q != std::string::npos) {
+        out[size_t(r)].peers_after[line.substr(q + phase_end.size())] = peers;
+      }
+    }
+    at = 0;
+    while ((at = res.out.find("HASH ", at)) != std::string::npos) {
+      const size_t sp = res.out.find(' ', at + 5), end = res.out.find('\n', at);
+      out[size_t(r)].hashes[res.out.substr(at + 5, sp - at - 5)] = res.out.substr(sp + 1, end - sp - 1);
+      at = end;
+    }
+  }
+  return out;
+}
+
+// Rank r's gather-fold partners on other hosts: r +- 2^k (mod n), k < ceil(log2 n).
+std::set<int> bruckPeers(const World& w, int r) {
+  std::set<int> out;
+  for (int dist = 1; dist < w.n; dist *= 2)
+    for (int p : {(r + dist) % w.n, (r - dist % w.n + w.n) % w.n})
+      if (w.hostOf(p) != w.hostOf(r)) out.insert(p);
+  return out;
+}
+
+std::set<int> otherHosts(const World& w, int r) {
+  std::set<int> out;
+  for (int p = 0; p < w.n; p++)
+    if (w.hostOf(p) != w.hostOf(r)) out.insert(p);
+  return out;
+}
+
+bool subset(const std::set<int>& a, const std::set<int>& b) {
+  for (int x : a)
+    if (!b.count(x)) return false;
+  return true;
+}
+
+std::string text(const std::set<int>& s) {
+  std::string t;
+  for (int x : s) t += (t.empty() ? "" : ",") + std::to_string(x);
+  return "{" + t + "}";
+}
+
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return k;
+}
+
+void sameBits(const std::vector<RankReport>& lazy, const std::vector<RankReport>& eager) {
+  for (size_t r = 0; r < lazy.size(); r++) {
+    INFO("rank " << r);
+    CHECK(!lazy[r].hashes.empty());
+    CHECK(lazy[r].hashes == eager[r].hashes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lazy TCP: gather-fold connects O(log n) peers, pairwise all, same bits as eager", "[lazy-world]") {
+  for (const World w : {World{8, 1}, World{16, 2}}) {
+    INFO(w.n << " ranks, " << w.per_host << " per host");
+    const std::map<std::string, std::string> env{{"OURO_ALGO", "gather-fold"}};
+    auto env_eager = env;
+    env_eager["OURO_LAZY_CONNECT"] = "0";
+    const auto lazy = runWorld(w, "small,pairwise", env);
+    for (int r = 0; r < w.n; r++) {
+      INFO("rank " << r);
+      const RankReport& rep = lazy[size_t(r)];
+      CHECK(rep.peers_after.at("init").empty());  // nothing at init
+      const std::set<int>& small = rep.peers_after.at("small");
+      INFO("after the gather-fold calls: " << text(small) << ", Bruck partners " << text(bruckPeers(w, r)));
+      CHECK(subset(small, bruckPeers(w, r)));
+      CHECK(int(small.size()) <= 2 * ceilLog2(w.n));
+      CHECK(!small.empty());
+      CHECK(rep.peers_after.at("pairwise") == otherHosts(w, r));  // n - ranks per host
+    }
+    const auto eager = runWorld(w, "small,pairwise", env_eager);
+    for (int r = 0; r < w.n; r++) CHECK(eager[size_t(r)].peers_after.at("init").empty());  // logged only when lazy
+    sameBits(lazy, eager);
+  }
+}
+
+TEST_CASE("lazy TCP: the hierarchical all-reduce connects each rank to its neighbouring hosts only", "[lazy-world]") {
+  // OURO_CHECK=0: with checks on, every links-family call first exchanges call descriptors with
+  // every peer (comm/exec/algo_links.cpp), which connects them all.
+  const World w{8, 2};
+  const std::map<std::string, std::string> env{{"OURO_ALGO", "hierarchical"}, {"OURO_CHECK", "0"}};
+  auto env_eager = env;
+  env_eager["OURO_LAZY_CONNECT"] = "0";
+  const auto lazy = runWorld(w, "large-allreduce", env);
+  for (int r = 0; r < w.n; r++) {
+    const int h = w.hostOf(r), local = r % w.per_host;
+    const std::set<int> neighbours{((h + 1) % w.hosts()) * w.per_host + local,
+                                   ((h - 1 + w.hosts()) % w.hosts()) * w.per_host + local};
+    const std::set<int>& got = lazy[size_t(r)].peers_after.at("large-allreduce");
+    INFO("rank " << r << ": connected " << text(got) << ", neighbours " << text(neighbours));
+    CHECK(subset(got, neighbours));
+    CHECK(!got.empty());
+  }
+  sameBits(lazy, runWorld(w, "large-allreduce", env_eager));
+}

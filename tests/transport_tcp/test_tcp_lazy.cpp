@@ -1,0 +1,249 @@
+// Lazily connected TCP links (transport/tcp/tcp_lazy.hpp), one rank's side at a time: the test
+// plays the peer with raw sockets, so each case of the connection rule happens for certain rather
+// than when a race allows: the peer took this rank's dial, the peer dialed first, both dialed at
+// once; and the refusals, a refused dial, an abort reaching a peer whose dial was never used.
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "tests/support/process.hpp"
+#include "transport/tcp/socket.hpp"
+#include "transport/tcp/tcp_lazy.hpp"
+#include "transport/tcp/tcp_wire.hpp"
+
+using namespace ouro;
+using namespace ouro::transport;
+using namespace ouro::transport::tcp;
+
+namespace {
+
+constexpr uint64_t kKey = 77;
+const std::string kToken = "lazy-token";
+
+Deadline soon(double s = 10) { return Deadline::afterSeconds(s); }
+
+// Rank 0 of two: its mesh (rank 1 at `peer_address`, a listener the test holds), the address
+// rank 1 dials, and its link to rank 1.
+struct Rank0 {
+  std::string address;
+  std::shared_ptr<LazyMesh> mesh;
+  std::unique_ptr<LazyTcpLink> link;
+};
+
+Rank0 rank0(const std::string& peer_address, int sockets = 1) {
+  MeshOptions o;
+  o.rank = 0;
+  o.sockets_per_peer = sockets;
+  o.token = kToken;
+  o.comm_key = kKey;
+  o.congestion = "system";
+  Listener l("127.0.0.1");
+  Rank0 r;
+  r.address = l.address();
+  r.mesh = std::make_shared<LazyMesh>(std::move(l), o, std::vector<std::string>{"", peer_address},
+                                      std::vector<std::string>{"host-a", "host-b"});
+  r.link = std::make_unique<LazyTcpLink>(1, r.mesh, 4096, 2, 0);
+  return r;
+}
+
+Fd dialAs(const std::string& address, int rank, const std::string& token = kToken, uint32_t flags = kHandshakeLazy) {
+  std::string host;
+  int port = 0;
+  splitHostPort(address, &host, &port, "test");
+  Fd fd = connectWithRetry(host, port, soon(), "test dial");
+  const std::string hello = encodeHandshake(kKey, rank, 0, token, flags);
+  sendAll(fd.get(), hello.data(), hello.size(), soon(), "test hello");
+  return fd;
+}
+
+void sendFrame(const Fd& fd, const std::string& payload, MessageKind kind = MessageKind::kData) {
+  MessageHeader h;
+  h.kind = uint32_t(kind);
+  h.bytes = uint32_t(payload.size());
+  sendAll(fd.get(), &h, sizeof(h), soon(), "test frame");
+  sendAll(fd.get(), payload.data(), payload.size(), soon(), "test frame");
+}
+
+// Reads one frame from a raw socket: its kind and payload.
+std::pair<uint32_t, std::string> readFrame(const Fd& fd) {
+  MessageHeader h;
+  recvAll(fd.get(), &h, sizeof(h), soon(), "test read");
+  std::string payload(h.bytes, '\0');
+  if (h.bytes) recvAll(fd.get(), payload.data(), h.bytes, soon(), "test read");
+  return {h.kind, payload};
+}
+
+// Reads rank 0's handshake on a connection the test accepted.
+Handshake readHello(const Fd& fd) {
+  Handshake h{};
+  recvAll(fd.get(), &h, sizeof(h), soon(), "test hello");
+  std::string token(h.token_bytes, '\0');
+  recvAll(fd.get(), token.data(), token.size(), soon(), "test hello");
+  CHECK(token == kToken);
+  return h;
+}
+
+// Drives the link until it takes a send slot, then sends `text`.
+void linkSend(LazyTcpLink& link, const std::string& text) {
+  std::byte* slot = nullptr;
+  const Deadline deadline = soon();
+  while (!(slot = link.trySendSlot())) {
+    link.progress();
+    REQUIRE(!deadline.expired());
+  }
+  std::memcpy(slot, text.data(), text.size());
+  MessageHeader h;
+  h.kind = uint32_t(MessageKind::kData);
+  h.bytes = uint32_t(text.size());
+  link.postSend(h);
+  while (link.sendsPending()) {
+    link.progress();
+    REQUIRE(!deadline.expired());
+  }
+}
+
+std::string linkRecv(LazyTcpLink& link) {
+  ReceivedMessage m;
+  const Deadline deadline = soon();
+  while (!link.tryRecv(&m)) {
+    link.progress();
+    REQUIRE(!deadline.expired());
+  }
+  std::string got(reinterpret_cast<const char*>(m.data), m.header.bytes);
+  link.releaseRecv();
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("a lazy link opens nothing until it is used", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  std::vector<pollfd> fds;
+  r.link->pollFds(&fds);
+  REQUIRE(fds.size() == 1);
+  CHECK(fds[0].fd == -1);  // a placeholder poll(2) ignores
+  CHECK(!r.link->progress());
+  CHECK(r.link->hostReachable());
+  CHECK(r.mesh->peersConnected() == 0);
+  pollfd p{peer.fd(), POLLIN, 0};
+  CHECK(::poll(&p, 1, 50) == 0);  // nobody dialed the peer
+}
+
+TEST_CASE("the peer takes this rank's dial: one connection, both ways", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  linkSend(*r.link, "first");
+  Fd accepted = acceptUntil(peer.fd(), soon(), "test accept");
+  REQUIRE(accepted.valid());
+  const Handshake h = readHello(accepted);
+  CHECK(h.rank == 0);
+  CHECK((h.flags & kHandshakeLazy) != 0);
+  CHECK(readFrame(accepted).second == "first");
+  sendFrame(accepted, "answer");  // the peer answers on the connection it took
+  CHECK(linkRecv(*r.link) == "answer");
+  CHECK(r.link->connected());
+  CHECK(r.mesh->peersConnected() == 1);
+  CHECK(r.mesh->socketsOpen() == 1);
+}
+
+TEST_CASE("the peer dialed first: this rank takes its connection instead of dialing", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  Fd mine = dialAs(r.address, 1);
+  sendFrame(mine, "from the peer");
+  CHECK(linkRecv(*r.link) == "from the peer");
+  linkSend(*r.link, "back");
+  CHECK(readFrame(mine).second == "back");
+  pollfd p{peer.fd(), POLLIN, 0};
+  CHECK(::poll(&p, 1, 50) == 0);  // rank 0 never dialed
+  CHECK(r.mesh->socketsOpen() == 1);
+}
+
+TEST_CASE("both dialed at once: each sends on its own dial and receives on the other", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  linkSend(*r.link, "on my dial");  // rank 0 dials first ...
+  Fd accepted = acceptUntil(peer.fd(), soon(), "test accept");
+  readHello(accepted);
+  CHECK(readFrame(accepted).second == "on my dial");
+  Fd theirs = dialAs(r.address, 1);  // ... and the peer, not having looked, dials too
+  sendFrame(theirs, "on the peer's dial");
+  CHECK(linkRecv(*r.link) == "on the peer's dial");
+  linkSend(*r.link, "still on my dial");
+  CHECK(readFrame(accepted).second == "still on my dial");
+  CHECK(r.mesh->peersConnected() == 1);
+  CHECK(r.mesh->socketsOpen() == 2);
+}
+
+TEST_CASE("several sockets per peer: messages striped over the connection that arrived whole", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address(), 2);
+  std::vector<Fd> theirs;
+  for (int s = 0; s < 2; s++) {
+    std::string host;
+    int port = 0;
+    splitHostPort(r.address, &host, &port, "test");
+    theirs.push_back(connectWithRetry(host, port, soon(), "test dial"));
+    const std::string hello = encodeHandshake(kKey, 1, s, kToken, kHandshakeLazy);
+    sendAll(theirs.back().get(), hello.data(), hello.size(), soon(), "test hello");
+  }
+  sendFrame(theirs[0], "m0");
+  sendFrame(theirs[1], "m1");
+  CHECK(linkRecv(*r.link) == "m0");
+  CHECK(linkRecv(*r.link) == "m1");
+  CHECK(r.mesh->socketsOpen() == 2);
+}
+
+TEST_CASE("lazy refusals: a wrong token or an eager peer is told why and closed", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  Fd wrong = dialAs(r.address, 1, "not-the-token");
+  Fd eager = dialAs(r.address, 1, kToken, 0);
+  Fd stranger = dialAs(r.address, 5);
+  ReceivedMessage m;
+  CHECK(!r.link->tryRecv(&m));  // the first use looks at what arrived
+  auto [kind, why] = readFrame(wrong);
+  CHECK(kind == uint32_t(MessageKind::kAbort));
+  CHECK(test::contains(why, "rank 0 refused the connection: its job token (OURO_TOKEN) does not match"));
+  auto [kind2, why2] = readFrame(eager);
+  CHECK(kind2 == uint32_t(MessageKind::kAbort));
+  CHECK(test::contains(why2, "every rank must use the same OURO_LAZY_CONNECT"));
+  CHECK(test::contains(readFrame(stranger).second, "claims rank 5 socket 0"));
+  CHECK(r.mesh->socketsOpen() == 1);  // its own dial to rank 1; none of the refused
+}
+
+TEST_CASE("a refused dial fails at once, naming the peer and what it means", "[lazy-unit]") {
+  std::string gone;
+  {
+    Listener closed("127.0.0.1");
+    gone = closed.address();
+  }
+  Rank0 r = rank0(gone);
+  try {
+    const Deadline deadline = soon();
+    while (!r.link->trySendSlot()) {
+      r.link->progress();
+      REQUIRE(!deadline.expired());
+    }
+    FAIL("a dial to a closed port must fail");
+  } catch (const Error& e) {
+    CHECK(e.code() == Result::kRemoteError);
+    CHECK(test::contains(e.message(), "connecting to rank 1 on host-b at " + gone + ": connection refused"));
+    CHECK(test::contains(e.message(), "destroyed its communicator"));
+  }
+}
+
+TEST_CASE("an abort reaches a peer whose dial this rank never used", "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  Fd theirs = dialAs(r.address, 1);
+  r.link->sendAbort("rank 0 called ouroCommAbort");
+  auto [kind, why] = readFrame(theirs);
+  CHECK(kind == uint32_t(MessageKind::kAbort));
+  CHECK(why == "rank 0 called ouroCommAbort");
+  ReceivedMessage m;
+  CHECK_THROWS_AS(r.link->tryRecv(&m), Error);  // the link is closed for good
+}
