@@ -72,6 +72,18 @@ class Backend {
   virtual void barrier() = 0;
   // Non-null when this backend runs with device buffers (-D, or its default on a GPU machine).
   virtual DeviceMemory* deviceMemory() { return nullptr; }
+  // --model: the system's own prediction of one operation (ouro: its cost model's time and the
+  // algorithm its planner chose, issue #24); false where it has none. Local: no communication.
+  struct Prediction {
+    double time_us = -1;    // -1: no time
+    std::string algorithm;  // "" when unknown
+  };
+  virtual bool predict(Collective c, DType t, size_t count, Prediction* out) const {
+    (void)c, (void)t, (void)count, (void)out;
+    return false;
+  }
+  // --model: the parameters the predictions come from, in words ("" when the system has none).
+  virtual std::string modelDescription() const { return ""; }
   // For the harness's own bookkeeping (timings, #wrong): value combined over all ranks,
   // returned on every rank.
   virtual double combine(double value, Combine how) = 0;

@@ -97,6 +97,8 @@ std::string usageText(std::string_view program) {
          "                          where it finds one, as nccl-tests)\n"
          "  --host                  host buffers even where a GPU is present\n"
          "  --no-progress           no progress line on the terminal\n"
+         "  --model                 beside each row, the cost model's predicted time and busbw (out-of-place) and\n"
+         "                          the algorithm ouro's planner chose (OURO_MODEL: docs/SETTINGS.md)\n"
          "  --inject-error          corrupt one element of one checked result (tests the check)\n"
          "  -h, --help              this text\n";
 }
@@ -130,6 +132,7 @@ ParseOutcome parseArgs(const std::vector<std::string>& args) {
     if (arg == "--host") { o.host_buffers = true; continue; }
     if (arg == "--no-progress") { o.progress = false; continue; }
     if (arg == "--inject-error") { o.inject_error = true; continue; }
+    if (arg == "--model") { o.model = true; continue; }
 
     // Flags with a value: "-b 8", "-b8", "--minbytes 8", "--minbytes=8".
     char flag = 0;

@@ -42,6 +42,7 @@ struct BenchOptions {
   uint32_t seed = 1;            // --seed: inputs of the timed runs; check i uses seed + i
   bool inject_error = false;    // --inject-error: corrupt one checked element (tests the check)
   bool progress = true;         // --no-progress
+  bool model = false;           // --model: the system's predicted time, busbw and algorithm beside each row
 };
 
 inline constexpr int kBudgetMinIters = 5;  // under --budget, as the anchors do

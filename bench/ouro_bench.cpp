@@ -126,6 +126,24 @@ class OuroBackend final : public Backend {
 #endif
   }
   const DeviceMemory* deviceMemory() const { return const_cast<OuroBackend*>(this)->deviceMemory(); }
+  // --model: the planner's algorithm and the cost model's time for a host all-reduce, with the
+  // parameters the library agreed at init (OURO_MODEL: probed and cached, or given). The model
+  // covers the host all-reduce only; device buffers run the CUDA executor, which it does not model.
+  bool predict(Collective c, DType t, size_t count, Prediction* out) const override {
+    if (c != Collective::kAllReduce || deviceMemory()) return false;
+    char algorithm[64] = {};
+    double us = -1;
+    check(ouroCommPlanAllReduce(comm_, count, ouroDataType_t(int(t)), algorithm, sizeof algorithm, &us),
+          "ouroCommPlanAllReduce");
+    out->time_us = us;
+    out->algorithm = algorithm;
+    return true;
+  }
+  std::string modelDescription() const override {
+    char text[512] = {};
+    check(ouroCommModelDescribe(comm_, text, sizeof text), "ouroCommModelDescribe");
+    return std::string(text) + "; predictions for host all-reduces";
+  }
   int rank() const override { return rank_; }
   // TCP carries this job's traffic: forced, or ranks on more than one host.
   bool usesTcp() const {

@@ -60,19 +60,26 @@ const char* averageName(Average a) {
 
 }  // namespace
 
-std::string tableHeader() {
-  return strf("#%75s%37s\n", "out-of-place", "in-place") +
-         strf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "size", "count", "type",
-              "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong") +
-         strf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
-              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+std::string tableHeader(bool model) {
+  std::string h = strf("#%75s%37s", "out-of-place", "in-place") + (model ? strf("%27s", "model") : "") + "\n";
+  h += strf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s", "size", "count", "type", "redop",
+            "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong") +
+       (model ? strf("  %8s  %6s  %s", "time", "busbw", "algorithm") : "") + "\n";
+  h += strf("# %10s  %12s  %8s  %6s  %6s  %8s  %6s  %6s  %6s  %8s  %6s  %6s  %6s", "(B)", "(elements)", "", "", "",
+            "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "") +
+       (model ? strf("  %8s  %6s  %s", "(us)", "(GB/s)", "") : "") + "\n";
+  return h;
 }
 
-std::string formatRow(const RowResult& row) {
+std::string formatRow(const RowResult& row, bool model) {
   const std::string redop = row.reduction ? std::string(redOpName(row.op)) : "none";
-  return strf("  %10llu  %12zu  %8s  %6s  %6d", (unsigned long long)row.size, row.count,
-              std::string(dataTypeName(row.dtype)).c_str(), redop.c_str(), row.root) +
-         placementColumns(row.out_of_place) + placementColumns(row.in_place);
+  std::string s = strf("  %10llu  %12zu  %8s  %6s  %6d", (unsigned long long)row.size, row.count,
+                       std::string(dataTypeName(row.dtype)).c_str(), redop.c_str(), row.root) +
+                  placementColumns(row.out_of_place) + placementColumns(row.in_place);
+  if (!model) return s;
+  const std::string algorithm = row.model_algorithm.empty() ? "N/A" : row.model_algorithm;
+  if (row.model_us < 0) return s + strf("  %8s  %6s  %s", "N/A", "N/A", algorithm.c_str());
+  return s + strf("  %s  %6.2f  %s", formatTime(row.model_us).c_str(), row.model_busbw, algorithm.c_str());
 }
 
 Report::~Report() { clearProgress(); }
@@ -97,9 +104,14 @@ void Report::open(Backend& backend, const BenchOptions& options, const std::vect
                                    : std::to_string(options.iters).c_str(),
               options.check_iters, options.blocking ? 1 : 0, averageName(options.average));
   std::printf("# %s\n", backend.description().c_str());
-  std::printf("# rank 0 on %s, pid %d; %s buffers\n#\n", host, int(::getpid()),
+  std::printf("# rank 0 on %s, pid %d; %s buffers\n", host, int(::getpid()),
               options.device_buffers ? "device" : "host");
-  std::fputs(tableHeader().c_str(), stdout);
+  if (options.model) {
+    const std::string model = backend.modelDescription();
+    std::printf("# model: %s\n", model.empty() ? (backend.name() + " has no cost model").c_str() : model.c_str());
+  }
+  std::printf("#\n");
+  std::fputs(tableHeader(options.model).c_str(), stdout);
   std::fflush(stdout);
 }
 
@@ -111,7 +123,16 @@ void Report::skipped(const std::string& what) {
   std::fflush(stdout);
 }
 
-void Report::row(const RowResult& row, size_t index, size_t total) {
+void Report::row(const RowResult& measured, size_t index, size_t total) {
+  RowResult row = measured;
+  Backend::Prediction prediction;
+  if (active_ && options_.model && backend_->predict(options_.collective, row.dtype, row.count, &prediction)) {
+    row.model_us = prediction.time_us;
+    row.model_algorithm = prediction.algorithm;
+    if (row.model_us > 0)
+      row.model_busbw = busBandwidth(options_.collective, row.count, dataTypeSize(row.dtype), backend_->size(),
+                                     row.model_us * 1e-6);
+  }
   for (const PlacementResult* p : {&row.out_of_place, &row.in_place}) {
     if (!p->ran) continue;
     if (p->wrong) wrong_total_ += *p->wrong;
@@ -121,7 +142,7 @@ void Report::row(const RowResult& row, size_t index, size_t total) {
   if (!active_) return;
   clearProgress();
   rows_.push_back(row);
-  std::printf("%s\n", formatRow(row).c_str());
+  std::printf("%s\n", formatRow(row, options_.model).c_str());
   std::fflush(stdout);
   if (progress_ && index < total)
     std::fprintf(stderr, "  [%zu/%zu rows] last: %llu B %s, %.2f GB/s busbw", index, total,
@@ -157,8 +178,12 @@ void Report::writeJson() {
     f << (i ? ",\n  " : "\n  ") << "{\"size\": " << r.size << ", \"count\": " << r.count << ", \"type\": \""
       << dataTypeName(r.dtype) << "\", \"redop\": \"" << (r.reduction ? redOpName(r.op) : "none")
       << "\", \"root\": " << r.root << ", \"iters\": " << r.iters
-      << ", \"out_of_place\": " << jsonPlacement(r.out_of_place) << ", \"in_place\": " << jsonPlacement(r.in_place)
-      << "}";
+      << ", \"out_of_place\": " << jsonPlacement(r.out_of_place) << ", \"in_place\": " << jsonPlacement(r.in_place);
+    if (o.model)
+      f << ", \"model\": {\"time_us\": " << (r.model_us < 0 ? std::string("null") : strf("%.6g", r.model_us))
+        << ", \"busbw\": " << (r.model_us < 0 ? std::string("null") : strf("%.6g", r.model_busbw))
+        << ", \"algorithm\": " << (r.model_algorithm.empty() ? std::string("null") : jsonString(r.model_algorithm)) << "}";
+    f << "}";
   }
   f << "],\n \"skipped\": [";
   for (size_t i = 0; i < skipped_.size(); i++) f << (i ? ", " : "") << jsonString(skipped_[i]);

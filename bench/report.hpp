@@ -30,13 +30,18 @@ struct RowResult {
   int root = -1;  // -1 for collectives without a root
   int iters = 0;
   PlacementResult out_of_place, in_place;
+  // --model: the backend's prediction (time_us -1: none) and the busbw it implies.
+  double model_us = -1;
+  double model_busbw = 0;
+  std::string model_algorithm;
 };
 
 // Formats one nccl-tests row (without the trailing newline), e.g.
 //   "           8             2   float32     sum      -1     0.41    0.02    0.02      0 ..."
-std::string formatRow(const RowResult& row);
-// The three header lines of the table.
-std::string tableHeader();
+// With model, three more columns: the predicted time, its busbw and the algorithm (--model).
+std::string formatRow(const RowResult& row, bool model = false);
+// The three header lines of the table (model: with the --model columns).
+std::string tableHeader(bool model = false);
 
 class Report {
  public:

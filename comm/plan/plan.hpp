@@ -47,6 +47,8 @@ enum class Algorithm : uint8_t {
   kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel
 };
 const char* algorithmName(Algorithm a);
+// One word, as OURO_ALGO and the cost model spell it ("pairwise", "gather-fold"): for tables.
+const char* algorithmShortName(Algorithm a);
 
 // How the device kernels move data: whole slots (Simple) or 8-byte flag+data lines (LL, for small
 // calls). Host plans have no protocol.

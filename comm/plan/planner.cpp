@@ -113,6 +113,23 @@ const char* algorithmName(Algorithm a) {
   return "unknown";
 }
 
+const char* algorithmShortName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kCopy: return "copy";
+    case Algorithm::kDirectInline: return "direct-inline";
+    case Algorithm::kDirectSymmetric: return "direct-symmetric";
+    case Algorithm::kDirectStaged: return "direct-staged";
+    case Algorithm::kOneShot: return "one-shot";
+    case Algorithm::kPairwiseRing: return "pairwise";
+    case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kPairwiseTransfers: return "pairwise-transfers";
+    case Algorithm::kGatherFold: return "gather-fold";
+    case Algorithm::kDescriptorExchange: return "descriptor-exchange";
+    case Algorithm::kDeviceDriver: return "device-driver";
+  }
+  return "unknown";
+}
+
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
 
 Plan Planner::planHost(const CollArgs& a) const {

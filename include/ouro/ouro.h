@@ -95,6 +95,16 @@ ouroResult_t ouroCommCount(ouroComm_t comm, int* count);
 ouroResult_t ouroCommUserRank(ouroComm_t comm, int* rank);
 ouroResult_t ouroCommLocalRank(ouroComm_t comm, int* local_rank); /* rank among processes on this host */
 ouroResult_t ouroCommLocalCount(ouroComm_t comm, int* local_count);
+/* What the planner does with a host all-reduce of count elements of datatype on comm (runs
+ * nothing; every rank gets the same answer): the algorithm's name ("pairwise", "gather-fold", ...;
+ * cut to algorithm_len-1 bytes) and the cost model's predicted time in microseconds, -1 where the
+ * model is off (OURO_MODEL=off) or has no formula for the plan (one rank). algorithm and
+ * predicted_us may be NULL. docs/API.md "Plans". */
+ouroResult_t ouroCommPlanAllReduce(ouroComm_t comm, size_t count, ouroDataType_t datatype, char* algorithm,
+                                   size_t algorithm_len, double* predicted_us);
+/* The cost model's parameters in words and where they came from (the probe, its cache, OURO_MODEL,
+ * the defaults), or "off"; cut to text_len-1 bytes. */
+ouroResult_t ouroCommModelDescribe(ouroComm_t comm, char* text, size_t text_len);
 
 /* ---- streams ---- */
 ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream); /* host work queue, in issue order */

@@ -25,12 +25,14 @@ PerRankEnv blocks(int per_host) {
 }
 
 const Config kHierarchical{"OURO_ALGO=hierarchical, file:// rendezvous", {{"OURO_ALGO", "hierarchical"}}, Init::kFile};
-// The planner's own choice, with the size threshold out of the way (every staged size qualifies).
-const Config kAutoHierarchical{"OURO_ALGO=auto OURO_HIER_MIN_BYTES=1, tcp:// rendezvous",
-                               {{"OURO_HIER_MIN_BYTES", "1"}},
+// The planner's own choice, with the size threshold out of the way (every staged size qualifies;
+// the threshold is a rule of OURO_MODEL=off, the cost model would weigh each size).
+const Config kAutoHierarchical{"OURO_ALGO=auto OURO_MODEL=off OURO_HIER_MIN_BYTES=1, tcp:// rendezvous",
+                               {{"OURO_HIER_MIN_BYTES", "1"}, {"OURO_MODEL", "off"}},
                                Init::kTcp};
-// Small slices: many slices per chunk, so the lag between the chain and the way back is exercised
-// (and an odd count leaves some ranks' last slices empty).
+// Small slices: many slices per chunk, so the window between the chain and the way back is
+// exercised (and an odd count leaves some ranks' last slices empty), with 2 TCP slots: the window
+// (2H slices) is far past the slots, which the finished values' return must not wait on.
 const Config kSmallSlices{"OURO_ALGO=hierarchical, 4 KiB slices, 2 TCP slots",
                           {{"OURO_ALGO", "hierarchical"},
                            {"OURO_SHM_SLOT_BYTES", "4096"},
@@ -66,14 +68,18 @@ std::vector<std::string> planLines(const std::string& err) {
 
 }  // namespace
 
-TEST_CASE("hierarchical all-reduce: exact and canonical on 2 and 3 simulated hosts", "[hierarchical]") {
+TEST_CASE("hierarchical all-reduce: exact and canonical on 2 to 5 simulated hosts", "[hierarchical]") {
   struct Shape {
     int hosts, per_host;
   };
-  for (const Shape shape : {Shape{2, 2}, Shape{3, 2}, Shape{2, 3}}) {
+  // One rank per host (named: auto keeps the flat algorithm there) at odd world sizes, where the
+  // chain is all there is, and 4 hosts, where the return path passes two middle hosts.
+  for (const Shape shape : {Shape{2, 2}, Shape{3, 2}, Shape{2, 3}, Shape{3, 1}, Shape{5, 1}, Shape{4, 2}}) {
     const int n = shape.hosts * shape.per_host;
     for (const Config* cfg : {&kHierarchical, &kAutoHierarchical, &kSmallSlices}) {
-      const bool big = cfg != &kSmallSlices && n == 6;  // staged sizes once per configuration
+      if (shape.per_host == 1 && cfg == &kAutoHierarchical) continue;
+      if (n == 8 && cfg == &kHierarchical) continue;  // 8 ranks on 2 cores: the two others suffice
+      const bool big = cfg != &kSmallSlices && (n == 6 || n == 5);  // staged sizes once per configuration
       Run matrix_run = launch(n, *cfg, big ? std::vector<std::string>{"--mode", "matrix", "--colls", "allreduce", "--big"}
                                            : std::vector<std::string>{"--mode", "matrix", "--colls", "allreduce"},
                               240, {}, blocks(shape.per_host));
@@ -87,7 +93,9 @@ TEST_CASE("hierarchical all-reduce: exact and canonical on 2 and 3 simulated hos
 }
 
 TEST_CASE("hierarchical planner: chosen where it keeps the rank order, and says why", "[hierarchical]") {
-  const std::map<std::string, std::string> info{{"OURO_DEBUG", "info"}, {"OURO_HIER_MIN_BYTES", "262144"}};
+  // The rules (OURO_MODEL=off): the cost model's choices are tested in tests/comm/test_model_plan.cpp.
+  const std::map<std::string, std::string> info{
+      {"OURO_DEBUG", "info"}, {"OURO_HIER_MIN_BYTES", "262144"}, {"OURO_MODEL", "off"}};
   SECTION("3 hosts x 2 ranks in blocks: two levels from 256 KiB, flat below (one-shot up to 32 KiB)") {
     Run run = launch(6, kDefault, {"--mode", "matrix", "--colls", "allreduce"}, 240, info, blocks(2));
     REQUIRE(allPassed(run));
@@ -113,11 +121,14 @@ TEST_CASE("hierarchical planner: chosen where it keeps the rank order, and says 
       CHECK(res.err.find("ranks are not placed host by host") != std::string::npos);
     }
   }
-  SECTION("one rank per host, or hosts of different sizes: flat") {
-    Run single = launch(3, kHierarchical, {"--mode", "canonical"}, 240, info, blocks(1));
+  SECTION("one rank per host: flat under auto, saying why; named, the chain; hosts of different sizes: flat") {
+    Run single = launch(3, kAutoHierarchical, {"--mode", "canonical"}, 240, info, blocks(1));
     REQUIRE(allPassed(single));
     CHECK(algorithmsLogged(single) == std::set<std::string>{"flat"});
     CHECK(single.ranks[0].err.find("one rank per host") != std::string::npos);
+    Run named = launch(3, kHierarchical, {"--mode", "canonical"}, 240, info, blocks(1));
+    REQUIRE(allPassed(named));
+    CHECK(algorithmsLogged(named) == std::set<std::string>{"hierarchical"});
     Run uneven = launch(5, kHierarchical, {"--mode", "canonical"}, 240, info,
                         hosts([](int r) { return r < 2 ? 0 : 1; }));
     REQUIRE(allPassed(uneven));
