@@ -19,11 +19,26 @@ LinkPrims::LinkPrims(Progress& progress, const CollArgs& args)
   for (int r = 0; r < n_; r++) all_ranks_.push_back(r);
 }
 
+template <typename Ready, typename Missing>
+void LinkPrims::wait(Ready&& ready, Missing&& missing) {
+  if (!while_waiting_) return e_.waitUntil(ready, missing);
+  e_.waitUntil(
+      [&] {
+        while_waiting_();
+        return ready();
+      },
+      missing);
+}
+
 std::byte* LinkPrims::sendSlot(int peer) {
   Link& l = e_.link(peer);
   std::byte* slot = nullptr;
-  e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{peer}; });
+  wait([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{peer}; });
   return slot;
+}
+
+void LinkPrims::waitFor(int peer, const std::function<bool()>& ready) {
+  wait(ready, [&] { return std::vector<int>{peer}; });
 }
 
 void LinkPrims::post(int peer, size_t bytes) {
@@ -36,8 +51,9 @@ void LinkPrims::post(int peer, size_t bytes) {
 
 // From src itself where the link can (src then stays unchanged until the call ends: flushLinks),
 // else through a slot.
-void LinkPrims::sendBytes(int peer, const std::byte* src, size_t bytes) {
-  std::byte* slot = sendSlot(peer);
+void LinkPrims::sendBytes(int peer, const std::byte* src, size_t bytes) { sendInto(peer, sendSlot(peer), src, bytes); }
+
+void LinkPrims::sendInto(int peer, std::byte* slot, const std::byte* src, size_t bytes) {
   Link& l = e_.link(peer);
   if (!l.sendsFromCaller()) {
     std::memcpy(slot, src, bytes);
@@ -53,7 +69,7 @@ void LinkPrims::sendBytes(int peer, const std::byte* src, size_t bytes) {
 const std::byte* LinkPrims::receive(int peer, size_t bytes, std::byte* into) {
   Link& l = e_.link(peer);
   ReceivedMessage m;
-  e_.waitUntil([&] { return l.tryRecvInto(&m, into, bytes); }, [&] { return std::vector<int>{peer}; });
+  wait([&] { return l.tryRecvInto(&m, into, bytes); }, [&] { return std::vector<int>{peer}; });
   checkData(peer, m, bytes);
   return m.data;
 }
@@ -81,7 +97,7 @@ void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* ow
       pending_.push_back(int(k));
   }
   std::vector<int> waiting_on;
-  e_.waitUntil(
+  wait(
       [&] {
         for (size_t i = 0; i < pending_.size();) {
           const int p = sources[size_t(pending_[i])];
@@ -150,6 +166,24 @@ void LinkPrims::recvReduceCopy(const std::byte* own, std::byte* dst, size_t coun
 // the messages are waited for: holding a slot stalls nobody, holding received messages would.
 void LinkPrims::recvReduceSend(const std::byte* own, int peer, size_t count) {
   foldInOrder(all_ranks_, own, nullptr, peer, count, true);
+}
+
+bool LinkPrims::trySend(int peer, const std::byte* src, size_t count) {
+  std::byte* slot = e_.link(peer).trySendSlot();
+  if (!slot) return false;
+  sendInto(peer, slot, src, count * es_);
+  return true;
+}
+
+bool LinkPrims::tryRecv(int peer, std::byte* dst, size_t count) {
+  const size_t bytes = count * es_;
+  Link& l = e_.link(peer);
+  ReceivedMessage m;
+  if (!l.tryRecvInto(&m, dst, bytes)) return false;
+  checkData(peer, m, bytes);
+  if (m.data != dst) std::memcpy(dst, m.data, bytes);
+  l.releaseRecv();
+  return true;
 }
 
 void LinkPrims::copy(const std::byte* src, std::byte* dst, size_t count) {

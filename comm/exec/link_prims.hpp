@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/plan/collective.hpp"
@@ -43,10 +44,28 @@ class LinkPrims {
   void foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
                    bool last);
 
+  // Work that moves whenever this rank waits (the hierarchical chain's return path: finished
+  // values taken off one link and sent on over another as they come, so their wait is tied to no
+  // point of the schedule and no link's slots). Called before every look at the links; must only
+  // use the non-blocking calls below, on links the waits do not hold a message or slot of.
+  void setWhileWaiting(std::function<void()> work) { while_waiting_ = std::move(work); }
+  // Non-blocking: the next data message from `peer` straight into dst (the same dst on every
+  // retry of one message), or false when it has not arrived.
+  bool tryRecv(int peer, std::byte* dst, size_t count);
+  // Non-blocking: src sent to `peer` (TCP: from src itself, unchanged until the call ends), or
+  // false when the link has no free slot.
+  bool trySend(int peer, const std::byte* src, size_t count);
+  // Until ready() (the while-waiting work runs between looks); `peer` is named on a timeout.
+  void waitFor(int peer, const std::function<bool()>& ready);
+
  private:
+  // Every wait of these primitives: ready() after the while-waiting work.
+  template <typename Ready, typename Missing>
+  void wait(Ready&& ready, Missing&& missing);
   std::byte* sendSlot(int peer);
   void post(int peer, size_t bytes);
   void sendBytes(int peer, const std::byte* src, size_t bytes);
+  void sendInto(int peer, std::byte* slot, const std::byte* src, size_t bytes);  // slot: taken from peer's link
   // The next data message from peer, straight into `into` where the link can (the result says
   // where it is); released by the caller.
   const std::byte* receive(int peer, size_t bytes, std::byte* into);
@@ -63,6 +82,7 @@ class LinkPrims {
   std::vector<int> all_ranks_;  // 0..n-1: the world's fold order
   std::vector<int> pending_;
   std::vector<const void*> ordered_;
+  std::function<void()> while_waiting_;
 };
 
 }  // namespace ouro

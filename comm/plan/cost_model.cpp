@@ -86,12 +86,16 @@ double pairwise(const Params& p, const World& w, size_t bytes) {
 
 // Hierarchical: local rank i owns chunk i (S/L), moved in m slices. Per slice a rank does its
 // local work w (A: L-1 slices out over shared memory; B: folds L sources; D: L-1 slices out) and
-// its host link carries one hop of L owners' slices at once per chain it is on: the partial goes
-// 0 -> ... -> H-1, the finished values H-1 -> 0 -> ... -> H-2, so hosts 0..H-3 send both ways'
-// traffic in one direction (2 hops a slice). A window of `lag` slices (hierarchyLag: at most the
-// slots of a host link less one) bounds what is in flight: a host starts slice j only when
-// finished j-lag has come around (a round trip of 2(H-1) hops), so a slice costs at least
-// round trip / lag.
+// its host link carries one hop of L owners' slices at once per message it sends: the partial goes
+// 0 -> ... -> H-1 and the finished values come back H-1 -> ... -> 0, so a middle host (H >= 3)
+// sends both, 2 hops a slice through its one link (hosts 0 and H-1 send one; with one link per
+// host, as on a switch, that is the chain's bound: a middle host must also receive both). A
+// window of W slices (hierarchyLag: 2H) bounds what runs ahead of the finished values: host 0
+// starts D of slice j-W only once slice j-W has come back (a round trip of 2(H-1) hops), so a
+// slice costs at least round trip / W, which the window of 2H keeps below a hop.
+// The ideal chain (not built) is the bound on links between neighbouring hosts (each pair its
+// own link, a line or torus): the partials and the finished values then take the two directions
+// of one link, one hop a slice each, and no window at all.
 double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
   const int H = w.hosts, L = w.per_host;
   const size_t chunk = ceilDiv(bytes, size_t(L));
@@ -99,13 +103,11 @@ double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
   const double sl = double(chunk) / m;
   const double local = 2 * (L - 1) * msg(p.shm, sl) + L * sl * p.gamma;
   const double hop = msg(p.net(), sl, L);
-  // As built, hosts 0..H-3 carry partial and finished slices in one direction; the ideal chain
-  // sends finished values back on the reverse direction: one hop a slice per direction.
   const double per_slice_link = (!ideal && H >= 3 ? 2 : 1) * hop;
   const double round_trip = 2 * (H - 1) * hop + local;
-  const int lag = std::max(1, std::min(H, w.inter_host_slots - 1));
+  const int window = std::max(1, 2 * H);  // hierarchyLag (comm/plan/hierarchy.cpp), mirrored
   double per_slice = std::max(local, per_slice_link);
-  if (!ideal) per_slice = std::max(per_slice, round_trip / lag);
+  if (!ideal) per_slice = std::max(per_slice, round_trip / window);
   return round_trip + (m - 1) * per_slice;
 }
 
@@ -241,7 +243,7 @@ double predict(Algo a, const Params& p, const World& w, size_t bytes) {
                  ? gatherFold(p, w, S)
                  : kNotApplicable;
     case Algo::kPairwise: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
-    case Algo::kHierarchical: return w.hosts >= 2 && w.per_host >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
+    case Algo::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
     case Algo::kChainIdeal: return w.hosts >= 2 ? chain(p, w, bytes, true) : kNotApplicable;
     case Algo::kNcclRing: return ncclRing(p, w, bytes);
     case Algo::kNcclTree: return ncclTree(p, w, bytes);

@@ -54,7 +54,7 @@ struct World {
   size_t slice_bytes = 131072;         // the link slot: the pipelining unit over links
   size_t staging_bytes = 524288;       // direct algorithms: bytes per staging buffer (a chunk)
   size_t inline_bytes = 32;            // direct: payload in the announcement line
-  int inter_host_slots = 4;            // slots per direction of a link between hosts (hierarchical lag)
+  int inter_host_slots = 4;            // slots per direction of a link between hosts (no longer bounds the chain)
   size_t hier_min_bytes = size_t(1) << 20;  // OURO_HIER_MIN_BYTES
   int ranks() const { return hosts * per_host; }
 };
@@ -67,9 +67,10 @@ enum class Algo {
   kOneShot,          // links: every rank sends every peer its data, folds locally
   kGatherFold,       // links: Bruck all-gather of contributions in ceil(log2 n) rounds, folds locally
   kPairwise,         // links: pairwise reduce-scatter, ring all-gather (the collective driver)
-  kHierarchical,     // inside each host, a chain between hosts (lag-bounded window, as built)
-  kChainIdeal,       // not built: the ordered chain with a full window and finished values sent back
-                     // on the reverse direction of each link (the bound, docs/DESIGN.md)
+  kHierarchical,     // inside each host, a chain between hosts, finished values back the reverse way
+                     // with a window of 2H slices (as built; one rank per host too, when named)
+  kChainIdeal,       // not built: the ordered chain's bound on links between neighbouring hosts (each
+                     // pair its own link): one hop a slice per direction, no window (docs/DESIGN.md)
   kNcclRing,         // reference: NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
   kNcclTree,         // reference: NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
 };

@@ -43,8 +43,8 @@ HierarchyChoice chooseHierarchy(const HostLayout& layout, AlgoSetting setting, s
   if (!forced && setting != AlgoSetting::kAuto) return {false, R::kSettingNamedAnother};
   if (!layout.regular) return {false, R::kNotHostByHost};
   if (layout.grid.hosts < 2) return {false, R::kOneHost};
+  if (forced) return {true, R::kForced};  // one rank per host too: the chain alone, no local phases
   if (layout.grid.per_host < 2) return {false, R::kOneRankPerHost};
-  if (forced) return {true, R::kForced};
   if (bytes < min_bytes) return {false, R::kBelowMinBytes};
   return {true, R::kAtLeastMinBytes};
 }
@@ -57,7 +57,9 @@ std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout&
     case HierarchyReason::kNotHostByHost: return "hierarchical not possible: " + layout.why_not;
     case HierarchyReason::kOneHost: return "hierarchical not used: every rank is on one host";
     case HierarchyReason::kOneRankPerHost:
-      return "hierarchical not used: one rank per host, nothing to share inside a host";
+      return "hierarchical not used: one rank per host, nothing to share inside a host (the flat pairwise "
+             "algorithm's busiest host link carries 2(H-1)/H of the data, the chain's 2; OURO_ALGO=hierarchical "
+             "runs the chain)";
     case HierarchyReason::kBelowMinBytes:
       return strprintf("hierarchical not used: %zu bytes < OURO_HIER_MIN_BYTES=%zu (the chain's %d host hops cost "
                        "more than they save on small calls)",
@@ -71,6 +73,14 @@ std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout&
   return "";
 }
 
-int hierarchyLag(int hosts, int inter_host_slots) { return std::max(1, std::min(hosts, inter_host_slots - 1)); }
+int hierarchyLag(int hosts, int /*inter_host_slots*/) { return std::max(1, 2 * hosts); }
+
+size_t chainSliceBytes(const HostGrid& grid, size_t bytes, size_t slot_bytes) {
+  const size_t chunk = bytes / size_t(std::max(1, grid.per_host));
+  const size_t want = chunk / (size_t(kChainSlicesPerHop) * size_t(std::max(1, grid.hosts - 1)));
+  size_t slice = kChainMinSliceBytes;
+  while (slice < want && slice < slot_bytes) slice *= 2;
+  return std::min(slice, slot_bytes);
+}
 
 }  // namespace ouro

@@ -14,7 +14,7 @@
 // contiguous, that fold is: host 0's ranks in order, then host 1's continuing from host 0's
 // partial, and so on. So the partial of every element travels host 0 -> 1 -> ... -> H-1 (a ring
 // would start each chunk's fold at a different host, another order), and the finished values go
-// on around the ring H-1 -> 0 -> ... -> H-2. This needs the contiguous placement: ranks placed
+// come back the reverse way, H-1 -> ... -> 0. This needs the contiguous placement: ranks placed
 // round-robin over hosts interleave them in the fold, and such jobs keep the flat algorithm.
 #pragma once
 
@@ -68,10 +68,23 @@ HierarchyChoice chooseHierarchy(const HostLayout& layout, AlgoSetting setting, s
 std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout& layout, size_t bytes,
                                 size_t min_bytes);
 
-// How many slices the hosts other than the last may run ahead of the finished values coming back
-// around the ring (comm/exec/algo_hierarchical.cpp): as many as the chain is long, to keep it full,
-// but fewer than the slots of the links between hosts, so the last host never waits for a slot
-// on the way back (the reason the schedule cannot deadlock).
+// The window of the hierarchical all-reduce (comm/exec/algo_hierarchical.cpp): how many slices
+// the fold along the hosts runs ahead of handing finished slices to the rest of the host. A
+// finished slice comes back after a round trip of 2(H-1) host hops plus the local work, so a
+// window of 2H slices lets host 0 find every slice back when it needs it. Its return path is
+// taken off the links whenever a rank waits, never at a fixed point of the schedule, so the
+// window is not bounded by the slots of a link (inter_host_slots, which bounded it when the
+// finished values shared a direction with the partials; kept for the planner's call).
 int hierarchyLag(int hosts, int inter_host_slots);
+
+// The chain's slice for a call of `bytes` per rank (at most the slot): the chain fills in
+// 2(H-1) hops of one slice before every host link is busy, so the slice shrinks until each rank's
+// chunk is at least kChainSlicesPerHop slices per hop of that fill (the fill is then at most about
+// a tenth of the call), but not below kChainMinSliceBytes, where a message's fixed cost begins to
+// show on a host link (docs/PERFORMANCE.md "Chain with the finished values coming back").
+// A power of two. The cost model's bestSliceBytes says the same for a calibrated link.
+constexpr int kChainSlicesPerHop = 8;
+constexpr size_t kChainMinSliceBytes = size_t(64) << 10;
+size_t chainSliceBytes(const HostGrid& grid, size_t bytes, size_t slot_bytes);
 
 }  // namespace ouro

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "comm/plan/cost_model.hpp"
+#include "comm/plan/hierarchy.hpp"
 #include "comm/plan/planner.hpp"
 
 using namespace ouro;
@@ -101,16 +102,42 @@ TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   const size_t S = size_t(1) << 30;
   const double built = predict(Algo::kHierarchical, p, w, S), ideal = predict(Algo::kChainIdeal, p, w, S);
   CHECK(ideal < built);
-  // Ideal, large S: each host link direction carries S once, shared by the L owners.
+  // Ideal (links between neighbouring hosts), large S: each link direction carries S once,
+  // shared by the L owners.
   CHECK(ideal == Approx(double(S) * 8e-11).epsilon(0.15));
-  // Two hosts: the chain is one hop each way; the window (2 slices) holds it back only by the
-  // local work of a slice in a round trip.
+  // Built, one link per host: a middle host sends the partial and the finished values, 2S; the
+  // window of 2H slices covers the round trip, so that is all it pays, however many hosts.
+  CHECK(built == Approx(2 * double(S) * 8e-11).epsilon(0.15));
+  // At 256 hosts the fill (510 hops of one slice) wants a smaller slice than the slot; with the
+  // one the model picks, the chain is again within a fifth of its 2S.
+  World many = w;
+  many.hosts = 256;
+  many.slice_bytes = bestSliceBytes(Algo::kHierarchical, p, many, S);
+  CHECK(many.slice_bytes < w.slice_bytes);
+  CHECK(predict(Algo::kHierarchical, p, many, S) == Approx(2 * double(S) * 8e-11).epsilon(0.2));
+  // A window of 3 slices (what the chain had before, bounded by the link's slots) would cost the
+  // round trip over 3 per slice: 2(H-1)/3 hops, 5x the 2 hops at 16 hosts.
+  // Two hosts: one hop each way; the window holds it back only by a slice's local work.
   World two = grid(2, 8);
   two.slice_bytes = 512 << 10;
   CHECK(predict(Algo::kHierarchical, p, two, S) == Approx(predict(Algo::kChainIdeal, p, two, S)).epsilon(0.05));
-  // Many hosts: the window of 3 slices against a round trip of 2(H-1) hops is what the built
-  // chain pays for.
-  CHECK(built > 5 * ideal);
+  // One rank per host: the chain runs (named), no local work.
+  CHECK(predict(Algo::kHierarchical, p, grid(4, 1), S) < kNotApplicable);
+}
+
+TEST_CASE("cost model: the chain's window and slice are the ones the planner gives it", "[cost_model]") {
+  for (int h : {2, 3, 8, 64}) CHECK(hierarchyLag(h, 4) == 2 * h);  // mirrored in cost_model.cpp's chain()
+  // chainSliceBytes: 8 slices per hop of the fill, from 64 KiB up to the slot.
+  HostGrid g;
+  g.hosts = 3;
+  g.per_host = 2;
+  CHECK(chainSliceBytes(g, 1 << 20, 512 << 10) == 64 << 10);
+  CHECK(chainSliceBytes(g, 16 << 20, 512 << 10) == 512 << 10);
+  CHECK(chainSliceBytes(g, 8 << 20, 512 << 10) == 256 << 10);  // 4 MiB chunk / 16
+  CHECK(chainSliceBytes(g, 256 << 20, 128 << 10) == 128 << 10);
+  CHECK(chainSliceBytes(g, 1000, 4096) == 4096);  // never past the slot
+  g.hosts = 65;
+  CHECK(chainSliceBytes(g, 256 << 20, 512 << 10) == 256 << 10);  // 128 MiB / (8 x 64) = 256 KiB
 }
 
 TEST_CASE("cost model: large calls across hosts favour two levels over flat pairwise", "[cost_model]") {

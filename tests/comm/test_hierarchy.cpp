@@ -1,5 +1,5 @@
 // The hierarchical planner (comm/plan/hierarchy.hpp), pure: which placements keep the rank-order fold
-// in two levels, what the planner says, and the lag that keeps the schedule free of deadlock.
+// in two levels, what the planner says, and the chain's window.
 #include <catch2/catch.hpp>
 
 #include "comm/plan/hierarchy.hpp"
@@ -44,7 +44,13 @@ TEST_CASE("chooseHierarchy: by setting, placement and size, with a reason", "[hi
   const HierarchyChoice no_grid = chooseHierarchy(interleaved, kForced, 1 << 30, 1);
   CHECK_FALSE(no_grid.hierarchical);
   CHECK(hierarchyReasonText(no_grid, interleaved, 1 << 30, 1).find("not placed host by host") != std::string::npos);
-  CHECK_FALSE(chooseHierarchy(describeHosts({0, 1, 2}), kForced, 1 << 30, 1).hierarchical);  // one per host
+  // One rank per host: named, the chain alone; auto keeps the flat algorithm (its busiest host
+  // link carries 2(H-1)/H of the data, the chain's 2), and says so.
+  const HostLayout singles = describeHosts({0, 1, 2});
+  CHECK(chooseHierarchy(singles, kForced, 1 << 30, 1).hierarchical);
+  const HierarchyChoice single_auto = chooseHierarchy(singles, kAuto, 1 << 30, 1);
+  CHECK_FALSE(single_auto.hierarchical);
+  CHECK(hierarchyReasonText(single_auto, singles, 1 << 30, 1).find("one rank per host") != std::string::npos);
   CHECK_FALSE(chooseHierarchy(describeHosts({0, 0, 0, 0}), kForced, 1 << 30, 1).hierarchical);
 }
 
@@ -66,9 +72,12 @@ TEST_CASE("parseAlgoSetting: the names and the first spellings, anything else re
   }
 }
 
-TEST_CASE("hierarchyLag: the chain's length, below the slots between hosts, at least 1", "[hierarchy]") {
-  CHECK(hierarchyLag(3, 4) == 3);
-  CHECK(hierarchyLag(8, 4) == 3);
-  CHECK(hierarchyLag(2, 4) == 2);
-  CHECK(hierarchyLag(3, 2) == 1);
+TEST_CASE("hierarchyLag: a window of 2H slices, whatever the link's slots", "[hierarchy]") {
+  // The finished values' return is taken off the links whenever a rank waits, so the window
+  // covers the round trip of 2(H-1) hops however few slots a link has.
+  CHECK(hierarchyLag(3, 4) == 6);
+  CHECK(hierarchyLag(8, 4) == 16);
+  CHECK(hierarchyLag(2, 4) == 4);
+  CHECK(hierarchyLag(3, 2) == 6);
+  CHECK(hierarchyLag(3, 1) == 6);
 }
