@@ -257,4 +257,40 @@ TEST_CASE("table: nccl-tests' columns, N/A where a placement is not defined", "[
   CHECK(h[13] == "#wrong");
 }
 
+TEST_CASE("table: --model adds the predicted time, its busbw and the algorithm", "[table]") {
+  RowResult row;
+  row.size = 8;
+  row.count = 2;
+  row.reduction = true;
+  row.out_of_place = {true, 20.5, 0.0, 0.0, 0};
+  row.in_place = {true, 21.0, 0.0, 0.0, 0};
+  row.model_us = 12.345;
+  row.model_busbw = 0.5;
+  row.model_algorithm = "gather-fold";
+  CHECK(splitWords(formatRow(row)).size() == 13);  // without --model: nccl-tests' table, unchanged
+  auto w = splitWords(formatRow(row, true));
+  REQUIRE(w.size() == 16);
+  CHECK(w[13] == "12.35");
+  CHECK(w[14] == "0.50");
+  CHECK(w[15] == "gather-fold");
+  row.model_us = -1;  // a system or collective without a model
+  row.model_algorithm.clear();
+  w = splitWords(formatRow(row, true));
+  REQUIRE(w.size() == 16);
+  CHECK(w[13] == "N/A");
+  CHECK(w[15] == "N/A");
+  std::istringstream header(tableHeader(true));
+  std::string first, second;
+  std::getline(header, first);
+  std::getline(header, second);
+  auto h = splitWords(second);
+  REQUIRE(h.size() == 17);
+  CHECK(h[14] == "time");
+  CHECK(h[16] == "algorithm");
+  auto parsed = parseArgs({"all_reduce", "--model"});
+  REQUIRE(parsed.options);
+  CHECK(parsed.options->model);
+  CHECK_FALSE(parseArgs({"all_reduce"}).options->model);
+}
+
 }  // namespace ouro::bench

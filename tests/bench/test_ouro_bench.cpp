@@ -97,6 +97,44 @@ TEST_CASE("ouro-bench: ops on a stream, JSON, TCP, averaging choices", "[bench]"
   CHECK(rows(b.out).size() == 4);
 }
 
+TEST_CASE("ouro-bench --model: the library's prediction and chosen algorithm beside each row (#24)", "[bench]") {
+  test::TempDir dir;
+  const std::string json = dir.path() + "/out.json";
+  // Given parameters (no probe): 100 us a message, so 4 ranks gather small calls in 2 steps and
+  // run pairwise past one slot (OURO_TRANSPORT=tcp: the links path, not the direct one).
+  auto r = bench(4, {"all_reduce", "-b", "8", "-e", "2M", "-f", "512", "-n", "2", "-w", "1", "--model", "-J", json,
+                     "--no-progress"},
+                 {{"OURO_TRANSPORT", "tcp"}, {"OURO_MODEL", "shm=100,10;reduce=10"}});
+  INFO(test::describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "# model: OURO_MODEL: shm 100.00 us 10.00 GB/s"));
+  std::vector<std::vector<std::string>> table;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    table.push_back(w);
+  }
+  REQUIRE(table.size() == 3);  // 8 B, 4 KiB, 2 MiB
+  for (const auto& w : table) REQUIRE(w.size() == 16);
+  CHECK(table[0][15] == "gather-fold");
+  CHECK(table[2][15] == "pairwise");
+  CHECK(std::stod(table[0][13]) > 200);  // two steps of 100 us
+  CHECK(std::stod(table[0][13]) < 300);
+  std::ifstream f(json);
+  std::stringstream text;
+  text << f.rdbuf();
+  CHECK(contains(text.str(), "\"model\": {\"time_us\": "));
+  CHECK(contains(text.str(), "\"algorithm\": \"gather-fold\""));
+  // Collectives the model does not cover say so.
+  auto gather = bench(2, {"all_gather", "-b", "8", "-e", "8", "--model", "--no-progress"}, {{"OURO_TRANSPORT", "tcp"}});
+  INFO(test::describe(gather));
+  REQUIRE(gather.exit_code == 0);
+  CHECK(contains(gather.out, "N/A  N/A"));
+}
+
 TEST_CASE("ouro-bench: bad flags and impossible requests give a clear error", "[bench]") {
   auto bad = bench(1, {"all_reduce", "-d", "float128"});
   CHECK(bad.exit_code != 0);
