@@ -5,9 +5,12 @@
 // separated by a barrier after the mark.
 //   lazy_rank --init METHOD NRANKS RANK --phases small,pairwise,large-allreduce
 // stdout: "HASH <phase> <hex>" per phase (FNV-1a over its outputs: must not depend on how the
-//         connections were set up); "OK <checks>" at the end. Exit 1 on a wrong value or error.
+//         connections were set up); "SECONDS <phase> <s>" per phase and for init (for the
+//         measurement in docs/PERFORMANCE.md; no test looks at them); "OK <checks>" at the end.
+//         Exit 1 on a wrong value or error.
 #include <ouro/ouro.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -76,8 +79,15 @@ uint64_t broadcast(size_t count, int root) {
   return fnv(buf);
 }
 
+double g_phase_start = 0;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 void endPhase(const std::string& phase, uint64_t hash) {
   std::printf("HASH %s %016llx\n", phase.c_str(), (unsigned long long)hash);
+  std::printf("SECONDS %s %.6f\n", phase.c_str(), now() - g_phase_start);
   std::fflush(stdout);
   std::fprintf(stderr, "LAZY-TEST PHASE-END %s\n", phase.c_str());
   std::fflush(stderr);
@@ -102,13 +112,16 @@ int main(int argc, char** argv) {
     }
   }
   if (!init || phases.empty()) return 2;
+  g_phase_start = now();
   ok(ouroCommInitRank(&g_comm, g_n, g_rank, init), "ouroCommInitRank");
+  std::printf("SECONDS init %.6f\n", now() - g_phase_start);
   std::fprintf(stderr, "LAZY-TEST PHASE-END init\n");
   size_t at = 0;
   while (at <= phases.size()) {
     const size_t comma = std::min(phases.find(',', at), phases.size());
     const std::string phase = phases.substr(at, comma - at);
     at = comma + 1;
+    g_phase_start = now();
     if (phase == "small") {
       // Calls whose contributions fit one link slot: gather-fold under OURO_ALGO=gather-fold.
       uint64_t h = allReduce(16);

@@ -197,7 +197,7 @@ TEST_CASE("several sockets per peer: messages striped over the connection that a
   CHECK(r.mesh->socketsOpen() == 2);
 }
 
-TEST_CASE("lazy refusals: a wrong token or an eager peer is told why and closed", "[lazy-unit]") {
+TEST_CASE("lazy refusals: a stranger is closed, a rank with another setting is told why", "[lazy-unit]") {
   Listener peer("127.0.0.1");
   Rank0 r = rank0(peer.address());
   Fd wrong = dialAs(r.address, 1, "not-the-token");
@@ -205,9 +205,9 @@ TEST_CASE("lazy refusals: a wrong token or an eager peer is told why and closed"
   Fd stranger = dialAs(r.address, 5);
   ReceivedMessage m;
   CHECK(!r.link->tryRecv(&m));  // the first use looks at what arrived
-  auto [kind, why] = readFrame(wrong);
-  CHECK(kind == uint32_t(MessageKind::kAbort));
-  CHECK(test::contains(why, "rank 0 refused the connection: its job token (OURO_TOKEN) does not match"));
+  char byte;
+  setNonBlocking(wrong.get(), false);
+  CHECK(::recv(wrong.get(), &byte, 1, 0) == 0);  // closed, nothing said: no token, no reason
   auto [kind2, why2] = readFrame(eager);
   CHECK(kind2 == uint32_t(MessageKind::kAbort));
   CHECK(test::contains(why2, "every rank must use the same OURO_LAZY_CONNECT"));
@@ -246,4 +246,17 @@ TEST_CASE("an abort reaches a peer whose dial this rank never used", "[lazy-unit
   CHECK(why == "rank 0 called ouroCommAbort");
   ReceivedMessage m;
   CHECK_THROWS_AS(r.link->tryRecv(&m), Error);  // the link is closed for good
+}
+
+TEST_CASE("a congestion control the kernel refuses still fails at set-up, not at the first call", "[lazy-unit]") {
+  MeshOptions o;
+  o.token = kToken;
+  o.congestion = "no-such-algorithm";
+  try {
+    LazyMesh mesh(Listener("127.0.0.1"), o, {"", "127.0.0.1:1"}, {"a", "b"});
+    FAIL("the setting must be refused when the mesh is made");
+  } catch (const Error& e) {
+    CHECK(e.code() == Result::kInvalidArgument);
+    CHECK(test::contains(e.message(), "OURO_TCP_CONGESTION=no-such-algorithm: the kernel refused it"));
+  }
 }

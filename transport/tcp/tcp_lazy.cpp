@@ -46,6 +46,14 @@ LazyMesh::LazyMesh(Listener listener, MeshOptions options, std::vector<std::stri
       taken_(addresses_.size(), 0),
       sockets_with_(addresses_.size(), 0) {
   setNonBlocking(listener_.fd(), true);
+  // What eager set-up checked while connecting is checked now, so a bad setting still fails
+  // ouroCommInitRank on every rank rather than the first call: the token's length, and the
+  // congestion control (set on the listener, whose connections inherit it).
+  if (options_.token.size() > kMaxTokenBytes)
+    raise(Result::kInvalidArgument, "rank %d: OURO_TOKEN is %zu bytes long; at most %zu are accepted", options_.rank,
+          options_.token.size(), kMaxTokenBytes);
+  std::string why;
+  applyCongestionControl(listener_.fd(), options_, &why);
 }
 
 LazyMesh::~LazyMesh() {
@@ -77,10 +85,12 @@ std::string LazyMesh::refusal(const Handshake& h, const std::string& token) cons
   return "";
 }
 
-void LazyMesh::refuse(Pending& p, const std::string& why) {
+void LazyMesh::refuse(Pending& p, const std::string& why, bool tell) {
   OURO_WARN("rank %d: refused a connection from %s: %s; closed it and kept waiting for the ranks", options_.rank,
             p.from.c_str(), why.c_str());
-  writeRefusal(p.fd.get(), strprintf("rank %d refused the connection: %s", options_.rank, why.c_str()));
+  // Only a dialer with the job's token is told why (one of the job's ranks with a mismatched
+  // setting); a stranger learns nothing, as from every other listener (docs/DESIGN.md "Hardening").
+  if (tell) writeRefusal(p.fd.get(), strprintf("rank %d refused the connection: %s", options_.rank, why.c_str()));
   p.fd.reset();
 }
 
@@ -112,7 +122,7 @@ void LazyMesh::readHandshakes() {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      refuse(p, n == 0 ? "it hung up during the handshake" : strprintf("recv: %s", std::strerror(errno)));
+      refuse(p, n == 0 ? "it hung up during the handshake" : strprintf("recv: %s", std::strerror(errno)), false);
       break;
     }
     if (!p.fd.valid()) continue;
@@ -121,11 +131,12 @@ void LazyMesh::readHandshakes() {
     size_t used = 0;
     const Decode d = decodeHandshake(p.bytes, &h, &token, &used, &why);
     if (d == Decode::kMalformed) {
-      refuse(p, why);
+      refuse(p, why, false);
     } else if (d == Decode::kNeedMore) {
-      if (nowNs() > p.deadline_ns) refuse(p, strprintf("no complete handshake within %.0f s", kHandshakeTimeoutNs / 1e9));
+      if (nowNs() > p.deadline_ns)
+        refuse(p, strprintf("no complete handshake within %.0f s", kHandshakeTimeoutNs / 1e9), false);
     } else if (std::string bad = refusal(h, token); !bad.empty()) {
-      refuse(p, bad);
+      refuse(p, bad, token == options_.token);
     } else {
       std::vector<Fd>& fds = arrived_[size_t(h.rank)];
       if (fds.empty()) fds.resize(size_t(options_.sockets_per_peer));
@@ -205,15 +216,25 @@ bool LazyTcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capac
     std::lock_guard lock(mesh_->mutex());
     if (!connect(false)) return false;
   }
-  return link_.tryRecvInto(out, dst, capacity);
+  if (received_any_) return link_.tryRecvInto(out, dst, capacity);
+  try {
+    received_any_ = link_.tryRecvInto(out, dst, capacity);
+    return received_any_;
+  } catch (const Error& e) {
+    // A listener closes a dial it refuses without a word when the token differs: say so.
+    if (e.code() != Result::kRemoteError || dialed_fd0_ < 0 || e.message().find("closed its connection") == std::string::npos)
+      throw;
+    throw Error(e.code(), e.message() + "; if it is still running, it refused this rank's connection: every rank needs the "
+                                        "same OURO_TOKEN (its log names the reason)");
+  }
 }
 
 bool LazyTcpLink::progress() {
-  if (!connected()) {
-    if (!touched_.load(std::memory_order_relaxed)) return false;  // an unused link stays unconnected
+  // Called for every link on every pass of every wait: a link that is neither dialing nor waiting
+  // to hear from its peer takes no lock and makes no system call here.
+  if (!connected() && (dial_pending_.load(std::memory_order_relaxed) || want_recv_.load(std::memory_order_relaxed))) {
     std::lock_guard lock(mesh_->mutex());
-    if (aborted_) return false;
-    advance();
+    if (!aborted_) advance();
   }
   return link_.progress();
 }
@@ -231,6 +252,7 @@ bool LazyTcpLink::connect(bool send) {
     }
     startDial();
   }
+  if (!send && !link_.canRecv()) want_recv_.store(true, std::memory_order_relaxed);
   advance();
   return send ? link_.canSend() : link_.canRecv();
 }
@@ -249,10 +271,13 @@ void LazyTcpLink::startDial() {
     dialing_.push_back(std::move(fd));
     dial_done_.push_back(rc == 0);
   }
+  dial_pending_.store(true, std::memory_order_relaxed);
 }
 
 void LazyTcpLink::dialFailed(int err) {
   dialing_.clear();
+  dial_done_.clear();
+  dial_pending_.store(false, std::memory_order_relaxed);
   if (err == ECONNREFUSED)
     raise(Result::kRemoteError,
           "connecting to %s at %s: connection refused; that rank's process exited, crashed or destroyed its "
@@ -297,11 +322,13 @@ void LazyTcpLink::advance() {
       link_.addSockets(std::move(dialing_), true, false);
       dialing_.clear();
       dial_done_.clear();
+      dial_pending_.store(false, std::memory_order_relaxed);
       mesh_->opened(peer_, sockets, "dialed by this rank");
     }
   }
-  if (!link_.canRecv()) {
-    // The peer answers on its own connection if it dialed too, else on ours (tcp_lazy.hpp).
+  if (want_recv_.load(std::memory_order_relaxed) && !link_.canRecv()) {
+    // The peer answers on its own connection if it dialed too, else on ours (tcp_lazy.hpp). Only
+    // looked at while a receive waits: a link that only sends never pays for it.
     mesh_->acceptWaiting();
     if (mesh_->arrived(peer_)) {
       link_.addSockets(mesh_->take(peer_, false), false, true);
@@ -311,6 +338,7 @@ void LazyTcpLink::advance() {
       if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) link_.receiveOnSendSockets();
     }
   }
+  if (link_.canRecv()) want_recv_.store(false, std::memory_order_relaxed);
   if (link_.canSend() && link_.canRecv()) ready_.store(true, std::memory_order_release);
 }
 
@@ -326,7 +354,9 @@ void LazyTcpLink::pollFds(std::vector<pollfd>* fds) const {
   if (aborted_) return;
   for (size_t s = 0; s < dialing_.size(); s++)
     if (!dial_done_[s]) fds->push_back({dialing_[s].get(), POLLOUT, 0});
-  if (!link_.canRecv()) {
+  if (want_recv_.load(std::memory_order_relaxed) && !link_.canRecv()) {
+    // Only while a receive waits (progress then accepts): a listener left readable in the poll
+    // set would wake every wait at once.
     mesh_->acceptFds(fds);
     if (dialed_fd0_ >= 0) fds->push_back({dialed_fd0_, POLLIN, 0});
   }
@@ -352,6 +382,8 @@ void LazyTcpLink::sendAbort(const std::string& reason) {
     if (!arrived.empty()) link_.addSockets(std::move(arrived), false, false);
     dialing_.clear();
     dial_done_.clear();
+    dial_pending_.store(false, std::memory_order_relaxed);
+    want_recv_.store(false, std::memory_order_relaxed);
     aborted_ = true;
   }
   link_.sendAbort(reason);

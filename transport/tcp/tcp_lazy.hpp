@@ -14,8 +14,9 @@
 // A dial needs nothing from the peer's process: the peer's kernel completes it from the listen
 // backlog and buffers what follows, so a sender never waits for its receiver to reach the call,
 // exactly as with connections made at init. The handshake carries the lazy flag and no answer is
-// awaited; a refusal (wrong OURO_TOKEN, OURO_LAZY_CONNECT differing between ranks) is written back
-// as a kAbort frame, which the dialer's receive reports.
+// awaited; a refusal of one of the job's ranks (OURO_LAZY_CONNECT differing between ranks, a rank
+// the communicator does not have) is written back as a kAbort frame, which the dialer's receive
+// reports; a dialer without the job's token is closed without a word, like every stranger.
 //
 // Every wait for a connection is a wait of the call (comm/progress): the dialing socket and the
 // listener are in Link::pollFds, the call's deadline and ouroCommAbort apply, and the timeout
@@ -84,7 +85,7 @@ class LazyMesh {
   };
   // "" when h is one of the connections this communicator waits for.
   std::string refusal(const Handshake& h, const std::string& token) const;
-  void refuse(Pending& p, const std::string& why);
+  void refuse(Pending& p, const std::string& why, bool tell);
   void readHandshakes();
 
   Listener listener_;
@@ -134,8 +135,12 @@ class LazyTcpLink final : public Link {
   std::shared_ptr<LazyMesh> mesh_;
   TcpLink link_;
   std::atomic<bool> ready_{false};  // both directions set: no more locking
-  std::atomic<bool> touched_{false};  // first used (read unlocked: unused links cost no lock)
+  // Read unlocked, so that progress() on a link with nothing to do costs no lock:
+  std::atomic<bool> touched_{false};       // first used
+  std::atomic<bool> dial_pending_{false};  // this rank's dial not yet connected
+  std::atomic<bool> want_recv_{false};     // a receive found no connection to read yet
   bool aborted_ = false;
+  bool received_any_ = false;       // a message came in (refusals come before any)
   std::vector<Fd> dialing_;         // this rank's dial, until every socket connected
   std::vector<char> dial_done_;     // per dialing socket: connected
   int dialed_fd0_ = -1;             // socket 0 of this rank's dial, once sending on it
