@@ -4,7 +4,9 @@
 //
 // Memory: a channel's FIFOs live in the receiving rank's memory (device memory opened through a
 // CUDA IPC handle, or pinned host memory when the GPUs cannot reach each other), so a sender
-// writes payloads and its tail into peer memory and polls the peer's head there. The abort word
+// writes payloads and its tail into peer memory, except each FIFO's head, which lives in the
+// sender's memory: the receiver writes it across the bus and the sender polls it locally
+// (transport/cuda/arena_layout.hpp). Every counter is polled where it lives. The abort word
 // and the error record live in memory every rank's kernels and the host can read (mapped pinned
 // host memory). Every rank has its own abort word (a line of mapped pinned host memory that every
 // peer maps too: transport/cuda/arena.cpp), which its kernels poll; a failing rank sets every
@@ -34,7 +36,7 @@ enum class DeviceProtocol : uint8_t {
 };
 
 // One thread block's links: FIFO to[p] carries this rank's messages to peer p (it lives in p's
-// memory), from[p] carries p's messages to this rank; ll_to / ll_from are the same links' LL
+// memory, but for its head), from[p] carries p's messages to this rank; ll_to / ll_from are the same links' LL
 // FIFOs (slots of lines, their own counters: the protocols never share a slot, so a stale LL line
 // can only carry an older flag). Entries for this rank itself are unused.
 struct DeviceChannel {

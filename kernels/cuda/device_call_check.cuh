@@ -123,7 +123,7 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
     for (int p = 0; p < x.nranks; p++) {
       if ((pending >> p & 1u) == 0) continue;
       const FifoView& f = x.channel->ll_from[p];
-      const uint32_t message = dm::loadRelaxed(f.head);
+      const uint32_t message = dm::loadRelaxed(f.head);  // (in the peer's memory: read only while a hello is late)
       const uint64_t* lines = linesOf(f, message);
       const uint32_t flag = helloFlag(message);
       uint64_t d0 = 0, d1 = 0, call = 0;

@@ -1,7 +1,8 @@
 // The simple protocol of the device primitives (DeviceProtocol::kSimple): whole slots published
 // by a tail flag, for large messages. kernels/cuda/device_prims.cuh dispatches to it.
 //
-// Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours):
+// Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours,
+// each head in its sender's memory: transport/cuda/arena_layout.hpp):
 //   send:    thread 0 waits until sent[p] - acquire(to[p].head) < slot_count; block barrier; every
 //            thread writes its part of the payload into slot sent[p] and __threadfence_system();
 //            barrier; thread 0 release-stores to[p].tail = sent[p] + 1.

@@ -92,25 +92,60 @@ TEST_CASE("arena layout: FIFOs disjoint, counters on their own lines, slots line
 
 TEST_CASE("arena layout: a view addresses the FIFO's counters and slots", "[cuda][layout]") {
   ArenaLayout l{4, 2, 4, 256};
-  std::vector<std::byte> arena(l.totalBytes());
-  kernels::FifoView v = l.view(arena.data(), 1, 2);
+  // Rank 2 sends to rank 1 on channel 1: tail and slots in rank 1's arena, head in rank 2's.
+  std::vector<std::byte> arena(l.totalBytes()), sender_arena(l.totalBytes());
+  kernels::FifoView v = l.linkView(arena.data(), sender_arena.data(), 1, 2, 1);
   CHECK(reinterpret_cast<std::byte*>(v.tail) == arena.data() + l.tailOffset(1, 2));
-  CHECK(reinterpret_cast<std::byte*>(v.head) == arena.data() + l.headOffset(1, 2));
+  CHECK(reinterpret_cast<std::byte*>(v.head) == sender_arena.data() + l.headOffset(1, 1));
   CHECK(v.header_bytes == 0);
   CHECK(v.slot_bytes == 256);
   CHECK(v.slot_count == 4);
   CHECK(v.payload(0) == arena.data() + l.slotsOffset(1, 2));
   CHECK(v.payload(5) == arena.data() + l.slotsOffset(1, 2) + 256);  // counter 5 is slot 1
   CHECK(v.payload(3) + 256 <= arena.data() + l.fifoOffset(1, 3));
-  // The same link's LL FIFO follows the simple one, inside the link's bytes.
-  kernels::FifoView ll = l.llView(arena.data(), 1, 2);
+  // The same link's LL FIFO follows the simple one, inside the link's bytes; its head too.
+  kernels::FifoView ll = l.llLinkView(arena.data(), sender_arena.data(), 1, 2, 1);
   CHECK(reinterpret_cast<std::byte*>(ll.tail) == arena.data() + l.fifoOffset(1, 2) + l.simpleFifoBytes());
   CHECK(reinterpret_cast<std::byte*>(ll.tail) >= v.payload(3) + 256);
-  CHECK(reinterpret_cast<std::byte*>(ll.head) == reinterpret_cast<std::byte*>(ll.tail) + kLineBytes);
+  CHECK(reinterpret_cast<std::byte*>(ll.head) ==
+        sender_arena.data() + l.fifoOffset(1, 1) + l.simpleFifoBytes() + kLineBytes);
   CHECK(uintptr_t(ll.payload(0)) % kLineBytes == uintptr_t(arena.data()) % kLineBytes);
   CHECK(ll.slot_bytes == l.ll_slot_bytes);
   CHECK(ll.slot_count == 4);
   CHECK(ll.payload(3) + l.ll_slot_bytes <= arena.data() + l.fifoOffset(1, 3));
+}
+
+// Every counter lives where it is polled (the sender polls the head, the receiver the tail) and no
+// two FIFOs share a counter or a slot: over every ordered pair of 4 ranks, channels and both
+// protocols, each address is used once, and the tail and slots are in the receiver's arena, the
+// head in the sender's. (Before, the head sat beside the tail in the receiver's arena, and the
+// sender polled it across the bus.)
+TEST_CASE("arena layout: every link's head is in its sender's arena, its tail in its receiver's", "[cuda][layout]") {
+  ArenaLayout l{4, 2, 2, 128};
+  l.ll_slot_bytes = 128;
+  std::vector<std::vector<std::byte>> arenas(4, std::vector<std::byte>(l.totalBytes()));
+  auto in = [&](int rank, const void* p) {
+    const std::byte* b = static_cast<const std::byte*>(p);
+    return b >= arenas[size_t(rank)].data() && b < arenas[size_t(rank)].data() + l.totalBytes();
+  };
+  std::set<const void*> used;
+  for (int c = 0; c < 2; c++)
+    for (int s = 0; s < 4; s++)
+      for (int r = 0; r < 4; r++) {
+        if (s == r) continue;
+        for (bool ll : {false, true}) {
+          INFO("channel " << c << " sender " << s << " receiver " << r << (ll ? " LL" : " simple"));
+          std::byte* rb = arenas[size_t(r)].data();
+          std::byte* sb = arenas[size_t(s)].data();
+          const kernels::FifoView v = ll ? l.llLinkView(rb, sb, c, s, r) : l.linkView(rb, sb, c, s, r);
+          CHECK(in(r, v.tail));
+          CHECK(in(r, v.slots));
+          CHECK(in(s, v.head));
+          CHECK(used.insert(v.tail).second);
+          CHECK(used.insert(v.head).second);
+          CHECK(used.insert(v.slots).second);
+        }
+      }
 }
 
 TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {

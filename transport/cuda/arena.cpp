@@ -84,6 +84,15 @@ void uploadAndWait(void* device_dst, const void* host_src, size_t bytes) {
   if (err != cudaSuccess) raiseCuda(err, "cudaMemcpyAsync + cudaStreamSynchronize", __FILE__, __LINE__, "");
 }
 
+void zeroAndWait(void* device_dst, size_t bytes) {
+  cudaStream_t s = nullptr;
+  OURO_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaError_t err = cudaMemsetAsync(device_dst, 0, bytes, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (err != cudaSuccess) raiseCuda(err, "cudaMemsetAsync + cudaStreamSynchronize", __FILE__, __LINE__, "");
+}
+
 DeviceIdentity identify(int device) {
   DeviceIdentity id;
   char bus[64] = {};
@@ -117,7 +126,7 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
       OURO_CUDA_HINT(cudaMalloc(&p, bytes_), strprintf("allocating %zu bytes of CUDA FIFOs (OURO_CUDA_CHANNELS, "
                                                        "OURO_CUDA_SLOTS, OURO_CUDA_SLOT_BYTES)", bytes_));
       own_device_ = static_cast<std::byte*>(p);
-      OURO_CUDA(cudaMemset(own_device_, 0, bytes_));
+      zeroAndWait(own_device_, bytes_);
     } else {
       static std::atomic<unsigned> serial{0};
       shm_name_ = strprintf("/ouro-cuda-%d-%u-%d", int(::getpid()), serial.fetch_add(1), options_.rank);
@@ -257,15 +266,17 @@ void Arena::connect(const std::vector<std::string>& records) {
     m.abort_map = mapSegment(abort_fd, kAbortBytes, abort_name);
     m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map, kAbortBytes));
   }
-  // Channel c: to[p] is the FIFO this rank writes in p's arena; from[p] the one p writes in ours.
+  // Channel c: to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls
+  // it locally); from[p] the one p writes in ours (its head in p's arena, written from here).
   std::vector<kernels::cuda::DeviceChannel> table(size_t(l.nchannels));
   for (int c = 0; c < l.nchannels; c++)
     for (int p = 0; p < l.nranks; p++) {
       if (p == me) continue;
-      table[size_t(c)].to[p] = l.view(peers_[size_t(p)].device_ptr, c, me);
-      table[size_t(c)].from[p] = l.view(own_device_, c, p);
-      table[size_t(c)].ll_to[p] = l.llView(peers_[size_t(p)].device_ptr, c, me);
-      table[size_t(c)].ll_from[p] = l.llView(own_device_, c, p);
+      std::byte* theirs = peers_[size_t(p)].device_ptr;
+      table[size_t(c)].to[p] = l.linkView(theirs, own_device_, c, me, p);
+      table[size_t(c)].from[p] = l.linkView(own_device_, theirs, c, p, me);
+      table[size_t(c)].ll_to[p] = l.llLinkView(theirs, own_device_, c, me, p);
+      table[size_t(c)].ll_from[p] = l.llLinkView(own_device_, theirs, c, p, me);
     }
   // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words),
   // after the channel table in the same allocation.

@@ -36,6 +36,11 @@ DeviceIdentity identify(int device);
 // orders that DMA before a kernel on a user's non-blocking stream: the kernel could read the old
 // bytes. For the tables a kernel reads (the channel table, the ring order), uploaded once at set-up.
 void uploadAndWait(void* device_dst, const void* host_src, size_t bytes);
+// Zeroes device memory and returns once it is zero. cudaMemset of device memory does not wait for
+// the device, and it runs on the legacy default stream, which nothing orders before a kernel on a
+// user's non-blocking stream or a peer process's kernel: a late zeroing of the FIFOs could wipe
+// a counter a peer had already written. For the arena's FIFOs, zeroed once at set-up.
+void zeroAndWait(void* device_dst, size_t bytes);
 
 struct ArenaOptions {
   int rank = 0;

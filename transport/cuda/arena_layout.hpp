@@ -2,12 +2,16 @@
 // functions of plain numbers, so the host tests check them on machines without a GPU
 // (tests/cuda_executor) and the arena (arena.cpp) only allocates what they describe.
 //
-// A rank's arena holds, per channel c and per sending rank p, the FIFOs that p writes into this
-// rank (kernels/cuda/device_call.hpp: FIFO to[r] lives in rank r's memory), the simple
-// protocol's and then the LL protocol's:
+// A rank's arena holds, per channel c and per peer p, the slots and tail of the FIFOs that p
+// writes into this rank (kernels/cuda/device_call.hpp: FIFO to[r] lives in rank r's memory), the
+// simple protocol's and then the LL protocol's, and the heads of the FIFOs this rank writes to p:
 //   [tail line][head line][slot 0]...[slot k-1] [LL tail line][LL head line][LL slot 0]...[LL slot k-1]
-// tail (written by the sender p, across the bus) and head (written by the receiver, this rank,
-// polled by p) each own a 128-byte line, so the two sides never write the same line. Slots start
+// The tail (written by the sender p across the bus, polled here) and the slots belong to the
+// FIFO p -> this rank; the head line to the reverse FIFO, this rank -> p: p, its receiver,
+// writes it across the bus and this rank, its sender, polls it in its own memory (NCCL's
+// sendMem/recvMem split: a remote store is posted and costs the writer nothing, where a remote
+// poll costs a bus round trip per turn). So every counter is polled where it lives and written
+// from afar (linkView). Each owns a 128-byte line, so two writers never share a line. Slots start
 // on a line boundary and hold payload only (header_bytes 0): the driver orders both sides'
 // messages identically, so no message needs a header. LL slots hold lines of data and flag
 // (kernels/cuda/device_prims_ll.cuh); the LL tail is the sender's count, read by the sender only.
@@ -50,21 +54,28 @@ struct ArenaLayout {
   size_t slotsOffset(int channel, int sender) const { return fifoOffset(channel, sender) + 2 * kLineBytes; }
   size_t totalBytes() const { return size_t(nchannels) * size_t(nranks) * fifoBytes(); }
 
-  // The FIFO `sender` writes on `channel`, in an arena mapped at `base` (any address space: the
-  // owner's device pointer, a peer's IPC mapping, a mapped host pointer).
-  kernels::FifoView view(std::byte* base, int channel, int sender) const {
-    return fifoAt(base + fifoOffset(channel, sender), slot_bytes);
+  // The FIFO `sender` writes to `receiver` on `channel`: its tail and slots in the receiver's arena,
+  // mapped at `receiver_base`, and its head in the sender's, mapped at `sender_base` (any address
+  // space: the owner's device pointer, a peer's IPC mapping, a mapped host pointer). Both ranks
+  // build the same view of a link, each with its own addresses of the two arenas.
+  kernels::FifoView linkView(std::byte* receiver_base, std::byte* sender_base, int channel, int sender,
+                             int receiver) const {
+    return fifoAt(receiver_base + fifoOffset(channel, sender), sender_base + fifoOffset(channel, receiver), slot_bytes);
   }
   // The LL FIFO of the same link.
-  kernels::FifoView llView(std::byte* base, int channel, int sender) const {
-    return fifoAt(base + fifoOffset(channel, sender) + simpleFifoBytes(), ll_slot_bytes);
+  kernels::FifoView llLinkView(std::byte* receiver_base, std::byte* sender_base, int channel, int sender,
+                               int receiver) const {
+    return fifoAt(receiver_base + fifoOffset(channel, sender) + simpleFifoBytes(),
+                  sender_base + fifoOffset(channel, receiver) + simpleFifoBytes(), ll_slot_bytes);
   }
 
  private:
-  kernels::FifoView fifoAt(std::byte* at, uint32_t bytes_per_slot) const {
+  // `at`: the FIFO's block in the receiver's arena; `head_block`: the block in the sender's arena
+  // whose head line is this FIFO's head.
+  kernels::FifoView fifoAt(std::byte* at, std::byte* head_block, uint32_t bytes_per_slot) const {
     kernels::FifoView v;
     v.tail = reinterpret_cast<uint32_t*>(at);
-    v.head = reinterpret_cast<uint32_t*>(at + kLineBytes);
+    v.head = reinterpret_cast<uint32_t*>(head_block + kLineBytes);
     v.slots = at + 2 * kLineBytes;
     v.slot_count = slot_count;
     v.slot_stride = bytes_per_slot;
