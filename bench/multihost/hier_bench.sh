@@ -5,6 +5,11 @@
 #
 #   bench/multihost/hier_bench.sh [--build DIR] [--hosts H] [--per-host L] [--rate RATE|auto]
 #                                 [-b MIN] [-e MAX] [--budget S] [--repeat N] [--no-mpi]
+#                                 [--before DIR]
+#
+#   The hierarchical system runs OURO_ALGO=hierarchical (at one rank per host too, where auto
+#   keeps the flat algorithm). --before DIR adds "hier-before": the same named algorithm from
+#   another build (e.g. the commit before a change), interleaved in the same rounds.
 #
 #   --rate auto (default): a tenth of the intra-host bandwidth, measured first in this sitting
 #   (ouro's 2-rank shared-memory all_reduce busbw at 16 MiB), as tbf on both ends of every host
@@ -26,6 +31,7 @@ MAX=256M
 BUDGET=1
 REPEAT=1
 MPI=1
+BEFORE=""
 while (($#)); do
   case "$1" in
     --build) BUILD=$(realpath "$2"); shift ;;
@@ -37,6 +43,7 @@ while (($#)); do
     --budget) BUDGET=$2; shift ;;
     --repeat) REPEAT=$2; shift ;;
     --no-mpi) MPI=0 ;;
+    --before) BEFORE=$(realpath "$2"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "hier_bench.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
@@ -76,11 +83,11 @@ fi
 MASTER=$("$HOSTS" addr "$PREFIX" 1)
 
 # ouro: one ouro-run per host, as on a cluster; node 0's rank 0 writes the JSON.
-run_ouro() {  # run_ouro NAME ALGO
-  local name=$1 algo=$2 i port=$((29500 + RANDOM % 1000)) pids=()
+run_ouro() {  # run_ouro NAME ALGO [BUILD]
+  local name=$1 algo=$2 build=${3:-$BUILD} i port=$((29500 + RANDOM % 1000)) pids=()
   for ((i = 1; i <= NHOSTS; i++)); do
-    OURO_ALGO=$algo OURO_TOKEN=hier-bench "$HOSTS" exec "$PREFIX" "$i" "$RUN" --nnodes "$NHOSTS" --node-rank $((i - 1)) \
-      --nproc-per-node "$PER_HOST" --master "$MASTER:$port" "$BENCH" "${COMMON[@]}" -J "$WORK/$name.json" \
+    OURO_ALGO=$algo OURO_TOKEN=hier-bench "$HOSTS" exec "$PREFIX" "$i" "$build/tools/ouro-run/ouro-run" --nnodes "$NHOSTS" \
+      --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" --master "$MASTER:$port" "$build/bench/ouro-bench" "${COMMON[@]}" -J "$WORK/$name.json" \
       >"$WORK/$name-$i.log" 2>&1 &
     pids+=($!)
   done
@@ -98,10 +105,13 @@ run_mpi() {
     { echo "hier_bench.sh: Open MPI failed:" >&2; cat "$WORK/openmpi.log" >&2; exit 1; }
 }
 
-systems=(hierarchical flat)
+systems=(hierarchical)
+[[ -n "$BEFORE" ]] && systems+=(hier-before)
+systems+=(flat)
 ((MPI)) && systems+=(openmpi)
 for ((k = 1; k <= REPEAT; k++)); do
-  run_ouro hierarchical auto && busbw "$WORK/hierarchical.json" >"$WORK/hierarchical.$k"
+  run_ouro hierarchical hierarchical && busbw "$WORK/hierarchical.json" >"$WORK/hierarchical.$k"
+  if [[ -n "$BEFORE" ]]; then run_ouro hier-before hierarchical "$BEFORE" && busbw "$WORK/hier-before.json" >"$WORK/hier-before.$k"; fi
   run_ouro flat ring && busbw "$WORK/flat.json" >"$WORK/flat.$k"
   if ((MPI)); then run_mpi && busbw "$WORK/openmpi.json" >"$WORK/openmpi.$k"; fi
 done
@@ -116,13 +126,15 @@ for s in systems:
         for line in open(f"{work}/{s}.{k}"):
             size, bw = line.split()
             table.setdefault(int(size), {}).setdefault(s, []).append(float(bw))
-head = ["bytes"] + systems + ["hier/flat"] + (["hier/openmpi"] if "openmpi" in systems else [])
+head = ["bytes"] + systems + ["hier/flat"] + (["hier/before"] if "hier-before" in systems else []) + (["hier/openmpi"] if "openmpi" in systems else [])
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for size in sorted(table):
     med = {s: statistics.median(v) for s, v in table[size].items()}
     row = [str(size)] + [f"{med.get(s, 0):.3f}" for s in systems]
     row.append(f"{med['hierarchical'] / med['flat']:.2f}x" if med.get("flat") else "-")
+    if "hier-before" in systems:
+        row.append(f"{med['hierarchical'] / med['hier-before']:.2f}x" if med.get("hier-before") else "-")
     if "openmpi" in systems:
         row.append(f"{med['hierarchical'] / med['openmpi']:.2f}x" if med.get("openmpi") else "-")
     print("| " + " | ".join(row) + " |")
