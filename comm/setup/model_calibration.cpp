@@ -29,7 +29,8 @@ constexpr double kCacheMaxAgeS = 7 * 24 * 3600.0;  // links change (a new NIC, a
 constexpr uint64_t kProbeCall = 0x6d6f64656cULL;   // "model": the probe's messages, all consumed before any call
 constexpr int kPingPongs = 16;                     // after one untimed round trip
 constexpr size_t kTransferBytes = size_t(256) << 10;
-constexpr int kTransfers = 2;                      // the faster of two (the first may fault pages in)
+constexpr int kTransfersMax = 16;                  // the fastest of at most 16 ...
+constexpr int64_t kTransferBudgetNs = 20000000;    // ... within 20 ms (at least 2)
 constexpr size_t kFoldBytes = size_t(256) << 10;
 
 // Spins on the link (and pushes it) for a while, then blocks in poll(2) on its sockets (TCP) or
@@ -67,7 +68,8 @@ void sendMessage(transport::Link& link, int me, int peer, Deadline deadline, con
   waitFor(link, me, peer, deadline, [&] { return !link.sendsPending(); });
 }
 
-void recvMessage(transport::Link& link, int me, int peer, Deadline deadline, std::byte* out, size_t capacity) {
+// Returns the payload's bytes.
+size_t recvMessage(transport::Link& link, int me, int peer, Deadline deadline, std::byte* out, size_t capacity) {
   transport::ReceivedMessage m;
   waitFor(link, me, peer, deadline, [&] { return link.tryRecv(&m); });
   if (m.header.kind != uint32_t(transport::MessageKind::kData) || m.header.call != kProbeCall ||
@@ -78,14 +80,16 @@ void recvMessage(transport::Link& link, int me, int peer, Deadline deadline, std
           "call %llu); every rank must run the same ouro; set OURO_MODEL=off to skip the probe",
           me, peer, m.header.kind, (unsigned long long)m.header.call);
   }
-  if (m.header.bytes) std::copy(m.data, m.data + m.header.bytes, out);
+  const size_t bytes = m.header.bytes;
+  if (bytes) std::copy(m.data, m.data + bytes, out);
   link.releaseRecv();
+  return bytes;
 }
 
 // One link measured from rank 0 (prober) with `peer` echoing: alpha from the fastest of the
 // ping-pongs' round trips (on a busy machine the others measure the scheduler: 4 ranks on the
-// 2-core development VM gave a median of 4 ms and a fastest of tens of us), beta from the faster of
-// two transfers less their two latencies.
+// 2-core development VM gave a median of 4 ms and a fastest of tens of us), beta from the fastest of
+// 256 KiB transfers less their two latencies.
 model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline deadline) {
   transport::Link& link = progress.link(peer);
   const int me = progress.rank();
@@ -105,12 +109,24 @@ model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline dea
     }
     if (i > 0) trips.push_back(double(nowNs() - t0) * 1e-9);
   }
+  // Transfers until the budget is spent (at least two, at most kTransfersMax; a fresh connection
+  // starts slow: TCP grows its window and buffers over the first few), each acknowledged; the
+  // prober ends the series with an empty message, so the partner needs no count of its own.
   double best_transfer = 1e300;
-  for (int t = 0; t < kTransfers; t++) {
+  const int64_t series_start = nowNs();
+  for (int t = 0;; t++) {
+    const bool more = t < 2 || (t < kTransfersMax && nowNs() - series_start < kTransferBudgetNs);
+    if (prober && !more) {
+      sendMessage(link, me, peer, deadline, word, 0);
+      break;
+    }
     const int64_t t0 = nowNs();
     for (size_t i = 0; i < messages; i++) {
-      if (prober) sendMessage(link, me, peer, deadline, buffer.data(), message);
-      else recvMessage(link, me, peer, deadline, buffer.data(), message);
+      if (prober) {
+        sendMessage(link, me, peer, deadline, buffer.data(), message);
+      } else if (recvMessage(link, me, peer, deadline, buffer.data(), message) == 0) {
+        return {};  // the prober's end of the series (the partner's result is not used)
+      }
     }
     if (prober) recvMessage(link, me, peer, deadline, word, sizeof word);
     else sendMessage(link, me, peer, deadline, word, sizeof word);

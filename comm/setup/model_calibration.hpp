@@ -4,9 +4,9 @@
 //   OURO_MODEL=off      the planner keeps its fixed rules and plans carry no prediction;
 //   OURO_MODEL=SPEC     the model's defaults with SPEC on top (parseParams: tcp=ALPHA_US,GBPS; ...);
 //   OURO_MODEL=auto     (the default) measured: where the planner chooses by the model (links path,
-//                       OURO_ALGO=auto), rank 0 probes its links once per host and world shape (a few
-//                       8-byte ping-pongs and two 256 KiB transfers per link kind, a fold timed
-//                       locally) and caches the result in $XDG_CACHE_HOME/ouro (~/.cache/ouro);
+//                       OURO_ALGO=auto), rank 0 probes its links once per host and world shape (16
+//                       8-byte ping-pongs and 2-16 256 KiB transfers within 20 ms per link kind, a
+//                       fold timed locally) and caches the result in $XDG_CACHE_HOME/ouro (~/.cache/ouro);
 //                       elsewhere the cached values if any, else the defaults.
 // Whatever each rank has (its setting, its cache), rank 0's parameters rule: it publishes them
 // through the store as a spec string, and every rank, rank 0 included, parses that same string.
