@@ -93,7 +93,8 @@ TEST_CASE("hierarchical all-reduce: exact and canonical on 2 to 5 simulated host
 }
 
 TEST_CASE("hierarchical planner: chosen where it keeps the rank order, and says why", "[hierarchical]") {
-  // The rules (OURO_MODEL=off): the cost model's choices are tested in tests/comm/test_model_plan.cpp.
+  // The rules (OURO_MODEL=off); the cost model's choices are tested in tests/comm/test_planner.cpp and
+  // tests/comm/test_model_calibration.cpp.
   const std::map<std::string, std::string> info{
       {"OURO_DEBUG", "info"}, {"OURO_HIER_MIN_BYTES", "262144"}, {"OURO_MODEL", "off"}};
   SECTION("3 hosts x 2 ranks in blocks: two levels from 256 KiB, flat below (one-shot up to 32 KiB)") {
