@@ -43,9 +43,10 @@ Gpt::Gpt(const GptLayout& layout, int max_batch, int max_seq)
     a.qkv.assign(3 * N * C, 0.0f);
     a.fch.assign(4 * N * C, 0.0f);
     a.fch_gelu.assign(4 * N * C, 0.0f);
+    a.fch_tanh.assign(4 * N * C, 0.0f);
     a.att.assign(att, 0.0f);
   }
-  for (auto* v : {&proj_, &lnf_, &dlnf_, &dres_, &dres2_, &dln2_, &datty_, &dln1_}) v->assign(N * C, 0.0f);
+  for (auto* v : {&proj_, &lnf_, &dlnf_, &dres_, &dln2_, &datty_, &dln1_}) v->assign(N * C, 0.0f);
   lnf_mean_.assign(N, 0.0f);
   lnf_rstd_.assign(N, 0.0f);
   logits_.assign(N * V, 0.0f);
@@ -164,7 +165,7 @@ void Gpt::forwardBlock(int layer, const float* p) {
   gpt::layernormForward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.residual2.data(), p + o.ln_2_weight,
                         p + o.ln_2_bias, N, C);
   gpt::matmulForward(a.fch.data(), a.ln2.data(), p + o.c_fc_weight, p + o.c_fc_bias, N, C, 4 * C);
-  gpt::geluForward(a.fch_gelu.data(), a.fch.data(), 4 * n);
+  gpt::geluForward(a.fch_gelu.data(), a.fch_tanh.data(), a.fch.data(), 4 * n);
   gpt::matmulForward(proj_.data(), a.fch_gelu.data(), p + o.mlp_proj_weight, p + o.mlp_proj_bias, N, 4 * C, C);
   gpt::residualForward(a.residual3.data(), a.residual2.data(), proj_.data(), n);
 }
@@ -208,9 +209,8 @@ void Gpt::backwardUnit(int u, std::span<const float* const> unit_params, float* 
   if (u == layout_.lnfUnit()) {
     // The tied head: dlnf = dlogits @ wte (unit 0's parameters). wte's share of the head's
     // gradient waits for unit 0's backward (dlogits_ and lnf_ stay as they are until then).
-    zero(dlnf_, n);
     gpt::matmulBackward(dlnf_.data(), nullptr, nullptr, dlogits_.data(), lnf_.data(), unit_params[0], N, C,
-                        c.vocab_size);
+                        c.vocab_size, gpt::Dinp::kOverwrite);
     zero(dres_, n);
     gpt::layernormBackward(dres_.data(), g, g + C, dlnf_.data(), blockInput(c.n_layer), p, lnf_mean_.data(),
                            lnf_rstd_.data(), N, C);
@@ -232,29 +232,26 @@ void Gpt::backwardBlock(int layer, const float* p, float* g) {
   const size_t n = size_t(N) * size_t(C);
   const BlockActs& a = blocks_[size_t(layer)];
   // dres_ holds the gradient with respect to the block's output (residual3) and leaves with the
-  // gradient with respect to its input.
-  // residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))): dres flows into both terms.
-  std::copy(dres_.begin(), dres_.begin() + std::ptrdiff_t(n), dres2_.begin());
-  zero(dfch_gelu_, 4 * n);
+  // gradient with respect to its input. Each residual add passes dres_ on unchanged to its input
+  // and into its branch; the branch's gradient is then added onto it (by layernormBackward), after
+  // the branch's first product has read it. Intermediate gradients are overwritten, not zeroed and
+  // accumulated (the same bits: x + 0 = x).
+  // residual3 = residual2 + c_proj(gelu(c_fc(ln_2(residual2)))).
+  const gpt::Dinp fresh = gpt::Dinp::kOverwrite;
   gpt::matmulBackward(dfch_gelu_.data(), g + o.mlp_proj_weight, g + o.mlp_proj_bias, dres_.data(),
-                      a.fch_gelu.data(), p + o.mlp_proj_weight, N, 4 * C, C);
-  zero(dfch_, 4 * n);
-  gpt::geluBackward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), 4 * n);
-  zero(dln2_, n);
+                      a.fch_gelu.data(), p + o.mlp_proj_weight, N, 4 * C, C, fresh);
+  gpt::geluBackward(dfch_.data(), a.fch.data(), a.fch_tanh.data(), dfch_gelu_.data(), 4 * n);
   gpt::matmulBackward(dln2_.data(), g + o.c_fc_weight, g + o.c_fc_bias, dfch_.data(), a.ln2.data(),
-                      p + o.c_fc_weight, N, C, 4 * C);
-  gpt::layernormBackward(dres2_.data(), g + o.ln_2_weight, g + o.ln_2_bias, dln2_.data(), a.residual2.data(),
+                      p + o.c_fc_weight, N, C, 4 * C, fresh);
+  gpt::layernormBackward(dres_.data(), g + o.ln_2_weight, g + o.ln_2_bias, dln2_.data(), a.residual2.data(),
                          p + o.ln_2_weight, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
-  // residual2 = input + c_proj(attn(c_attn(ln_1(input)))): dres2 flows into both terms.
-  std::copy(dres2_.begin(), dres2_.begin() + std::ptrdiff_t(n), dres_.begin());
-  zero(datty_, n);
-  gpt::matmulBackward(datty_.data(), g + o.attn_proj_weight, g + o.attn_proj_bias, dres2_.data(), a.atty.data(),
-                      p + o.attn_proj_weight, N, C, C);
-  zero(dqkv_, 3 * n);
+  // residual2 = input + c_proj(attn(c_attn(ln_1(input)))).
+  gpt::matmulBackward(datty_.data(), g + o.attn_proj_weight, g + o.attn_proj_bias, dres_.data(), a.atty.data(),
+                      p + o.attn_proj_weight, N, C, C, fresh);
+  zero(dqkv_, 3 * n);  // attention's backward adds each row block's share
   gpt::attentionBackward(dqkv_.data(), datty_.data(), a.qkv.data(), a.att.data(), B_, T_, C, c.n_head);
-  zero(dln1_, n);
   gpt::matmulBackward(dln1_.data(), g + o.c_attn_weight, g + o.c_attn_bias, dqkv_.data(), a.ln1.data(),
-                      p + o.c_attn_weight, N, C, 3 * C);
+                      p + o.c_attn_weight, N, C, 3 * C, fresh);
   gpt::layernormBackward(dres_.data(), g + o.ln_1_weight, g + o.ln_1_bias, dln1_.data(), blockInput(layer),
                          p + o.ln_1_weight, a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }
@@ -291,11 +288,11 @@ const float* Gpt::lastLogits(int b) const {
 
 size_t Gpt::workspaceBytes() const {
   size_t floats = encoded_.size() + proj_.size() + lnf_.size() + lnf_mean_.size() + lnf_rstd_.size() +
-                  logits_.size() + dlogits_.size() + dlnf_.size() + dres_.size() + dres2_.size() +
+                  logits_.size() + dlogits_.size() + dlnf_.size() + dres_.size() +
                   dfch_gelu_.size() + dfch_.size() + dln2_.size() + datty_.size() + dqkv_.size() + dln1_.size();
   for (const BlockActs& a : blocks_) {
     for (const auto* v : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.residual2, &a.ln2,
-                          &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.residual3}) {
+                          &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.fch_tanh, &a.residual3}) {
       floats += v->size();
     }
   }

@@ -149,6 +149,7 @@ class Gpt final : public Model {
   struct BlockActs {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2;
     std::vector<float> ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
+    std::vector<float> fch_tanh;  // the GELU's tanh of each element, for its backward
   };
   // Throws naming `call` unless u is a unit and the pointers it needs are set (grad: backward's).
   void checkUnitCall(const char* call, int u, std::span<const float* const> params, bool backward,
@@ -173,7 +174,7 @@ class Gpt final : public Model {
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_;
   // Activation gradients: the logits', ln_f output's, the residual stream's (flowing down), and one
   // block's intermediates (reused by every block).
-  std::vector<float> dlogits_, dlnf_, dres_, dres2_, dfch_gelu_, dfch_, dln2_, datty_, dqkv_, dln1_;
+  std::vector<float> dlogits_, dlnf_, dres_, dfch_gelu_, dfch_, dln2_, datty_, dqkv_, dln1_;
 };
 
 // Picks a token from logits (n floats): argmax when temperature <= 0, else the first index whose

@@ -32,11 +32,13 @@ void layernormBackward(float* dinp, float* dweight, float* dbias, const float* d
 
 // out [N, OC] = inp [N, C] @ weight [OC, C]^T + bias [OC] (torch.nn.Linear; bias may be null).
 void matmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
-// dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout. Any of dinp,
+// dinp += dout @ weight (dinp = dout @ weight with kOverwrite: no zeroed buffer needed, the same
+// bits as adding onto zeros); dweight += dout^T @ inp; dbias += column sums of dout. Any of dinp,
 // dweight, dbias may be null: that gradient is skipped (weight is read only for dinp, inp only
 // for dweight).
+enum class Dinp { kAccumulate, kOverwrite };
 void matmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int N, int C, int OC);
+                    const float* weight, int N, int C, int OC, Dinp dinp_mode = Dinp::kAccumulate);
 
 // Causal self-attention. qkv [B, T, 3C] holds q, k, v (in that order, each C = NH heads of hs);
 // out [B, T, C] is the heads' outputs side by side (before c_proj). att [B, NH, T, T] receives
@@ -48,8 +50,11 @@ void attentionBackward(float* dqkv, const float* dout, const float* qkv, const f
                        int NH);
 
 // GELU, tanh approximation (GPT-2's; torch.nn.GELU(approximate='tanh')), elementwise over n.
-void geluForward(float* out, const float* inp, size_t n);
-void geluBackward(float* dinp, const float* inp, const float* dout, size_t n);
+// Forward also stores each element's tanh in `tanh_out` when it is not null, so that backward
+// (given it as `tanh_in`) need not compute it again: the same value, so the same bits, at the
+// cost of one more activation buffer. Backward writes dinp = gelu'(inp) * dout (overwrites).
+void geluForward(float* out, float* tanh_out, const float* inp, size_t n);
+void geluBackward(float* dinp, const float* inp, const float* tanh_in, const float* dout, size_t n);
 
 // The tanh both GELUs use: branch-free, so the loops calling it vectorise (glibc's tanhf is a
 // scalar call per element), within 2 ulp of tanh everywhere (tests/trainer/gpt/test_gpt.cpp);

@@ -535,8 +535,8 @@ TEST_CASE("GPT kernels: GELU forward and backward match the formula in double", 
   }
   for (int i = -120000; i <= 120000; ++i) x.push_back(float(i) * 1e-4f);
   std::vector<float> y(x.size()), dy(x.size(), 0.0f), ones(x.size(), 1.0f);
-  gpt::geluForward(y.data(), x.data(), x.size());
-  gpt::geluBackward(dy.data(), x.data(), ones.data(), x.size());
+  gpt::geluForward(y.data(), nullptr, x.data(), x.size());
+  gpt::geluBackward(dy.data(), x.data(), nullptr, ones.data(), x.size());
   const double s = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
   double worst_f = 0, worst_b = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -552,8 +552,34 @@ TEST_CASE("GPT kernels: GELU forward and backward match the formula in double", 
   CHECK(worst_f <= 4.0);
   CHECK(worst_b <= 4.0);
   float nan_in = NAN, nan_out = 0;
-  gpt::geluForward(&nan_out, &nan_in, 1);
+  gpt::geluForward(&nan_out, nullptr, &nan_in, 1);
   CHECK(std::isnan(nan_out));
+}
+
+TEST_CASE("GPT kernels: the stored-tanh GELU and overwriting products give the accumulating forms' bits",
+          "[trainer][gpt]") {
+  // The model keeps the forward's tanh for the GELU's backward and lets the products overwrite
+  // their input gradients instead of adding onto zeroed buffers: both must be the same values.
+  std::vector<float> x;
+  for (int i = -40000; i <= 40000; ++i) x.push_back(float(i) * 3.1e-4f);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 9.0f, -9.0f, 60.0f, -60.0f}) x.push_back(v);
+  const size_t n = x.size();
+  std::vector<float> y1(n), y2(n), th(n), dout(n), d1(n), d2(n, 7.0f);
+  for (size_t i = 0; i < n; ++i) dout[i] = float(int(i % 37) - 18) * 0.0625f;
+  gpt::geluForward(y1.data(), nullptr, x.data(), n);
+  gpt::geluForward(y2.data(), th.data(), x.data(), n);
+  CHECK(std::memcmp(y1.data(), y2.data(), n * sizeof(float)) == 0);
+  gpt::geluBackward(d1.data(), x.data(), nullptr, dout.data(), n);
+  gpt::geluBackward(d2.data(), x.data(), th.data(), dout.data(), n);  // d2's 7s are overwritten
+  CHECK(std::memcmp(d1.data(), d2.data(), n * sizeof(float)) == 0);
+
+  const int N = 37, C = 24, OC = 40;
+  std::vector<float> dy(size_t(N) * OC), w(size_t(OC) * C), acc(size_t(N) * C, 0.0f), over(size_t(N) * C, -3.0f);
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = float(int(i * 7 % 23) - 11) * 0.013f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 5 % 19) - 9) * 0.021f;
+  gpt::matmulBackward(acc.data(), nullptr, nullptr, dy.data(), nullptr, w.data(), N, C, OC, gpt::Dinp::kAccumulate);
+  gpt::matmulBackward(over.data(), nullptr, nullptr, dy.data(), nullptr, w.data(), N, C, OC, gpt::Dinp::kOverwrite);
+  for (size_t i = 0; i < acc.size(); ++i) CHECK(acc[i] == over[i]);  // == : +0 and -0 agree
 }
 
 TEST_CASE("GPT kernels: attention through BLAS matches a double-precision reference", "[trainer][gpt]") {
