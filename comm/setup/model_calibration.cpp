@@ -296,10 +296,17 @@ void agreeModel(store::Store& store, const std::string& prefix, Progress& progre
   const int rank = world->rank, n = world->nranks;
   const std::string setting = envString("OURO_MODEL");
   model::Params own;
-  std::string error;
+  std::string error, refusal;
   if (setting != "off" && setting != "auto" && !model::parseParams(setting, &own, &error))
-    raise(Result::kInvalidArgument, "rank %d: OURO_MODEL=%s: %s; or give auto or off (docs/SETTINGS.md)", rank,
-          setting.c_str(), error.c_str());
+    refusal = strprintf("rank %d: OURO_MODEL=%s: %s; or give auto or off (docs/SETTINGS.md)", rank, setting.c_str(),
+                        error.c_str());
+  // Rank 0's refusal goes to every rank through the store, so none waits for parameters that will
+  // not come; another rank's is raised once it has done its part (a probe partner's echo), so
+  // rank 0 is not left waiting on it either.
+  if (rank == 0 && !refusal.empty()) {
+    if (n > 1) store.set(prefix + "model/params", "error " + refusal);
+    raise(Result::kInvalidArgument, "%s", refusal.c_str());
+  }
   const ProbeFacts facts = probePartners(*world);
   // Rank 0 decides: "off", "probe", or "on SOURCE\nSPEC".
   std::string decided;
@@ -350,6 +357,10 @@ void agreeModel(store::Store& store, const std::string& prefix, Progress& progre
       decided = store.get(probed_key, deadline);
     }
   }
+  if (decided.rfind("error ", 0) == 0)
+    raise(Result::kInvalidArgument, "rank %d: the cost model's setting on rank 0 was refused (%s); every rank uses "
+          "rank 0's, so fix it there", rank, decided.substr(6).c_str());
+  if (!refusal.empty()) raise(Result::kInvalidArgument, "%s", refusal.c_str());
   if (decided == "off") {
     world->model = false;
     return;
