@@ -1,7 +1,8 @@
 // One rank of the cost-model tests (tests/comm/test_model_calibration.cpp), public API only: asks
 // the planner what it does with all-reduces of a few sizes (PLAN lines), runs them on integer
 // inputs whose sums are exact, and checks every element. Run under ouro-run. TEST_CACHE_BASE gives
-// each rank its own cache directory (XDG_CACHE_HOME=BASE/rankR), so ranks may hold different caches.
+// each rank its own cache directory (XDG_CACHE_HOME=BASE/rankR), so ranks may hold different caches;
+// TEST_RANKS_PER_HOST places them on simulated hosts.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,6 +23,10 @@ int main() {
   const char* base = std::getenv("TEST_CACHE_BASE");
   const char* rank_text = std::getenv("OURO_RANK");
   if (base && rank_text) setenv("XDG_CACHE_HOME", (std::string(base) + "/rank" + rank_text).c_str(), 1);
+  // TEST_RANKS_PER_HOST=L: simulated hosts of L ranks each (OURO_HOSTID), talking TCP between them.
+  const char* per_host = std::getenv("TEST_RANKS_PER_HOST");
+  if (per_host && rank_text)
+    setenv("OURO_HOSTID", ("sim-host-" + std::to_string(std::atoi(rank_text) / std::atoi(per_host))).c_str(), 1);
   ouroComm_t comm = nullptr;
   if (ouroResult_t rc = ouroCommInitFromEnv(&comm)) return fail(comm, "ouroCommInitFromEnv", rc);
   int rank = 0, n = 1;

@@ -52,7 +52,7 @@ test::ProcessResult runRanks(int n, const std::string& base, std::map<std::strin
   test::ProcessSpec s;
   s.argv = {test::programPath("TEST_OURO_RUN"), "-n", std::to_string(n), test::programPath("TEST_MODEL_RANK")};
   env["OURO_TIMEOUT_S"] = "60";
-  env["OURO_TRANSPORT"] = "tcp";
+  if (!env.count("TEST_RANKS_PER_HOST")) env["OURO_TRANSPORT"] = "tcp";
   env["OURO_DEBUG"] = "info";
   env["TEST_CACHE_BASE"] = base;
   s.env = std::move(env);
@@ -240,4 +240,23 @@ TEST_CASE("model calibration: a first run probes and caches, the next reads the 
   auto bad = runRanks(n, dir.path(), {{"OURO_MODEL", "shm=fast"}});
   CHECK(bad.exit_code != 0);
   CHECK(contains(bad.err, "OURO_MODEL=shm=fast: 'shm=fast' is not a model entry"));
+}
+
+TEST_CASE("model calibration: across simulated hosts the model picks the chain and its slice, exact", "[model_agree]") {
+  test::TempDir dir;
+  // 2 hosts x 2 ranks; 200 us and 1 GB/s between hosts: at 1 MiB the chain (each host's data
+  // crosses once per direction) beats pairwise, at a 256 KiB slice, half the slot, so the fill
+  // of the chain is shorter; 8 bytes gather in 2 steps.
+  auto r = runRanks(4, dir.path(), {{"TEST_RANKS_PER_HOST", "2"}, {"OURO_MODEL", "tcp=200,1;shm=1,10;reduce=10"}});
+  INFO(test::describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "WRONG 0"));
+  const auto plans = plansBySize(r.out);
+  REQUIRE(plans.size() == 3);
+  for (const auto& [bytes, seen] : plans) CHECK(seen.size() == 1);
+  CHECK(plans.at("8").begin()->rfind("gather-fold ", 0) == 0);
+  CHECK(plans.at("1048576").begin()->rfind("hierarchical ", 0) == 0);
+  CHECK(contains(r.err, "uses the hierarchical (inside each host, a chain between hosts) algorithm (OURO_ALGO=auto): the "
+                        "cost model's fastest (OURO_MODEL)"));
+  CHECK(contains(r.err, "262144-byte slices, 2 hosts x 2 ranks"));
 }
