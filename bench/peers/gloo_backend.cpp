@@ -232,7 +232,9 @@ class GlooBackend final : public Backend {
     std::vector<std::string> key_files;  // the keys this rank wrote (its address)
     try {
       gloo::transport::tcp::attr attr;
-      attr.hostname = "127.0.0.1";  // loopback only: these peers are measured on one host
+      // Loopback unless told otherwise: compare.py measures on one host; across namespace hosts
+      // (bench/multihost) each rank names its host's own address.
+      attr.hostname = envOr("OURO_BENCH_GLOO_HOSTNAME", "127.0.0.1");
       attr.ai_family = AF_INET;
       auto device = gloo::transport::tcp::CreateDevice(attr);
       gloo::rendezvous::FileStore store(store_.path);

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# model_vs_measured.sh: issue #24's "model against measurement" sweep. On namespace hosts
+# (tests/netns/hosts.sh) with tbf-shaped host links, float32 all_reduce from 8 B to 256 MiB under
+# `ouro-bench --model` (auto, i.e. the planner's choice, and each OURO_ALGO that runs there),
+# and the peers at the same points in the same sitting: Open MPI and MPICH started by mpirun in
+# host 1 through an ssh agent (tests/netns/rsh_agent.sh), Gloo over TCP (ouro-bench-gloo, one
+# process per rank, each bound to its host's address). Then model_report.py writes the CSV, the
+# markdown tables and the plot.
+#
+#   bench/multihost/model_vs_measured.sh [--build DIR] [--out DIR] [--hosts "2 4 8"]
+#       [--per-host "1 2"] [--rates "1gbit 10gbit"] [--budget S] [--deadline MIN]
+#       [--no-big "HxL ..."] [--systems "auto pairwise hierarchical one-shot gather-fold openmpi mpich gloo"]
+#
+# Sizes: 8 B .. 8 MiB every 4x, each point timed for --budget seconds (default 0.15, at least 5
+# calls after 1 warm-up); then 32 MiB and 256 MiB with one warm-up and one timed call, unchecked
+# (a 256 MiB call takes 2-8 s at 1 Gbit/s). one-shot and gather-fold run to 32 KiB only (they
+# apply to calls inside one link slot; past it the planner runs something else, and the report
+# drops rows whose algorithm is not the one named). --no-big "8x2" skips 32/256 MiB there.
+#
+# The model's parameters, per configuration: the latency between hosts is half the median round
+# trip of a plain TCP ping-pong between hosts 1 and 2 (tcp_pingpong.py, per rate: what the
+# namespaces give); the rest is the library's own probe (OURO_MODEL=auto with a fresh cache: the
+# local links, the fold rate, the host link's rate), except that the host link's rate is the tbf
+# rate whenever the probe saw more (its 256 KiB transfers fit tbf's 256 KiB burst and so measure
+# the veth, not the shaper). The probe's own alpha is kept in the run logs (runs/probe-*).
+# Every ouro run of that configuration then runs with OURO_MODEL set to that spec, so the
+# planner and the printed predictions use the same numbers.
+#
+# Every run has a timeout; a failed or timed-out run is logged and the sweep goes on; leftover
+# processes are stopped by PID (hosts.sh pids); the hosts are removed on exit. --deadline MIN
+# (default 40): configurations not started by then are skipped and listed. Ranks are not pinned
+# (ouro-run --bind-to none): each host's ouro-run sees both CPUs and would pin its rank 0 to CPU 0,
+# every host's rank 0 on one core.
+# Needs root, tc, a build with the peers (-Dpeers=enabled), gnuplot for the plot.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/bench/multihost
+HOSTS=$ROOT/tests/netns/hosts.sh
+BUILD=$ROOT/build
+OUT=""
+HOST_LIST="2 4 8"
+PER_HOST_LIST="1 2"
+RATES="1gbit 10gbit"
+BUDGET=0.15
+DEADLINE_MIN=40
+NO_BIG=""
+SYSTEMS="auto pairwise hierarchical one-shot gather-fold openmpi mpich gloo"
+RUN_TIMEOUT=300
+while (($#)); do
+  case "$1" in
+    --build) BUILD=$(realpath "$2"); shift ;;
+    --out) OUT=$2; shift ;;
+    --hosts) HOST_LIST=$2; shift ;;
+    --per-host) PER_HOST_LIST=$2; shift ;;
+    --rates) RATES=$2; shift ;;
+    --budget) BUDGET=$2; shift ;;
+    --deadline) DEADLINE_MIN=$2; shift ;;
+    --no-big) NO_BIG=$2; shift ;;
+    --systems) SYSTEMS=$2; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "model_vs_measured.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+  esac
+  shift
+done
+BENCH=$BUILD/bench/ouro-bench
+RUN=$BUILD/tools/ouro-run/ouro-run
+PEERS=$BUILD/bench/peers
+[[ $(id -u) == 0 ]] || { echo "model_vs_measured.sh: needs root (network namespaces)" >&2; exit 1; }
+for f in "$BENCH" "$RUN" "$BUILD/bench/ouro-model"; do
+  [[ -x "$f" ]] || { echo "model_vs_measured.sh: $f is not built (ninja -C $BUILD bench/ouro-bench tools/ouro-run/ouro-run bench/ouro-model)" >&2; exit 1; }
+done
+for s in $SYSTEMS; do
+  case "$s" in
+    openmpi | mpich | gloo)
+      [[ -x "$PEERS/ouro-bench-$s" ]] || { echo "model_vs_measured.sh: $PEERS/ouro-bench-$s is not built (configure $BUILD with -Dpeers=enabled), or leave $s out of --systems" >&2; exit 1; } ;;
+    auto | pairwise | hierarchical | one-shot | gather-fold) ;;
+    *) echo "model_vs_measured.sh: unknown system '$s'" >&2; exit 2 ;;
+  esac
+done
+max_hosts=0
+for h in $HOST_LIST; do ((h > max_hosts)) && max_hosts=$h; done
+((max_hosts >= 2)) || { echo "model_vs_measured.sh: --hosts needs at least one count >= 2" >&2; exit 2; }
+
+[[ -n "$OUT" ]] || OUT=$(mktemp -d /tmp/ouro-model-vs-measured.XXXXXX)
+mkdir -p "$OUT/runs"
+OUT=$(realpath "$OUT")
+PREFIX=mvm-$$
+cleanup() { "$HOSTS" down "$PREFIX" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+START=$SECONDS
+PORT=21000
+log() { echo "[$(date +%T) +$((SECONDS - START))s load $(cut -d' ' -f1-3 /proc/loadavg)] $*" | tee -a "$OUT/sweep.log" >&2; }
+
+# Processes left inside the hosts by a failed or timed-out run, stopped by PID.
+stop_leftovers() {
+  local pid
+  for pid in $("$HOSTS" pids "$PREFIX"); do kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 1
+  for pid in $("$HOSTS" pids "$PREFIX"); do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+# run_ouro TAG ALGO H L MODEL ARGS...: one ouro-run per host; host 1's rank 0 writes TAG.json.
+run_ouro() {
+  local tag=$1 algo=$2 h=$3 l=$4 model=$5 i ok=1 pids=()
+  shift 5
+  PORT=$((PORT + 1))
+  local master token
+  master=$("$HOSTS" addr "$PREFIX" 1):$PORT
+  token=mvm-$$-$PORT
+  for ((i = 1; i <= h; i++)); do
+    OURO_ALGO=$algo OURO_MODEL=$model OURO_TOKEN=$token XDG_CACHE_HOME=$OUT/cache/$tag OURO_TIMEOUT_S=120 \
+      timeout -k 5 "$RUN_TIMEOUT" "$HOSTS" exec "$PREFIX" "$i" "$RUN" --nnodes "$h" --node-rank $((i - 1)) \
+      --nproc-per-node "$l" --bind-to none --master "$master" "$BENCH" all_reduce "$@" --placement out \
+      --no-progress --model -J "$OUT/runs/$tag.json" >"$OUT/runs/$tag-h$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || ok=0; done
+  ((ok)) || { log "FAILED: ouro $tag (OURO_ALGO=$algo); logs $OUT/runs/$tag-h*.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+}
+
+# run_mpi TAG openmpi|mpich H L ARGS...: mpirun in host 1, ranks started through the ssh agent.
+run_mpi() {
+  local tag=$1 mpi=$2 h=$3 l=$4 i
+  shift 4
+  local -a launch
+  for ((i = 1; i <= h; i++)); do
+    if [[ $mpi == openmpi ]]; then echo "$("$HOSTS" name "$PREFIX" "$i") slots=$l"; else echo "$("$HOSTS" name "$PREFIX" "$i"):$l"; fi
+  done >"$OUT/hostfile-$mpi-$h-$l"
+  if [[ $mpi == openmpi ]]; then
+    launch=(mpirun.openmpi --allow-run-as-root --oversubscribe --hostfile "$OUT/hostfile-$mpi-$h-$l"
+      --mca plm_rsh_agent "$ROOT/tests/netns/rsh_agent.sh" --mca oob_tcp_if_include eth0
+      --mca btl_tcp_if_include eth0 -x NETNS_PREFIX)
+  else
+    # FI_PROVIDER=tcp: libfabric would otherwise pick its shm provider, which works across network
+    # namespaces (one /dev/shm) and so never crosses the shaped links (2x2: 0.26 GB/s busbw, above
+    # what 1 Gbit/s host links allow).
+    launch=(mpirun.mpich -f "$OUT/hostfile-$mpi-$h-$l" -launcher ssh -launcher-exec "$ROOT/tests/netns/rsh_agent.sh" -iface eth0
+      -genv FI_PROVIDER tcp)
+  fi
+  NETNS_PREFIX=$PREFIX timeout -k 5 "$RUN_TIMEOUT" "$HOSTS" exec "$PREFIX" 1 "${launch[@]}" -n $((h * l)) \
+    "$PEERS/ouro-bench-$mpi" all_reduce "$@" --placement out --no-progress -J "$OUT/runs/$tag.json" \
+    >"$OUT/runs/$tag.log" 2>&1 </dev/null ||
+    { log "FAILED: $mpi $tag; log $OUT/runs/$tag.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+}
+
+# run_gloo TAG H L ARGS...: one process per rank, inside its host, bound to the host's address.
+run_gloo() {
+  local tag=$1 h=$2 l=$3 i k r ok=1 pids=()
+  shift 3
+  rm -rf "$OUT/gloo-store-$tag"
+  for ((i = 1; i <= h; i++)); do
+    for ((k = 0; k < l; k++)); do
+      r=$(((i - 1) * l + k))
+      RANK=$r WORLD_SIZE=$((h * l)) OURO_BENCH_GLOO_STORE=$OUT/gloo-store-$tag OURO_TIMEOUT_S=120 \
+        OURO_BENCH_GLOO_HOSTNAME=$("$HOSTS" addr "$PREFIX" "$i") \
+        timeout -k 5 "$RUN_TIMEOUT" "$HOSTS" exec "$PREFIX" "$i" "$PEERS/ouro-bench-gloo" all_reduce "$@" \
+        --placement out --no-progress -J "$OUT/runs/$tag.json" >"$OUT/runs/$tag-r$r.log" 2>&1 &
+      pids+=($!)
+    done
+  done
+  for i in "${pids[@]}"; do wait "$i" || ok=0; done
+  rm -rf "$OUT/gloo-store-$tag"
+  ((ok)) || { log "FAILED: gloo $tag; logs $OUT/runs/$tag-r*.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+}
+
+# The probe's parameters under this configuration, the tcp rate capped at the tbf rate: a spec.
+# Not called in $(...): run_ouro's next port must outlive it. Writes $OUT/spec-RATE-HxL.
+calibrate() {  # calibrate H L RATE_GBPS
+  local h=$1 l=$2 gbps=$3 tag=probe-$RATE-$1x$2 line
+  rm -rf "$OUT/cache/$tag" "$OUT/spec-$RATE-${h}x$l"
+  run_ouro "$tag" auto "$h" "$l" auto -b 8 -e 8 -n 1 -w 0 -c 0
+  line=$(grep -h '^# model:' "$OUT/runs/$tag-h1.log" 2>/dev/null | head -1)
+  [[ -n "$line" ]] || { log "no probe line in $OUT/runs/$tag-h1.log"; return 1; }
+  echo "$RATE ${h}x$l ${line#\# model: }" >>"$OUT/probes.txt"
+  /usr/bin/python3 "$HERE/model_report.py" spec --line "$line" --rate-gbps "$gbps" --alpha-us "$ALPHA_US" >"$OUT/spec-$RATE-${h}x$l"
+}
+
+# One system at one configuration: the small sizes by budget, then the two large ones.
+measure() {  # measure SYSTEM H L SPEC
+  local s=$1 h=$2 l=$3 spec=$4 base=$RATE-$2x$3-$1
+  local -a small=(-b 8 -e 8M -f 4 --budget "$BUDGET" -w 1 -c 1) big=(-b 32M -e 256M -f 8 -n 1 -w 1 -c 0)
+  case "$s" in one-shot | gather-fold) small=(-b 8 -e 32K -f 4 --budget "$BUDGET" -w 1 -c 1) big=() ;; esac
+  [[ " $NO_BIG " == *" ${h}x${l} "* ]] && big=()
+  local part args
+  for part in small big; do
+    if [[ $part == small ]]; then args=("${small[@]}"); else args=("${big[@]}"); fi
+    ((${#args[@]})) || continue
+    case "$s" in
+      openmpi | mpich) run_mpi "$base-$part" "$s" "$h" "$l" "${args[@]}" ;;
+      gloo) run_gloo "$base-$part" "$h" "$l" "${args[@]}" ;;
+      auto) run_ouro "$base-$part" auto "$h" "$l" "$spec" "${args[@]}" ;;
+      *) run_ouro "$base-$part" "$s" "$h" "$l" "$spec" "${args[@]}" ;;
+    esac
+    [[ -f "$OUT/runs/$base-$part.json" ]] &&
+      /usr/bin/python3 "$HERE/model_report.py" collect --json "$OUT/runs/$base-$part.json" --csv "$OUT/measured.csv" \
+        --rate "$RATE" --hosts "$h" --per-host "$l" --system "$s" --spec "$spec" --load "$(cut -d' ' -f1 /proc/loadavg)"
+  done
+  return 0
+}
+
+log "sweep: hosts {$HOST_LIST} x per-host {$PER_HOST_LIST}, rates {$RATES}, systems {$SYSTEMS}; build $BUILD; out $OUT"
+echo "$(nproc) CPUs; $(uname -r); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" >"$OUT/machine.txt"
+"$HOSTS" up "$PREFIX" "$max_hosts" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
+rm -f "$OUT/measured.csv"
+: >"$OUT/skipped.txt"
+for RATE in $RATES; do
+  "$HOSTS" shape "$PREFIX" "$RATE" >/dev/null
+  gbps=$(/usr/bin/python3 "$HERE/model_report.py" rate --rate "$RATE")
+  # What the namespaces give without ouro: a TCP ping-pong between hosts 1 and 2.
+  a2=$("$HOSTS" addr "$PREFIX" 2)
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 2 /usr/bin/python3 "$HERE/tcp_pingpong.py" serve "$a2" 29400 &
+  srv=$!
+  sleep 0.5
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 1 /usr/bin/python3 "$HERE/tcp_pingpong.py" ping "$a2" 29400 2000 \
+    >"$OUT/pingpong-$RATE.txt" 2>&1 || log "ping-pong failed: $(cat "$OUT/pingpong-$RATE.txt")"
+  wait "$srv" 2>/dev/null || true
+  log "rate $RATE ($gbps GB/s): TCP ping-pong between namespaces: $(cat "$OUT/pingpong-$RATE.txt")"
+  # The model's alpha between hosts: half the median round trip the namespaces give.
+  ALPHA_US=$(sed -n 's/.*median \([0-9.]*\) us.*/\1/p' "$OUT/pingpong-$RATE.txt" | awk '{ printf "%.2f", $1 / 2 }')
+  [[ -n "$ALPHA_US" ]] || ALPHA_US=probe
+  for h in $HOST_LIST; do
+    for l in $PER_HOST_LIST; do
+      if ((SECONDS - START > DEADLINE_MIN * 60)); then
+        echo "$RATE ${h}x$l: not started, past the --deadline of $DEADLINE_MIN min" | tee -a "$OUT/skipped.txt" >&2
+        continue
+      fi
+      calibrate "$h" "$l" "$gbps" || { echo "$RATE ${h}x$l: the probe failed" | tee -a "$OUT/skipped.txt" >&2; continue; }
+      spec=$(cat "$OUT/spec-$RATE-${h}x$l")
+      echo "$RATE ${h}x$l $spec" >>"$OUT/specs.txt"
+      log "config $RATE ${h}x$l: OURO_MODEL='$spec'"
+      for s in $SYSTEMS; do
+        measure "$s" "$h" "$l" "$spec"
+        log "  done $s"
+      done
+    done
+  done
+done
+"$HOSTS" down "$PREFIX" >/dev/null 2>&1 || true
+log "sweep done in $((SECONDS - START)) s; report:"
+/usr/bin/python3 "$HERE/model_report.py" report --dir "$OUT" --model-bin "$BUILD/bench/ouro-model"

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""What a TCP round trip costs between two namespace hosts without ouro (model_vs_measured.sh).
+
+  tcp_pingpong.py serve ADDR PORT          echo 8-byte messages on one connection, then exit
+  tcp_pingpong.py ping ADDR PORT COUNT     COUNT round trips (TCP_NODELAY); prints one line:
+                                           "8-byte TCP round trip: min X us, median Y us (COUNT)"
+Bounded: the server serves one connection and stops when it closes or after 20 s of silence; the
+client gives up after 20 s per message.
+"""
+import socket
+import statistics
+import sys
+import time
+
+
+def recv_exact(conn, n):
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def serve(addr, port):
+    with socket.create_server((addr, port)) as srv:
+        srv.settimeout(20)
+        conn, _ = srv.accept()
+        with conn:
+            conn.settimeout(20)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while True:
+                msg = recv_exact(conn, 8)
+                if msg is None:
+                    return
+                conn.sendall(msg)
+
+
+def ping(addr, port, count):
+    conn = None
+    for _ in range(50):  # the server may still be starting: up to 5 s
+        try:
+            conn = socket.create_connection((addr, port), timeout=20)
+            break
+        except OSError:
+            time.sleep(0.1)
+    if conn is None:
+        sys.exit(f"tcp_pingpong.py: cannot connect to {addr}:{port} (is the server running in the other host?)")
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rtts = []
+    with conn:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            conn.sendall(b"12345678")
+            if recv_exact(conn, 8) is None:
+                sys.exit("tcp_pingpong.py: the server closed the connection early")
+            rtts.append(time.perf_counter() - t0)
+    print(f"8-byte TCP round trip: min {min(rtts) * 1e6:.1f} us, median {statistics.median(rtts) * 1e6:.1f} us ({count})")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "serve":
+        serve(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "ping":
+        ping(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
