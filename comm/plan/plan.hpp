@@ -69,11 +69,13 @@ struct Plan {
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
-  // (host all-reduces): its predicted time for this plan, and whether it chose the plan
-  // (OURO_ALGO=auto over links), with the runner-up it beat.
+  // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
+  // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).
   double predicted_s = 0;   // 0: no prediction
   bool by_model = false;
-  Algorithm runner_up = Algorithm::kCopy;  // by_model: the next fastest (kCopy: there was none)
+  // by_model: the model's next fastest (runner_up_s 0: there was none); otherwise, where the model
+  // was consulted and the rules' choice stood, the model's own fastest.
+  Algorithm runner_up = Algorithm::kCopy;
   double runner_up_s = 0;
 
   // Two calls with equal keys run the same way; OURO_DEBUG=info prints each key once.

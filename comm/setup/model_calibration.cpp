@@ -29,8 +29,8 @@ constexpr double kCacheMaxAgeS = 7 * 24 * 3600.0;  // links change (a new NIC, a
 constexpr uint64_t kProbeCall = 0x6d6f64656cULL;   // "model": the probe's messages, all consumed before any call
 constexpr int kPingPongs = 16;                     // after one untimed round trip
 constexpr size_t kTransferBytes = size_t(256) << 10;
-constexpr int kTransfersMax = 16;                  // the fastest of at most 16 ...
-constexpr int64_t kTransferBudgetNs = 20000000;    // ... within 20 ms (at least 2)
+constexpr int kTransfersMax = 16;                  // at most 16 transfers ...
+constexpr int64_t kTransferBudgetNs = 20000000;    // ... started within 20 ms (at least 3)
 constexpr size_t kFoldBytes = size_t(256) << 10;
 
 // Spins on the link (and pushes it) for a while, then blocks in poll(2) on its sockets (TCP) or
@@ -88,8 +88,8 @@ size_t recvMessage(transport::Link& link, int me, int peer, Deadline deadline, s
 
 // One link measured from rank 0 (prober) with `peer` echoing: alpha from the fastest of the
 // ping-pongs' round trips (on a busy machine the others measure the scheduler: 4 ranks on the
-// 2-core development VM gave a median of 4 ms and a fastest of tens of us), beta from the fastest of
-// 256 KiB transfers less their two latencies.
+// 2-core development VM gave a median of 4 ms and a fastest of tens of us), beta from the median
+// 256 KiB transfer but the first, less two latencies.
 model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline deadline) {
   transport::Link& link = progress.link(peer);
   const int me = progress.rank();
@@ -109,13 +109,15 @@ model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline dea
     }
     if (i > 0) trips.push_back(double(nowNs() - t0) * 1e-9);
   }
-  // Transfers until the budget is spent (at least two, at most kTransfersMax; a fresh connection
-  // starts slow: TCP grows its window and buffers over the first few), each acknowledged; the
-  // prober ends the series with an empty message, so the partner needs no count of its own.
-  double best_transfer = 1e300;
+  // Transfers until the budget is spent (at least three, at most kTransfersMax), each
+  // acknowledged; the prober ends the series with an empty message, so the partner needs no count
+  // of its own. beta comes from the median of all but the first: the first meets a cold
+  // connection (TCP grows its window over the first few) or, on a shaped link, rides the token
+  // bucket's burst (tbf's 256 KiB burst let one transfer through at 13x the 1 Gbit/s rate).
+  std::vector<double> transfers;
   const int64_t series_start = nowNs();
   for (int t = 0;; t++) {
-    const bool more = t < 2 || (t < kTransfersMax && nowNs() - series_start < kTransferBudgetNs);
+    const bool more = t < 3 || (t < kTransfersMax && nowNs() - series_start < kTransferBudgetNs);
     if (prober && !more) {
       sendMessage(link, me, peer, deadline, word, 0);
       break;
@@ -130,13 +132,15 @@ model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline dea
     }
     if (prober) recvMessage(link, me, peer, deadline, word, sizeof word);
     else sendMessage(link, me, peer, deadline, word, sizeof word);
-    best_transfer = std::min(best_transfer, double(nowNs() - t0) * 1e-9);
+    transfers.push_back(double(nowNs() - t0) * 1e-9);
   }
+  std::sort(transfers.begin() + 1, transfers.end());
+  const double transfer = transfers[1 + (transfers.size() - 1) / 2];
   model::LinkCost cost;
   cost.alpha = *std::min_element(trips.begin(), trips.end()) / 2;
   // The transfer's own time, at least a tenth of what was measured (a latency larger than the
   // transfer, on a loaded machine, must not make the wire free).
-  const double wire = std::max(best_transfer - 2 * cost.alpha, best_transfer / 10);
+  const double wire = std::max(transfer - 2 * cost.alpha, transfer / 10);
   cost.beta = wire / double(messages * message);
   return cost;
 }
