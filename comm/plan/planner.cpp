@@ -353,7 +353,9 @@ std::string Planner::describe(const Plan& p) const {
   if (p.predicted_s > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());
     model::Algo best;
-    if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &best))
+    if (p.runner_up_s > 0 && p.runner_up == p.algorithm)
+      s += ", the model's fastest too";
+    else if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &best))
       s += strprintf(" (its fastest, %s at %s, is not %.2fx faster: the rules' choice stands)", model::algoName(best),
                      formatSeconds(p.runner_up_s).c_str(), kModelMargin);
   }
