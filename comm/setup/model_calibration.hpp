@@ -5,7 +5,7 @@
 //   OURO_MODEL=SPEC     the model's defaults with SPEC on top (parseParams: tcp=ALPHA_US,GBPS; ...);
 //   OURO_MODEL=auto     (the default) measured: where the planner chooses by the model (links path,
 //                       OURO_ALGO=auto), rank 0 probes its links once per host and world shape (16
-//                       8-byte ping-pongs and 2-16 256 KiB transfers within 20 ms per link kind, a
+//                       8-byte ping-pongs and 3-16 256 KiB transfers started within 20 ms per link kind, a
 //                       fold timed locally) and caches the result in $XDG_CACHE_HOME/ouro (~/.cache/ouro);
 //                       elsewhere the cached values if any, else the defaults.
 // Whatever each rank has (its setting, its cache), rank 0's parameters rule: it publishes them
