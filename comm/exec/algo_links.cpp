@@ -1,18 +1,22 @@
 // Algorithms over links (shm FIFOs and TCP), for communicators that span hosts or that were told
 // to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=pairwise or one-shot).
 //
-// Every collective starts with a descriptor exchange: each rank sends every peer a kDescriptor
-// message naming its call, and waits for one from every peer. Everyone sees every descriptor, so
-// a disagreement is reported identically on all ranks, and every message sent is consumed, so the
-// communicator stays usable. For small calls the descriptor messages also carry the data each
-// peer needs (one-shot); otherwise the data moves in slices of one link slot, by the collective
-// driver (kernels/common/collective_driver.hpp: the algorithms, and why they keep the one reduction
-// order of docs/API.md "Reproducible reductions") run over the links by LinkPrims
-// (comm/exec/link_prims.hpp). All-to-all keeps its pairwise transfers (allToAll below says why).
+// With OURO_CHECK=1 (the default), and for every barrier, a collective starts with the call check
+// (comm/exec/call_check.hpp): in ceil(log2 n) rounds every rank learns whether every rank made the
+// same call, so a disagreement is reported on all ranks before data moves, every message sent is
+// consumed and the communicator stays usable; it talks to O(log n) peers, so lazily connected TCP
+// opens few connections for it (issue #24). Small calls run one-shot: each rank sends every peer
+// a kDescriptor message naming its call and carrying the data that peer needs, and compares the
+// descriptor of every message it receives. Otherwise the data moves in slices of one link slot, by
+// the collective driver (kernels/common/collective_driver.hpp: the algorithms, and why they keep
+// the one reduction order of docs/API.md "Reproducible reductions") run over the links by
+// LinkPrims (comm/exec/link_prims.hpp). All-to-all keeps its pairwise transfers (allToAll below
+// says why).
 #include <algorithm>
 #include <cstring>
 
 #include "comm/exec/algorithms.hpp"
+#include "comm/exec/call_check.hpp"
 #include "comm/exec/host_state.hpp"
 #include "comm/progress/progress.hpp"
 #include "comm/exec/driver_call.hpp"
@@ -45,7 +49,7 @@ class OverLinks {
 
   void run() {
     if (h_.plan.algorithm == Algorithm::kOneShot) return oneShot();
-    if (h_.plan.check || a_.kind == CollKind::kBarrier) exchangeDescriptors(nullptr);
+    if (h_.plan.check || a_.kind == CollKind::kBarrier) checkCallAgreement(e_, a_);
     switch (h_.plan.algorithm) {
       case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
       case Algorithm::kPairwiseRing: return runDriver();
@@ -73,21 +77,24 @@ class OverLinks {
     return in_ + (per_block ? size_t(p) * a_.count * es_ : 0);
   }
 
-  // Sends each peer our descriptor (plus payload_for(p) bytes when given) and receives each
-  // peer's; on_payload(p, data, bytes) sees what p sent before its message is released.
+  // One-shot's exchange: sends each peer our descriptor and the bytes it needs, and receives each
+  // peer's; on_payload(p, data, bytes) sees what p sent before its message is released. The
+  // messages say that they go to every peer (aux), for ranks that run the call check because
+  // they planned a disagreeing call differently (call_check.hpp).
   void exchangeDescriptors(const std::function<void(int, const std::byte*, size_t)>& on_payload) {
     for (int step = 1; step < n_; step++) {
       int p = (me_ + step) % n_;
       Link& l = e_.link(p);
       std::byte* slot = nullptr;
       e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{p}; });
-      size_t bytes = on_payload ? peerBytes(p) : 0;
+      size_t bytes = peerBytes(p);
       std::memcpy(slot, &desc_, sizeof(desc_));
       if (bytes) std::memcpy(slot + sizeof(desc_), peerData(p), bytes);
       MessageHeader h;
       h.kind = uint32_t(MessageKind::kDescriptor);
       h.bytes = uint32_t(sizeof(desc_) + bytes);
       h.call = call_;
+      h.aux = kDescriptorAllToAll;
       l.postSend(h);
     }
     std::vector<int> pending;
@@ -117,7 +124,7 @@ class OverLinks {
           disagree = p;
           theirs = d;
           their_call = m.header.call;
-        } else if (on_payload && disagree < 0) {
+        } else if (disagree < 0) {
           on_payload(p, m.data + sizeof(d), m.header.bytes - sizeof(d));
         }
         e_.link(p).releaseRecv();

@@ -3,7 +3,12 @@
 // end on stderr, between the info lines in which the TCP transport reports each connection it
 // opens (OURO_DEBUG=info), so the test can tell which peers each phase connected to. Phases are
 // separated by a barrier after the mark.
-//   lazy_rank --init METHOD NRANKS RANK --phases small,pairwise,large-allreduce
+//   lazy_rank --init METHOD NRANKS RANK --phases small,pairwise,large-allreduce,mismatch@3+6
+// mismatch@R+S...: ranks R, S, ... call an all-reduce of 4 floats while the others call one of
+// 65536 (one-shot or gather-fold against a checked pairwise or hierarchical call, as OURO_ALGO
+// makes them); every rank must fail with ouroInvalidUsage naming both counts (not a timeout:
+// run it with a long OURO_TIMEOUT_S), print "MISMATCH <message>", and then complete an exact
+// all-reduce (the phase's hash), so the failed call left no message behind on any link.
 // stdout: "HASH <phase> <hex>" per phase (FNV-1a over its outputs: must not depend on how the
 //         connections were set up); "SECONDS <phase> <s>" per phase and for init (for the
 //         measurement in docs/PERFORMANCE.md; no test looks at them); "OK <checks>" at the end.
@@ -79,6 +84,30 @@ uint64_t broadcast(size_t count, int root) {
   return fnv(buf);
 }
 
+// The phase "mismatch@R+S...": see the top of the file.
+uint64_t mismatch(const std::string& victims) {
+  bool victim = false;
+  size_t at = 0;
+  while (at < victims.size()) {
+    const size_t plus = std::min(victims.find('+', at), victims.size());
+    if (std::atoi(victims.substr(at, plus - at).c_str()) == g_rank) victim = true;
+    at = plus + 1;
+  }
+  const size_t count = victim ? 4 : 65536;
+  std::vector<float> in(count, 1.0f), out(count);
+  const ouroResult_t rc = ouroAllReduce(in.data(), out.data(), count, ouroFloat32, ouroSum, g_comm, nullptr);
+  const std::string msg = ouroGetLastError(g_comm);
+  std::printf("MISMATCH %s\n", msg.c_str());
+  if (rc != ouroInvalidUsage || msg.find("count=4,") == std::string::npos ||
+      msg.find("count=65536,") == std::string::npos) {
+    std::fprintf(stderr, "lazy_rank %d: a disagreeing all-reduce (count %zu here) gave %s, expected ouroInvalidUsage "
+                 "naming count=4 and count=65536: %s\n", g_rank, count, ouroGetErrorString(rc), msg.c_str());
+    std::exit(1);
+  }
+  g_checks++;
+  return allReduce(1000);  // the communicator is still usable, and no stale message is taken as data
+}
+
 double g_phase_start = 0;
 
 double now() {
@@ -132,6 +161,8 @@ int main(int argc, char** argv) {
     } else if (phase == "pairwise") {
       // 128 KiB per rank: more than one slot in all, so the flat pairwise reduce-scatter.
       endPhase(phase, reduceScatter(32768));
+    } else if (phase.rfind("mismatch@", 0) == 0) {
+      endPhase(phase, mismatch(phase.substr(9)));
     } else if (phase == "large-allreduce") {
       endPhase(phase, allReduce(262144));  // 1 MiB: hierarchical under OURO_ALGO=hierarchical
     } else {

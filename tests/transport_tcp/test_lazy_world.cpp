@@ -3,9 +3,10 @@
 // loopback). Each rank's info log names every TCP connection it opens; lazy_rank marks the end of
 // each phase in the same stream. After the gather-fold calls a rank must have connected only to
 // its Bruck partners on other hosts (at most 2 ceil(log2 n)), after the hierarchical all-reduce
-// only to its counterparts on the neighbouring hosts, and only a pairwise call connects it to
-// every rank on another host. Every output must be the same bits as with every connection made at
-// init (OURO_LAZY_CONNECT=0), and exact.
+// only to its counterparts on the neighbouring hosts (and, with the call check on, its
+// dissemination partners), and only a pairwise call connects it to every rank on another host.
+// Every output must be the same bits as with every connection made at init (OURO_LAZY_CONNECT=0),
+// and exact. Ranks that disagree on a call all fail at once and can go on.
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
@@ -141,21 +142,52 @@ TEST_CASE("lazy TCP: gather-fold connects O(log n) peers, pairwise all, same bit
 }
 
 TEST_CASE("lazy TCP: the hierarchical all-reduce connects each rank to its neighbouring hosts only", "[lazy-world]") {
-  // OURO_CHECK=0: with checks on, every links-family call first exchanges call descriptors with
-  // every peer (comm/exec/algo_links.cpp), which connects them all.
+  // With OURO_CHECK=0 the call is the chain alone. With the default OURO_CHECK=1 it starts with
+  // the call check (comm/exec/call_check.hpp), which talks to the dissemination partners r +- 2^k
+  // (the gather-fold's Bruck partners): at most 2 ceil(log2 n) more, never every rank (6 of 6 on
+  // other hosts at 8 ranks when the check talked to every peer).
   const World w{8, 2};
-  const std::map<std::string, std::string> env{{"OURO_ALGO", "hierarchical"}, {"OURO_CHECK", "0"}};
-  auto env_eager = env;
-  env_eager["OURO_LAZY_CONNECT"] = "0";
-  const auto lazy = runWorld(w, "large-allreduce", env);
-  for (int r = 0; r < w.n; r++) {
-    const int h = w.hostOf(r), local = r % w.per_host;
-    const std::set<int> neighbours{((h + 1) % w.hosts()) * w.per_host + local,
-                                   ((h - 1 + w.hosts()) % w.hosts()) * w.per_host + local};
-    const std::set<int>& got = lazy[size_t(r)].peers_after.at("large-allreduce");
-    INFO("rank " << r << ": connected " << text(got) << ", neighbours " << text(neighbours));
-    CHECK(subset(got, neighbours));
-    CHECK(!got.empty());
+  for (const char* check : {"0", "1"}) {
+    INFO("OURO_CHECK=" << check);
+    const std::map<std::string, std::string> env{{"OURO_ALGO", "hierarchical"}, {"OURO_CHECK", check}};
+    auto env_eager = env;
+    env_eager["OURO_LAZY_CONNECT"] = "0";
+    const auto lazy = runWorld(w, "large-allreduce", env);
+    for (int r = 0; r < w.n; r++) {
+      const int h = w.hostOf(r), local = r % w.per_host;
+      const std::set<int> neighbours{((h + 1) % w.hosts()) * w.per_host + local,
+                                     ((h - 1 + w.hosts()) % w.hosts()) * w.per_host + local};
+      std::set<int> allowed = neighbours;
+      if (std::string(check) == "1") {
+        const std::set<int> partners = bruckPeers(w, r);
+        allowed.insert(partners.begin(), partners.end());
+      }
+      const std::set<int>& got = lazy[size_t(r)].peers_after.at("large-allreduce");
+      INFO("rank " << r << ": connected " << text(got) << ", allowed " << text(allowed) << ", on other hosts "
+                   << text(otherHosts(w, r)));
+      CHECK(subset(got, allowed));
+      CHECK(!got.empty());
+      CHECK(int(got.size()) <= 2 + 2 * ceilLog2(w.n));
+      CHECK(got.size() < otherHosts(w, r).size());
+    }
+    sameBits(lazy, runWorld(w, "large-allreduce", env_eager));
   }
-  sameBits(lazy, runWorld(w, "large-allreduce", env_eager));
+}
+
+TEST_CASE("lazy TCP: ranks that disagree all fail, over the check's few links, and go on", "[lazy-world]") {
+  // Ranks 3 and 6 call a 4-float all-reduce, the others one of 65536. Under OURO_ALGO=one-shot
+  // the small call is one-shot (a message to every peer) against the others' checked pairwise
+  // call; under gather-fold it runs in the check's own rounds; under hierarchical both sides run
+  // the check. Each rank must fail with ouroInvalidUsage naming both counts within its call (the
+  // 60-s timeout is far away) and then complete an exact all-reduce: nothing was left on any link.
+  const World w{8, 2};
+  for (const char* algo : {"one-shot", "gather-fold", "hierarchical"}) {
+    INFO("OURO_ALGO=" << algo);
+    const auto reports = runWorld(w, "mismatch@3+6", {{"OURO_ALGO", algo}});
+    for (int r = 0; r < w.n; r++) {
+      INFO("rank " << r);
+      CHECK(reports[size_t(r)].hashes.count("mismatch@3+6") == 1);
+      CHECK(reports[size_t(r)].hashes == reports[0].hashes);
+    }
+  }
 }

@@ -1,0 +1,185 @@
+// The links family's call check in ceil(log2 n) rounds; comm/exec/call_check.hpp says how it
+// works and how it meets ranks that planned a disagreeing call with another algorithm.
+#include "comm/exec/call_check.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "comm/plan/collective.hpp"
+#include "comm/progress/progress.hpp"
+#include "core/error.hpp"
+#include "core/strings.hpp"
+
+namespace ouro {
+
+namespace {
+
+using transport::Link;
+using transport::MessageHeader;
+using transport::MessageKind;
+using transport::ReceivedMessage;
+
+// One check message. The sender's descriptor comes first, so an algorithm that reads it as its
+// own kind of kDescriptor message still sees what the sender called.
+struct CheckWire {
+  CallDescriptor sender;
+  uint32_t flags = 0;
+  int32_t other_rank = -1;  // with kHasOther: a rank whose call differs from the sender's
+  uint64_t other_call = 0;  // that rank's call number
+  CallDescriptor other;     // and its call
+};
+static_assert(sizeof(CheckWire) == 48);
+constexpr uint32_t kHasOther = 1;      // other_* are set
+constexpr uint32_t kSawAllToAll = 2;   // some rank the sender heard of got a one-shot message
+
+// A rank's call as someone saw it.
+struct Seen {
+  int rank = -1;
+  CallDescriptor desc{};
+  uint64_t call = 0;
+};
+
+class CallCheck {
+ public:
+  CallCheck(Progress& e, const CollArgs& a)
+      : e_(e),
+        a_(a),
+        n_(e.size()),
+        me_(e.rank()),
+        call_(e.call()),
+        desc_(describeCall(a)),
+        sent_(size_t(n_), false),
+        heard_(size_t(n_), false) {}
+
+  void run() {
+    for (int dist = 1; dist < n_; dist *= 2) {
+      send((me_ - dist + n_) % n_);
+      receive((me_ + dist) % n_);
+    }
+    // Every rank of the check has the flag or none has: a one-shot rank's message reaches some
+    // rank of the check, and what that rank knows reaches every other through ranks of the check.
+    if (saw_all_to_all_) completeAllToAll();
+    if (other_.rank >= 0) report();
+  }
+
+ private:
+  bool sameCall(const CallDescriptor& d, uint64_t call) const { return d == desc_ && call == call_; }
+
+  void send(int to) {
+    Link& l = e_.link(to);
+    std::byte* slot = nullptr;
+    e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{to}; });
+    CheckWire w;
+    w.sender = desc_;
+    w.flags = (other_.rank >= 0 ? kHasOther : 0) | (saw_all_to_all_ ? kSawAllToAll : 0);
+    if (other_.rank >= 0) {
+      w.other_rank = other_.rank;
+      w.other_call = other_.call;
+      w.other = other_.desc;
+    }
+    std::memcpy(slot, &w, sizeof w);
+    MessageHeader h;
+    h.kind = uint32_t(MessageKind::kDescriptor);
+    h.bytes = uint32_t(sizeof w);
+    h.call = call_;
+    h.aux = kDescriptorCheck;
+    l.postSend(h);
+    sent_[size_t(to)] = true;
+  }
+
+  void receive(int from) {
+    Link& l = e_.link(from);
+    ReceivedMessage m;
+    e_.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{from}; });
+    take(from, m);
+  }
+
+  // Learns what `from`'s message says and releases it.
+  void take(int from, const ReceivedMessage& m) {
+    heard_[size_t(from)] = true;
+    if (m.header.kind != uint32_t(MessageKind::kDescriptor) || m.header.bytes < sizeof(CallDescriptor)) {
+      e_.link(from).releaseRecv();
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call "
+            "this rank did not make); calls must be made in the same order on every rank",
+            me_, collName(a_.kind), (unsigned long long)call_, from);
+    }
+    const Seen sender{from, loadDescriptor(m.data), m.header.call};
+    const bool ours = m.header.aux == kDescriptorCheck && m.header.bytes == sizeof(CheckWire);
+    CheckWire w;
+    if (ours) std::memcpy(&w, m.data, sizeof w);
+    e_.link(from).releaseRecv();
+    e_.sawPeerCall(from, CollKind(sender.desc.collective), sender.call);
+    if (m.header.aux == kDescriptorAllToAll || (ours && (w.flags & kSawAllToAll))) saw_all_to_all_ = true;
+    if (other_.rank >= 0) return;  // one call that differs from ours is all a report needs
+    if (!sameCall(sender.desc, sender.call)) {
+      other_ = sender;
+    } else if (!ours) {
+      // Our call, but another algorithm's message: the ranks planned the same call differently.
+      other_ = sender;
+      planned_differently_ = true;
+    } else if ((w.flags & kHasOther) && w.other_rank >= 0 && w.other_rank < n_ && !sameCall(w.other, w.other_call)) {
+      other_ = {w.other_rank, w.other, w.other_call};
+    }
+  }
+
+  // Makes the exchange one message each way between every two ranks, as a one-shot rank's is.
+  void completeAllToAll() {
+    for (int step = 1; step < n_; step++) {
+      const int p = (me_ + step) % n_;
+      if (!sent_[size_t(p)]) send(p);
+    }
+    std::vector<int> pending;
+    for (int step = 1; step < n_; step++) {
+      const int p = (me_ - step + n_) % n_;
+      if (!heard_[size_t(p)]) pending.push_back(p);
+    }
+    e_.waitUntil(
+        [&] {
+          for (size_t i = 0; i < pending.size();) {
+            const int p = pending[i];
+            ReceivedMessage m;
+            if (!e_.link(p).tryRecv(&m)) {
+              i++;
+              continue;
+            }
+            pending.erase(pending.begin() + long(i));
+            take(p, m);
+          }
+          return pending.empty();
+        },
+        [&] { return pending; });
+  }
+
+  [[noreturn]] void report() const {
+    if (planned_differently_)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s #%llu: ranks planned this call differently: rank %d called %s, as did rank %d, but rank %d's "
+            "first message belongs to another algorithm; every rank must set the same OURO_ALGO, OURO_MODEL and "
+            "link settings (please report this as a bug if they do)",
+            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), other_.rank,
+            other_.rank);
+    raise(Result::kInvalidUsage,
+          "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
+          "must make the same collective calls with the same count, type, op and root",
+          me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), other_.rank,
+          callText(other_.desc).c_str(),
+          other_.call != call_ ? strprintf(" as its call #%llu", (unsigned long long)other_.call).c_str() : "");
+  }
+
+  Progress& e_;
+  const CollArgs& a_;
+  const int n_, me_;
+  const uint64_t call_;
+  const CallDescriptor desc_;
+  std::vector<bool> sent_, heard_;  // per rank: this call has sent it / heard from it
+  Seen other_;                      // a rank whose call differs from ours (rank -1: none seen)
+  bool planned_differently_ = false;
+  bool saw_all_to_all_ = false;
+};
+
+}  // namespace
+
+void checkCallAgreement(Progress& progress, const CollArgs& args) { CallCheck(progress, args).run(); }
+
+}  // namespace ouro
