@@ -1,21 +1,69 @@
 // ouro-model: the cost model (comm/plan/cost_model.cpp, the same file the library builds) from the
 // command line, for bench/model/simulate.py. Prints one tab-separated line per (hosts, size):
 //   hosts per_host bytes planned best_ouro <seconds of each algorithm ...> hier-sliced slice ideal-sliced
-// (the last three: the chain with the slice the model picks, bestSliceBytes)
+//   rules rules-s chosen chosen-s chosen-slice
+// (hier-sliced, slice, ideal-sliced: the chain with the slice the model picks, bestSliceBytes;
+// rules, rules-s: the fixed rules' algorithm (OURO_MODEL=off) and its time at the slice the rules
+// give it; chosen, chosen-s, chosen-slice: what the planner runs under OURO_MODEL, i.e. the
+// model's fastest at its best slice where it beats the rules' plan by the planner's 1.25x margin,
+// else the rules' plan: comm/plan/planner.cpp planHost, mirrored here)
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
 //                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib)]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "comm/plan/cost_model.hpp"
+#include "comm/plan/hierarchy.hpp"
 
 using namespace ouro::model;
 
 namespace {
+
+// comm/plan/planner.cpp's kModelMargin: the model's pick replaces the rules' only when predicted
+// at least this much faster.
+constexpr double kPlannerMargin = 1.25;
+
+// comm/plan/hierarchy.cpp's chainSliceBytes (the rules' slice for the chain), on its constants.
+size_t rulesChainSlice(const World& w, size_t bytes) {
+  const size_t chunk = bytes / size_t(std::max(1, w.per_host));
+  const size_t want = chunk / (size_t(ouro::kChainSlicesPerHop) * size_t(std::max(1, w.hosts - 1)));
+  size_t slice = ouro::kChainMinSliceBytes;
+  while (slice < want && slice < w.slice_bytes) slice *= 2;
+  return std::min(slice, w.slice_bytes);
+}
+
+struct Planned {
+  Algo algo;
+  double seconds;
+  size_t slice;
+};
+
+// The planner's choice (planHost): the rules' plan, unless the model's fastest of the algorithms
+// the links can run for this call (pipelined ones at their best slice) is 1.25x faster.
+Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* rules_out) {
+  Planned rules{plannedAlgorithm(w, bytes), kNotApplicable, w.slice_bytes};
+  World rw = w;
+  if (rules.algo == Algo::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
+  rules.seconds = predict(rules.algo, p, rw, bytes);
+  *rules_out = rules;
+  if (w.direct || w.hosts == 1) return rules;
+  Planned best{Algo::kCopy, kNotApplicable, w.slice_bytes};
+  for (Algo a : ouroAlgorithms()) {
+    if (a != Algo::kOneShot && a != Algo::kGatherFold && a != Algo::kPairwise && a != Algo::kHierarchical) continue;
+    World t = w;
+    if (a == Algo::kPairwise || a == Algo::kHierarchical) t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+    const double s = predict(a, p, t, bytes);
+    if (s < best.seconds) best = {a, s, t.slice_bytes};
+  }
+  if (best.seconds >= kNotApplicable) return rules;
+  if (rules.seconds < kNotApplicable && !(best.seconds * kPlannerMargin < rules.seconds)) return rules;
+  return best;
+}
 
 std::vector<int> parseList(const std::string& s) {
   std::vector<int> out;
@@ -80,7 +128,7 @@ int main(int argc, char** argv) {
   std::printf("# %s; %zu-byte slot, %d slots\n", describeParams(p).c_str(), base.slice_bytes, base.inter_host_slots);
   std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
   for (Algo a : cols) std::printf("\t%s", algoName(a));
-  std::printf("\thier-sliced\tslice\tideal-sliced\n");
+  std::printf("\thier-sliced\tslice\tideal-sliced\trules\trules-s\tchosen\tchosen-s\tchosen-slice\n");
   for (int h : hosts) {
     World w = base;
     w.hosts = h;
@@ -102,8 +150,12 @@ int main(int argc, char** argv) {
       const double is = predict(Algo::kChainIdeal, p, iw, b);
       if (hs >= kNotApplicable) std::printf("\t-\t-");
       else std::printf("\t%.6g\t%zu", hs, sw.slice_bytes);
-      if (is >= kNotApplicable) std::printf("\t-\n");
-      else std::printf("\t%.6g\n", is);
+      if (is >= kNotApplicable) std::printf("\t-");
+      else std::printf("\t%.6g", is);
+      Planned rules{};
+      const Planned chosen = plannerChoice(p, w, b, &rules);
+      std::printf("\t%s\t%.6g\t%s\t%.6g\t%zu\n", algoName(rules.algo), rules.seconds, algoName(chosen.algo),
+                  chosen.seconds, chosen.slice);
     }
   }
   return 0;

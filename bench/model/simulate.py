@@ -47,7 +47,7 @@ def main():
     for line in lines[2:]:
         f = dict(zip(head, line.split("\t")))
         for k in list(f):
-            if k not in ("planned", "best_ouro"):
+            if k not in ("planned", "best_ouro", "rules", "chosen"):
                 f[k] = None if f[k] == "-" else float(f[k])
         rows.append(f)
     os.makedirs(args.out, exist_ok=True)
@@ -56,40 +56,44 @@ def main():
         return r.get(name)
 
     print(f"Parameters: {params}\n")
-    print("| hosts x 8 | size | ouro today (planner's pick) | ouro, model's pick | chain, model's slice | "
-          "ordered chain, ideal window | NCCL ring | NCCL tree | cost of the guarantee (best ouro / best NCCL) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| hosts x 8 | size | ouro, the planner (OURO_MODEL) | ouro, rules (OURO_MODEL=off) | ouro's fastest by the model | "
+          "ordered chain, ideal | NCCL ring | NCCL tree | planner / best NCCL | fastest ouro / best NCCL |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     dat = {}
     for r in rows:
         h, b = int(r["hosts"]), int(r["bytes"])
-        today = t(r, r["planned"])
+        chosen, rules = r["chosen-s"], r["rules-s"]
         best = t(r, r["best_ouro"])
         sliced = t(r, "hier-sliced")
-        cands = [x for x in (best, sliced) if x is not None]
-        ouro_best = min(cands)
+        fastest, fname = best, r["best_ouro"]
+        if sliced is not None and sliced < fastest:
+            fastest, fname = sliced, f"hierarchical, {int(r['slice']) >> 10} KiB slices"
+        fastest = min(fastest, chosen)
         nccl = min(x for x in (t(r, "nccl-ring"), t(r, "nccl-tree")) if x is not None)
         ideal = t(r, "ideal-sliced")
-        dat.setdefault(h, []).append((b, today / nccl, ouro_best / nccl, (ideal or ouro_best) / nccl))
+        dat.setdefault(h, []).append((b, chosen / nccl, fastest / nccl, (ideal or fastest) / nccl, rules / nccl))
         if b in SIZES:
-            pick = r["best_ouro"] if best <= (sliced or 1e300) else f"hierarchical, {int(r['slice']) >> 10} KiB slices"
-            print(f"| {h} | {human(b)} | {us(today)} ({r['planned']}) | {us(best)} ({r['best_ouro']}) | {us(sliced)} | "
-                  f"{us(ideal)} | {us(t(r, 'nccl-ring'))} | {us(t(r, 'nccl-tree'))} | {ouro_best / nccl:.2f}x |")
-    print("\n(times in us; 'cost of the guarantee' takes the faster of the model's pick and the chain with "
-          "the model's slice)")
+            print(f"| {h} | {human(b)} | {us(chosen)} ({r['chosen']}) | {us(rules)} ({r['rules']}) | {us(fastest)} ({fname}) | "
+                  f"{us(ideal)} | {us(t(r, 'nccl-ring'))} | {us(t(r, 'nccl-tree'))} | {chosen / nccl:.2f}x | {fastest / nccl:.2f}x |")
+    print("\n(times in us; the planner's pick is the model's fastest where it beats the rules' plan by 1.25x, else "
+          "the rules' plan; 'fastest' also weighs the chain at the model's slice)")
     for h, pts in dat.items():
         with open(os.path.join(args.out, f"ratio_{h}.dat"), "w") as f:
             for p in pts:
-                f.write("%d %g %g %g\n" % p)
+                f.write("%d %g %g %g %g\n" % p)
     png = args.png
     if shutil.which("gnuplot"):
         hosts = sorted(dat)
-        plot = ", ".join(f"'{args.out}/ratio_{h}.dat' using 1:3 with linespoints title '{h} hosts'" for h in hosts)
+        plot = ", ".join(f"'{args.out}/ratio_{h}.dat' using 1:2 with linespoints lc {k + 1} title '{h} hosts'"
+                         for k, h in enumerate(hosts))
+        plot += ", " + ", ".join(f"'{args.out}/ratio_{h}.dat' using 1:4 with lines dt 2 lc {k + 1} notitle"
+                                 for k, h in enumerate(hosts))
         script = f"""set terminal pngcairo size 1000,600
 set output '{png}'
 set logscale xy
 set format x '%.0s%cB'
 set xlabel 'bytes per rank'
-set ylabel 'best ouro / best NCCL (ring or tree), model'
+set ylabel 'ouro (the planner) / best NCCL (ring or tree); dashed: the ideal ordered chain'
 set title 'Cost of the rank-order guarantee, all-reduce, H hosts x 8 ranks, 100 Gbit/s, 2 us'
 set key outside right
 set grid
