@@ -93,8 +93,8 @@ set output '{png}'
 set logscale xy
 set format x '%.0s%cB'
 set xlabel 'bytes per rank'
-set ylabel 'ouro (the planner) / best NCCL (ring or tree); dashed: the ideal ordered chain'
-set title 'Cost of the rank-order guarantee, all-reduce, H hosts x 8 ranks, 100 Gbit/s, 2 us'
+set ylabel 'ouro (the planner) / best of NCCL ring, tree'
+set title "Cost of the rank-order guarantee by the model: all-reduce, H hosts x 8 ranks, 100 Gbit/s, 2 us\\n(solid: the planner's pick; dashed: the ordered chain on links between neighbours, not built)"
 set key outside right
 set grid
 plot {plot}
