@@ -133,11 +133,13 @@ run_mpi() {
       --mca plm_rsh_agent "$ROOT/tests/netns/rsh_agent.sh" --mca oob_tcp_if_include eth0
       --mca btl_tcp_if_include eth0 -x NETNS_PREFIX)
   else
-    # FI_PROVIDER=tcp: libfabric would otherwise pick its shm provider, which works across network
-    # namespaces (one /dev/shm) and so never crosses the shaped links (2x2: 0.26 GB/s busbw, above
-    # what 1 Gbit/s host links allow).
+    # MPICH counts the namespace hosts as one node and would move every byte through shared memory
+    # (one /dev/shm), never crossing the shaped links: 2 x 1 at 1 Gbit/s ran 256 MiB in 0.41 s, 5x
+    # what the link allows. MPIR_CVAR_NOLOCAL=1 sends everything through the network module and
+    # FI_PROVIDER=tcp keeps libfabric off its own shm provider (NOLOCAL alone: 0.26 GB/s busbw at
+    # 2 x 2, above the links' 0.19). Ranks of one host then talk TCP inside it too.
     launch=(mpirun.mpich -f "$OUT/hostfile-$mpi-$h-$l" -launcher ssh -launcher-exec "$ROOT/tests/netns/rsh_agent.sh" -iface eth0
-      -genv FI_PROVIDER tcp)
+      -genv FI_PROVIDER tcp -genv MPIR_CVAR_NOLOCAL 1)
   fi
   NETNS_PREFIX=$PREFIX timeout -k 5 "$RUN_TIMEOUT" "$HOSTS" exec "$PREFIX" 1 "${launch[@]}" -n $((h * l)) \
     "$PEERS/ouro-bench-$mpi" all_reduce "$@" --placement out --no-progress -J "$OUT/runs/$tag.json" \
