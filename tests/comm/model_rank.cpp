@@ -35,6 +35,15 @@ int main() {
   char model[512];
   if (ouroResult_t rc = ouroCommModelDescribe(comm, model, sizeof model)) return fail(comm, "ouroCommModelDescribe", rc);
   std::printf("MODEL %s\n", model);
+  // The queries' bad input: a clear error, never a crash; short buffers cut and terminated.
+  char small[4] = {'x', 'x', 'x', 'x'};
+  double us = 0;
+  std::printf("BADTYPE %d\n", int(ouroCommPlanAllReduce(comm, 8, ouroDataType_t(99), small, sizeof small, &us)));
+  std::printf("NULLCOMM %d\n", int(ouroCommPlanAllReduce(nullptr, 8, ouroFloat32, small, sizeof small, &us)));
+  std::printf("NULLOUT %d\n", int(ouroCommPlanAllReduce(comm, 8, ouroFloat32, nullptr, 0, nullptr)));
+  if (ouroResult_t rc = ouroCommPlanAllReduce(comm, 8, ouroFloat32, small, sizeof small, nullptr))
+    return fail(comm, "ouroCommPlanAllReduce", rc);
+  std::printf("SHORT %s\n", small);
   int wrong = 0;
   for (size_t count : {size_t(2), size_t(4096), size_t(262144)}) {
     char algorithm[64];

@@ -207,6 +207,11 @@ TEST_CASE("model calibration: a first run probes and caches, the next reads the 
   CHECK(contains(first.err, "probing the links"));
   CHECK(contains(first.err, "cached in " + path));
   CHECK(contains(first.out, "MODEL probe: shm "));
+  // The queries refuse bad input with a code (ouroInvalidArgument = 4) and cut long names.
+  CHECK(contains(first.out, "BADTYPE 4"));
+  CHECK(contains(first.out, "NULLCOMM 4"));
+  CHECK(contains(first.out, "NULLOUT 0"));
+  CHECK(contains(first.out, "SHORT one\n"));  // one-shot, cut to 3 bytes and terminated
   model::Params cached;
   std::string why;
   REQUIRE(readModelCache(path, cacheKey(n), 3600, &cached, &why));
