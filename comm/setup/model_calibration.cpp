@@ -348,7 +348,13 @@ void agreeModel(store::Store& store, const std::string& prefix, Progress& progre
     if (rank == 0) {
       model::Params measured;
       const int64_t t0 = nowNs();
-      probeLinks(progress, facts, deadline, &measured);
+      try {
+        probeLinks(progress, facts, deadline, &measured);
+      } catch (const Error& e) {
+        // The ranks not probed wait for the result: tell them at once.
+        store.set(probed_key, "error rank 0: measuring the links failed: " + e.message());
+        throw;
+      }
       const double ms = double(nowNs() - t0) * 1e-6;
       std::string why;
       const bool kept = writeModelCache(cache_path, modelCacheText(cache_key, measured, std::time(nullptr)), &why);
@@ -362,8 +368,8 @@ void agreeModel(store::Store& store, const std::string& prefix, Progress& progre
     }
   }
   if (decided.rfind("error ", 0) == 0)
-    raise(Result::kInvalidArgument, "rank %d: the cost model's setting on rank 0 was refused (%s); every rank uses "
-          "rank 0's, so fix it there", rank, decided.substr(6).c_str());
+    raise(Result::kInvalidArgument, "rank %d: rank 0 could not set up the cost model (%s); every rank uses rank 0's "
+          "parameters, so the fix is there", rank, decided.substr(6).c_str());
   if (!refusal.empty()) raise(Result::kInvalidArgument, "%s", refusal.c_str());
   if (decided == "off") {
     world->model = false;
