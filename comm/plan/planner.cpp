@@ -137,6 +137,21 @@ Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describe
 
 Plan Planner::planHost(const CollArgs& a) const {
   if (!world_.model || a.kind != CollKind::kAllReduce || world_.nranks == 1) return planByRules(a);
+  // An all-reduce's plan depends on its bytes alone: decided once per size (bounded: cleared when
+  // full), since small calls repeat their sizes and the decision is a few dozen predictions.
+  const size_t bytes = a.count * a.elementBytes();
+  {
+    std::lock_guard lock(model_mu_);
+    if (auto it = model_plans_.find(bytes); it != model_plans_.end()) return it->second;
+  }
+  const Plan plan = planByModel(a);
+  std::lock_guard lock(model_mu_);
+  if (model_plans_.size() >= 4096) model_plans_.clear();
+  model_plans_.emplace(bytes, plan);
+  return plan;
+}
+
+Plan Planner::planByModel(const CollArgs& a) const {
   Plan rules = planByRules(a);
   rules.predicted_s = predictPlan(rules);
   Plan p;
@@ -194,36 +209,31 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
   model::World w;
   if (!modelWorld(&w)) return false;
   const size_t bytes = a.count * a.elementBytes();
-  ModelPick pick{};
-  bool known = false;
-  {
-    std::lock_guard lock(model_mu_);
-    if (auto it = model_picks_.find(bytes); it != model_picks_.end()) pick = it->second, known = true;
-  }
-  if (!known) {
-    pick = {Algorithm::kCopy, 0, model::kNotApplicable, Algorithm::kCopy, model::kNotApplicable};
-    for (const model::Algo m : model::ouroAlgorithms()) {
-      Algorithm algorithm;
-      if (!linksAlgorithm(m, a, world_, hosts_, &algorithm)) continue;
-      // Pipelined algorithms take the slice the model likes best (at most the slot); the others
-      // need the whole slot (one message per peer or per step).
-      model::World t = w;
-      if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
-        t.slice_bytes = model::bestSliceBytes(m, world_.model_params, w, bytes);
-      const double s = model::predict(m, world_.model_params, t, bytes);
-      if (s >= model::kNotApplicable) continue;
-      if (s < pick.seconds) {
-        pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
-        pick.algorithm = algorithm, pick.slice_bytes = t.slice_bytes, pick.seconds = s;
-      } else if (s < pick.runner_up_s) {
-        pick.runner_up = algorithm, pick.runner_up_s = s;
-      }
+  struct {
+    Algorithm algorithm = Algorithm::kCopy;
+    size_t slice_bytes = 0;
+    double seconds = model::kNotApplicable;
+    Algorithm runner_up = Algorithm::kCopy;
+    double runner_up_s = model::kNotApplicable;
+  } pick;
+  for (const model::Algo m : model::ouroAlgorithms()) {
+    Algorithm algorithm;
+    if (!linksAlgorithm(m, a, world_, hosts_, &algorithm)) continue;
+    // Pipelined algorithms take the slice the model likes best (at most the slot); the others
+    // need the whole slot (one message per peer or per step).
+    model::World t = w;
+    if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
+      t.slice_bytes = model::bestSliceBytes(m, world_.model_params, w, bytes);
+    const double s = model::predict(m, world_.model_params, t, bytes);
+    if (s >= model::kNotApplicable) continue;
+    if (s < pick.seconds) {
+      pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
+      pick.algorithm = algorithm, pick.slice_bytes = t.slice_bytes, pick.seconds = s;
+    } else if (s < pick.runner_up_s) {
+      pick.runner_up = algorithm, pick.runner_up_s = s;
     }
-    if (pick.seconds >= model::kNotApplicable) return false;
-    std::lock_guard lock(model_mu_);
-    if (model_picks_.size() >= 4096) model_picks_.clear();
-    model_picks_.emplace(bytes, pick);
   }
+  if (pick.seconds >= model::kNotApplicable) return false;
   Plan& p = *out;
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;

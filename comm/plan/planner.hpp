@@ -68,6 +68,9 @@ class Planner {
   std::string describe(const Plan& plan) const;
   // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
   Plan planByRules(const CollArgs& args) const;
+  // With the model on, a host all-reduce: the rules' plan with its predicted time, or the
+  // model's pick where it predicts that at least 1.25x faster (OURO_ALGO=auto over links).
+  Plan planByModel(const CollArgs& args) const;
   // OURO_ALGO=auto, model on, all-reduce over links: the algorithm and slice the model predicts
   // fastest among those this executor can run for the call. False when the model has no shape.
   bool chooseByModel(const CollArgs& args, Plan* plan) const;
@@ -78,17 +81,9 @@ class Planner {
   HostLayout hosts_;
   mutable std::mutex noted_mu_;
   mutable std::vector<Plan> noted_;
-  // chooseByModel's answers by bytes per rank: the choice is a few dozen predictions, and small
-  // calls repeat their sizes (bounded: cleared when full).
-  struct ModelPick {
-    Algorithm algorithm;
-    size_t slice_bytes;
-    double seconds;
-    Algorithm runner_up;
-    double runner_up_s;
-  };
+  // With the model on, each all-reduce size's plan, decided once (planHost).
   mutable std::mutex model_mu_;
-  mutable std::unordered_map<size_t, ModelPick> model_picks_;
+  mutable std::unordered_map<size_t, Plan> model_plans_;
 };
 
 }  // namespace ouro
