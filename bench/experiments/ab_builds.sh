@@ -3,18 +3,27 @@
 # shared memory with the default algorithms (direct), the collective driver over shared-memory
 # FIFOs (OURO_ALGO=ring, the spelling old and new builds both accept), and TCP; 2 and 4 ranks;
 # all-reduce from 16 B to 64 MiB. Each round runs every configuration on the old build and then on
-# the new one, so a load that comes and goes hits both alike; the table shows the medians of the
-# rounds: time for every size (what small calls are about) and busbw.
+# the new one (the other way round every second round), so a load that comes and goes hits both
+# alike; the table shows the medians of the rounds: time for every size (what small calls are
+# about) and busbw.
 #
 #   git worktree add /tmp/ouro-old <commit> && meson setup /tmp/ouro-old/build /tmp/ouro-old \
 #     -Dcuda=disabled -Dpeers=disabled && ninja -C /tmp/ouro-old/build bench/ouro-bench tools/ouro-run/ouro-run
 #   bench/experiments/ab_builds.sh /tmp/ouro-old/build build [ROUNDS]
 #
-# Run it on an otherwise idle machine: it reports the 1-minute load average before and after.
+# Run it on an otherwise idle machine: it reports the 1-minute load average before, after and at
+# its highest after a round. On a busy one, give more rounds: the last column, the median over the
+# rounds of each round's own new/old speed (old time / new time, run back to back), with its lowest and
+# highest, says how far the noise reaches. Fewer configurations or sizes, more iterations a run:
+#   AB_CONFIGS="shm-ring 2,tcp 2" AB_SIZES="-b 1M -e 64M" AB_ITERS="-n 50 -w 5" \
+#     bench/experiments/ab_builds.sh OLD NEW 9
 set -euo pipefail
 old=${1:?usage: ab_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]}
 new=${2:?usage: ab_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR [ROUNDS]}
 rounds=${3:-3}
+IFS=, read -r -a configs <<<"${AB_CONFIGS:-shm 2,shm 4,shm-ring 2,shm-ring 4,tcp 2,tcp 4}"
+read -r -a sizes <<<"${AB_SIZES:--b 16 -e 64M}"
+read -r -a iters <<<"${AB_ITERS:--n 20 -w 5}"
 for b in "$old" "$new"; do
   for p in tools/ouro-run/ouro-run bench/ouro-bench; do
     [[ -x $b/$p ]] || { echo "ab_builds.sh: $b/$p is not built" >&2; exit 2; }
@@ -22,37 +31,50 @@ for b in "$old" "$new"; do
 done
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
-echo "load before: $(cut -d' ' -f1 /proc/loadavg)"
+load() { cut -d' ' -f1 /proc/loadavg; }
+echo "load before: $(load)"
+peak=$(load)
 for ((round = 1; round <= rounds; round++)); do
-  for config in "shm 2" "shm 4" "shm-ring 2" "shm-ring 4" "tcp 2" "tcp 4"; do
+  for config in "${configs[@]}"; do
     read -r name ranks <<<"$config"
     settings=(OURO_TRANSPORT=tcp)
     [[ $name == shm ]] && settings=(OURO_TRANSPORT=shm)
     [[ $name == shm-ring ]] && settings=(OURO_TRANSPORT=shm OURO_ALGO=ring)
-    for side in old new; do
+    # Odd rounds run the old build first, even rounds the new: neither always follows the other.
+    sides=(old new)
+    ((round % 2 == 0)) && sides=(new old)
+    for side in "${sides[@]}"; do
       build=$old
       [[ $side == new ]] && build=$new
       env "${settings[@]}" timeout 300 "$build/tools/ouro-run/ouro-run" -n "$ranks" "$build/bench/ouro-bench" \
-        all_reduce -b 16 -e 64M -f 4 -n 20 -w 5 --placement out --no-progress \
-        | awk -v side="$side" -v config="$name-$ranks" '$1 ~ /^[0-9]+$/ { print config, side, $1, $6, $8 }' >>"$rows"
+        all_reduce "${sizes[@]}" -f 4 "${iters[@]}" --placement out --no-progress \
+        | awk -v side="$side" -v config="$name-$ranks" -v round="$round" \
+          '$1 ~ /^[0-9]+$/ { print config, side, $1, $6, $8, round }' >>"$rows"
     done
   done
+  peak=$(printf '%s\n%s\n' "$peak" "$(load)" | sort -g | tail -n 1)
 done
-echo "load after: $(cut -d' ' -f1 /proc/loadavg)"
+echo "load after: $(load) (highest after a round: $peak)"
 /usr/bin/python3 - "$rows" <<'PY'
 import collections, statistics, sys
 runs = collections.defaultdict(list)
+by_round = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
-    config, side, size, time_us, busbw = line.split()
+    config, side, size, time_us, busbw, rnd = line.split()
     runs[(config, int(size), side)].append((float(time_us), float(busbw)))
+    by_round[(config, int(size), rnd)][side] = float(time_us)
 def size_text(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
-print("| config | size | old time (us) | new time (us) | old busbw (GB/s) | new busbw (GB/s) | new/old speed |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| config | size | old time (us) | new time (us) | old busbw (GB/s) | new busbw (GB/s) | new/old speed |"
+      " per round: median (lowest-highest) |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for config, size in sorted({(c, s) for c, s, _ in runs}):
     old, new = runs.get((config, size, "old")), runs.get((config, size, "new"))
     if old and new:
         ot, nt = statistics.median(t for t, _ in old), statistics.median(t for t, _ in new)
         ob, nb = statistics.median(b for _, b in old), statistics.median(b for _, b in new)
-        print(f"| {config} | {size_text(size)} | {ot:.2f} | {nt:.2f} | {ob:.2f} | {nb:.2f} | {ot / nt:.2f}x |")
+        paired = sorted(r["old"] / r["new"] for (c, s, _), r in by_round.items()
+                        if (c, s) == (config, size) and len(r) == 2 and r["new"] > 0)
+        spread = f"{statistics.median(paired):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})" if paired else "-"
+        print(f"| {config} | {size_text(size)} | {ot:.2f} | {nt:.2f} | {ob:.2f} | {nb:.2f} | {ot / nt:.2f}x | {spread} |")
 PY
