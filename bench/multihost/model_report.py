@@ -211,7 +211,7 @@ def report(a):
         peer = [t["peer_over_auto"] for t in ts if t.get("peer_over_auto") is not None]
         wire_ok = [t for t in ts if t.get("peer_over_auto") is not None and
                    (t["peer_over_auto"] >= 2 or (t.get("auto_of_wire") or 0) >= 0.9)]
-        loads = [t["load1"] for t in ts if t.get("load1") is not None]
+        loads = [r["load1"] for r in rows if (r["rate"], r["hosts"], r["per_host"]) == cfg and r["load1"] is not None]
         lim = [t for t in ts if t.get("auto_of_limit") is not None]
         limtxt = "not run"
         if lim:
