@@ -3,6 +3,7 @@
 #include "comm/exec/call_check.hpp"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "comm/plan/collective.hpp"
@@ -54,7 +55,7 @@ class CallCheck {
   void run() {
     for (int dist = 1; dist < n_; dist *= 2) {
       send((me_ - dist + n_) % n_);
-      receive((me_ + dist) % n_);
+      receive((me_ + dist) % n_, dist);
     }
     // Every rank of the check has the flag or none has: a one-shot rank's message reaches some
     // rank of the check, and what that rank knows reaches every other through ranks of the check.
@@ -87,10 +88,23 @@ class CallCheck {
     sent_[size_t(to)] = true;
   }
 
-  void receive(int from) {
+  // Round `dist`'s message, from a rank that passes on what ranks from .. from + dist - 1 called.
+  void receive(int from, int dist) {
     Link& l = e_.link(from);
     ReceivedMessage m;
-    e_.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{from}; });
+    try {
+      e_.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{from}; });
+    } catch (Error& err) {
+      if (err.code() != Result::kTimeout || dist == 1) throw;
+      // The timeout names `from`, which may itself be waiting for the rank that stopped.
+      const int last = (from + dist - 1) % n_;
+      const std::string ranks = last > from ? strprintf("ranks %d to %d", from, last)
+                                            : strprintf("ranks %d to %d and 0 to %d", from, n_ - 1, last);
+      throw Error(err.code(), err.message() + strprintf("; in this call's check rank %d passes on what %s called, so "
+                                                        "the rank that stopped may be any of those (ranks that wait "
+                                                        "for it directly name it)",
+                                                        from, ranks.c_str()));
+    }
     take(from, m);
   }
 

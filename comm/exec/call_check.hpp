@@ -23,6 +23,10 @@
 //     to and takes the message of each peer it has not heard from, so the one-shot rank gets one
 //     message from every peer and every message sent is received.
 // Either way the communicator stays usable after the error.
+//
+// A rank that stops calling: the ranks that wait for it directly name it at the timeout; a rank
+// that waits for a relay (which may itself be waiting) names the relay, and the message adds the
+// ranks whose calls that relay passes on, among them the one that stopped.
 #pragma once
 
 #include <cstdint>
