@@ -72,6 +72,16 @@ class OverLinks {
       default: return b;
     }
   }
+  // What peer p's one-shot message to this rank carries past its descriptor.
+  size_t bytesFrom(int p) const {
+    size_t b = a_.count * es_;
+    switch (a_.kind) {
+      case CollKind::kBroadcast: return p == a_.root ? b : 0;
+      case CollKind::kReduce: return me_ == a_.root ? b : 0;
+      case CollKind::kBarrier: return 0;
+      default: return b;
+    }
+  }
   const std::byte* peerData(int p) const {
     bool per_block = a_.kind == CollKind::kReduceScatter || a_.kind == CollKind::kAllToAll;
     return in_ + (per_block ? size_t(p) * a_.count * es_ : 0);
@@ -99,7 +109,7 @@ class OverLinks {
     }
     std::vector<int> pending;
     for (int step = 1; step < n_; step++) pending.push_back((me_ - step + n_) % n_);
-    int disagree = -1;
+    int disagree = -1, differently = -1;
     CallDescriptor theirs{};
     uint64_t their_call = call_;
     auto receiveSome = [&] {
@@ -124,6 +134,8 @@ class OverLinks {
           disagree = p;
           theirs = d;
           their_call = m.header.call;
+        } else if (disagree < 0 && (m.header.aux != kDescriptorAllToAll || m.header.bytes != sizeof(d) + bytesFrom(p))) {
+          differently = p;  // our call, another algorithm's message: its bytes are not our data
         } else if (disagree < 0) {
           on_payload(p, m.data + sizeof(d), m.header.bytes - sizeof(d));
         }
@@ -133,6 +145,7 @@ class OverLinks {
       return pending.empty();
     };
     e_.waitUntil(receiveSome, [&] { return pending; });
+    if (disagree < 0 && differently >= 0) raisePlannedDifferently(e_, a_, differently);
     if (disagree >= 0)
       raise(Result::kInvalidUsage,
             "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "

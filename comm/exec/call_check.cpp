@@ -166,13 +166,7 @@ class CallCheck {
   }
 
   [[noreturn]] void report() const {
-    if (planned_differently_)
-      raise(Result::kInvalidUsage,
-            "rank %d: %s #%llu: ranks planned this call differently: rank %d called %s, as did rank %d, but rank %d's "
-            "first message belongs to another algorithm; every rank must set the same OURO_ALGO, OURO_MODEL and "
-            "link settings (please report this as a bug if they do)",
-            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), other_.rank,
-            other_.rank);
+    if (planned_differently_) raisePlannedDifferently(e_, a_, other_.rank);
     raise(Result::kInvalidUsage,
           "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
           "must make the same collective calls with the same count, type, op and root",
@@ -195,5 +189,17 @@ class CallCheck {
 }  // namespace
 
 void checkCallAgreement(Progress& progress, const CollArgs& args) { CallCheck(progress, args).run(); }
+
+void raisePlannedDifferently(Progress& progress, const CollArgs& args, int other) {
+  const int me = progress.rank();
+  const std::string why = strprintf(
+      "rank %d: %s #%llu: ranks planned this call differently: rank %d called %s, as did rank %d, but rank %d's "
+      "message belongs to another algorithm; every rank must set the same OURO_ALGO, OURO_MODEL and link settings "
+      "(please report this as a bug if they do)",
+      me, collName(args.kind), (unsigned long long)progress.call(), me, callText(describeCall(args)).c_str(), other,
+      other);
+  progress.fail(why);
+  raise(Result::kInvalidUsage, "%s", why.c_str());
+}
 
 }  // namespace ouro

@@ -44,4 +44,9 @@ constexpr uint64_t kDescriptorCheck = 0x636865636b6c6f67ull;     // the check's 
 // naming both calls, when ranks disagree.
 void checkCallAgreement(Progress& progress, const CollArgs& args);
 
+// Rank `other` made the same call but sent a message of another algorithm (the ranks' settings
+// differ, so they planned it differently): fails the communicator, which tells every peer (they
+// may see no difference and wait for this rank's data), and throws kInvalidUsage.
+[[noreturn]] void raisePlannedDifferently(Progress& progress, const CollArgs& args, int other);
+
 }  // namespace ouro

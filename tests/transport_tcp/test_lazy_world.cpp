@@ -32,7 +32,11 @@ struct RankReport {
   std::string mismatch;                              // the error of a mismatch phase
 };
 
-std::vector<RankReport> runWorld(const World& w, const std::string& phases, const std::map<std::string, std::string>& env) {
+using Env = std::map<std::string, std::string>;
+
+// The job's processes as they ended; rank r runs with env, then odd_env if r is odd_rank.
+std::vector<test::ProcessResult> runRanks(const World& w, const std::string& phases, const Env& env,
+                                          int odd_rank = -1, const Env& odd_env = {}) {
   test::TempDir dir;
   const std::string init = "file://" + dir.path() + "/rendezvous";
   std::vector<test::ProcessSpec> specs;
@@ -41,12 +45,18 @@ std::vector<RankReport> runWorld(const World& w, const std::string& phases, cons
     s.argv = {test::programPath("TEST_LAZY_RANK"), "--init", init, std::to_string(w.n), std::to_string(r), "--phases",
               phases};
     s.env = env;
+    if (r == odd_rank)
+      for (const auto& [k, v] : odd_env) s.env[k] = v;
     s.env["OURO_HOSTID"] = "lazy-host-" + std::to_string(w.hostOf(r));
     s.env["OURO_DEBUG"] = "info";
     s.env["OURO_TIMEOUT_S"] = "60";
     specs.push_back(s);
   }
-  std::vector<test::ProcessResult> results = test::runAll(specs, 200);
+  return test::runAll(specs, 200);
+}
+
+std::vector<RankReport> runWorld(const World& w, const std::string& phases, const Env& env) {
+  const std::vector<test::ProcessResult> results = runRanks(w, phases, env);
   std::vector<RankReport> out(size_t(w.n));
   for (int r = 0; r < w.n; r++) {
     const test::ProcessResult& res = results[size_t(r)];
@@ -199,6 +209,27 @@ TEST_CASE("lazy TCP: ranks that disagree all fail, over the check's few links, a
         CHECK(test::contains(rep.mismatch, "count=4,"));
         CHECK(test::contains(rep.mismatch, "count=65536,"));
       }
+    }
+  }
+}
+
+TEST_CASE("lazy TCP: ranks that planned one call differently all fail, none computes from the wrong bytes",
+          "[lazy-world]") {
+  // OURO_ALGO differs on rank 3 (nothing refuses that at init), so the same 16-float all-reduce
+  // is one-shot there and a checked pairwise call elsewhere, or the other way round. The one-shot
+  // rank used to take the check's messages as data (a wrong result, or a write past its scratch
+  // buffer when the message was longer than the data); now every rank fails, naming the rank
+  // whose message belongs to another algorithm, and none reports a wrong value.
+  const World w{8, 2};
+  for (const auto& [others, odd] : {std::pair{"pairwise", "one-shot"}, std::pair{"one-shot", "pairwise"}}) {
+    INFO("OURO_ALGO=" << others << ", on rank 3 " << odd);
+    const auto results = runRanks(w, "small", {{"OURO_ALGO", others}}, 3, {{"OURO_ALGO", odd}});
+    for (int r = 0; r < w.n; r++) {
+      const test::ProcessResult& res = results[size_t(r)];
+      INFO("rank " << r << ": " << test::describe(res));
+      CHECK(res.exit_code == 1);
+      CHECK(!test::contains(res.err, ", expected "));  // lazy_rank's wrong-value line
+      CHECK(test::contains(res.err, "planned this call differently"));  // its own, or a peer's passed on
     }
   }
 }
