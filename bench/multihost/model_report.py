@@ -8,6 +8,8 @@
         veth's speed)
   model_report.py collect --json RUN.json --csv measured.csv --rate R --hosts H --per-host L
         --system S --spec SPEC --load LOAD          appends one CSV row per measured size
+  model_report.py merge --into OUT --from OUT2 --systems "mpich"
+        replaces those systems' rows of OUT/measured.csv by OUT2's (a rerun of some systems)
   model_report.py report --dir OUT --model-bin BUILD/bench/ouro-model
         reads OUT/measured.csv, writes OUT/table.csv, OUT/report.md and OUT/model_vs_measured.png
 
@@ -76,6 +78,19 @@ def collect(a):
                         "model_busbw": m.get("busbw") if m.get("busbw") is not None else "",
                         "model_algo": m.get("algorithm") or "", "load1": a.load,
                         "spec": a.spec if a.system not in PEERS else ""})
+
+
+def merge(a):
+    systems = set(a.systems.split())
+    keep = [r for r in csv.DictReader(open(os.path.join(a.into, "measured.csv"))) if r["system"] not in systems]
+    new = [r for r in csv.DictReader(open(os.path.join(a.src, "measured.csv"))) if r["system"] in systems]
+    if not new:
+        sys.exit(f"model_report.py: {a.src}/measured.csv has no rows of {sorted(systems)}")
+    with open(os.path.join(a.into, "measured.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        w.writeheader()
+        w.writerows(keep + new)
+    print(f"{len(new)} rows of {sorted(systems)} from {a.src}", file=sys.stderr)
 
 
 def human(b):
@@ -267,7 +282,8 @@ def plot(a, pts):
     titles = ["ouro auto", "model (the planned algorithm)", "best named ouro algorithm", "Open MPI", "MPICH", "Gloo"]
     out = os.path.join(a.dir, "model_vs_measured.png")
     g = [f"set terminal pngcairo size {420 * ncol},{330 * nrow + 60} font ',9'", f"set output '{out}'",
-         "set logscale xy", "set format x '%.0b%B'", "set grid", "set key top left font ',7'",
+         "set logscale xy", "set xtics (\"8\" 8, \"512\" 512, \"32K\" 32768, \"2M\" 2097152, \"128M\" 134217728)",
+         "set xrange [4:512*1024*1024]", "set grid", "set key top left font ',7'",
          f"set multiplot layout {nrow},{ncol} title 'float32 all\\_reduce across namespace hosts: time (us) "
          "against bytes per rank, measured and by the model'"]
     for i, cfg in enumerate(cfgs):
@@ -293,6 +309,10 @@ def main():
     p = sub.add_parser("collect")
     for k in ("json", "csv", "rate", "hosts", "per-host", "system", "spec", "load"):
         p.add_argument("--" + k, required=True)
+    p = sub.add_parser("merge")
+    p.add_argument("--into", required=True)
+    p.add_argument("--from", dest="src", required=True)
+    p.add_argument("--systems", required=True)
     p = sub.add_parser("report")
     p.add_argument("--dir", required=True)
     p.add_argument("--model-bin", required=True)
@@ -303,6 +323,8 @@ def main():
         print(spec_from_line(a.line, a.rate_gbps, None if a.alpha_us == "probe" else float(a.alpha_us)))
     elif a.cmd == "collect":
         collect(a)
+    elif a.cmd == "merge":
+        merge(a)
     else:
         report(a)
 

@@ -230,7 +230,7 @@ measure() {  # measure SYSTEM H L SPEC
 }
 
 log "sweep: hosts {$HOST_LIST} x per-host {$PER_HOST_LIST}, rates {$RATES}, systems {$SYSTEMS}; build $BUILD; out $OUT"
-echo "$(nproc) CPUs; $(uname -r); commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" >"$OUT/machine.txt"
+echo "$(nproc) CPUs; $(uname -r); scripts at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); build $BUILD" >"$OUT/machine.txt"
 "$HOSTS" up "$PREFIX" "$max_hosts" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 rm -f "$OUT/measured.csv"
 : >"$OUT/skipped.txt"
