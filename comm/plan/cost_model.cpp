@@ -261,7 +261,8 @@ Algo plannedAlgorithm(const World& w, size_t bytes) {
   }
   if (w.hosts > 1) {
     const double total = double(n) * double(bytes + kDescriptorBytes);
-    if (total <= double(w.slice_bytes) && total <= double(kGatherFoldMaxBytes)) return Algo::kGatherFold;
+    const double limit = double(kGatherFoldMaxBytes) + double(n) * double(kDescriptorBytes);
+    if (total <= double(w.slice_bytes) && total <= limit) return Algo::kGatherFold;
   }
   if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
     return Algo::kOneShot;

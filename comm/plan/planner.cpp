@@ -16,8 +16,9 @@ constexpr int kOneShotMaxRanks = 16;
 // Direct all-reduce: every rank reducing every staged chunk (one synchronisation) pays while the
 // chunk is small or there are two ranks (then it reads no more than reduce-scatter + all-gather).
 constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
-// Gather-fold across hosts (issue #24): while every rank's contribution together, with a 16-byte
-// descriptor per rank, is at most this. Each rank receives the W-1 others' contributions, as
+// Gather-fold across hosts (issue #24): while every rank's contribution together is at most this
+// (their descriptors, 16 bytes a rank, come on top: counting them put a 2-rank 8 KiB call, 16 KiB
+// of data, 32 bytes over, where one-shot measured 442-496 us against gather-fold's 269). Each rank receives the W-1 others' contributions, as
 // one-shot does, but in ceil(log2 W) steps of one message each way instead of W-1 messages; past
 // a few KiB per rank the pairwise reduce-scatter's 2(W-1)/W of the data wins on the host links
 // (docs/PERFORMANCE.md "Small all-reduce across hosts (#24)").
@@ -291,7 +292,8 @@ Plan Planner::planByRules(const CollArgs& a) const {
   // ranks span hosts (on one host the links' one-shot costs no network hop per step).
   if (world_.setting == AlgoSetting::kGatherFold || (world_.setting == AlgoSetting::kAuto && spansHosts(world_.host_of))) {
     const size_t total = gatherFoldTotalBytes(a, n);
-    if (total <= world_.slice_bytes && (world_.setting == AlgoSetting::kGatherFold || total <= kGatherFoldMaxBytes)) {
+    const size_t limit = kGatherFoldMaxBytes + size_t(n) * sizeof(CallDescriptor);
+    if (total <= world_.slice_bytes && (world_.setting == AlgoSetting::kGatherFold || total <= limit)) {
       p.algorithm = Algorithm::kGatherFold;
       return p;
     }

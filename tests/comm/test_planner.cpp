@@ -102,16 +102,17 @@ TEST_CASE("planner: two levels across hosts from OURO_HIER_MIN_BYTES, with the g
 }
 
 TEST_CASE("planner: gather-fold for small calls across hosts, named or auto (#24)", "[planner]") {
-  // Across hosts, auto: while every contribution plus a 16-byte descriptor per rank is <= 16 KiB.
+  // Across hosts, auto: while every contribution together is <= 16 KiB (descriptors on top).
   Planner p(hosts(8, 1));
   const Plan small = p.planHost(call(CollKind::kAllReduce, 2));
   CHECK(small.algorithm == Algorithm::kGatherFold);
-  CHECK(p.planHost(call(CollKind::kAllReduce, 508)).algorithm == Algorithm::kGatherFold);  // 8 x (2032 + 16)
-  CHECK(p.planHost(call(CollKind::kAllReduce, 509)).algorithm == Algorithm::kOneShot);
+  CHECK(p.planHost(call(CollKind::kAllReduce, 512)).algorithm == Algorithm::kGatherFold);  // 8 x 2048
+  CHECK(p.planHost(call(CollKind::kAllReduce, 513)).algorithm == Algorithm::kOneShot);
+  CHECK(Planner(hosts(2, 1)).planHost(call(CollKind::kAllReduce, 2048)).algorithm == Algorithm::kGatherFold);  // 2 x 8 KiB
   CHECK(p.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kGatherFold);
   CHECK(p.planHost(call(CollKind::kBroadcast, 3000)).algorithm == Algorithm::kGatherFold);  // the root's only
-  CHECK(p.planHost(call(CollKind::kReduceScatter, 63)).algorithm == Algorithm::kGatherFold);  // 8 x (8 x 63 x 4 + 16)
-  CHECK(p.planHost(call(CollKind::kReduceScatter, 64)).algorithm == Algorithm::kOneShot);
+  CHECK(p.planHost(call(CollKind::kReduceScatter, 64)).algorithm == Algorithm::kGatherFold);  // 8 x 8 x 64 x 4
+  CHECK(p.planHost(call(CollKind::kReduceScatter, 65)).algorithm == Algorithm::kOneShot);
   CHECK(Planner(hosts(3, 2)).planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kGatherFold);
   // One host: one-shot stays (no network hop to save); named, gather-fold while it fits a slot.
   CHECK(Planner(oneHost(4, false)).planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kOneShot);
