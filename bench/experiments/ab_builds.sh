@@ -14,7 +14,10 @@
 # Run it on an otherwise idle machine: it reports the 1-minute load average before, after and at
 # its highest after a round. On a busy one, give more rounds: the last column, the median over the
 # rounds of each round's own new/old speed (old time / new time, run back to back), with its lowest and
-# highest, says how far the noise reaches. Fewer configurations or sizes, more iterations a run:
+# highest, says how far the noise reaches; the fastest run of each side (best of the rounds) is
+# what each build does when nothing else takes its cores, the steadiest figure on a machine whose
+# load comes and goes. AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
+# iterations a run:
 #   AB_CONFIGS="shm-ring 2,tcp 2" AB_SIZES="-b 1M -e 64M" AB_ITERS="-n 50 -w 5" \
 #     bench/experiments/ab_builds.sh OLD NEW 9
 set -euo pipefail
@@ -29,8 +32,8 @@ for b in "$old" "$new"; do
     [[ -x $b/$p ]] || { echo "ab_builds.sh: $b/$p is not built" >&2; exit 2; }
   done
 done
-rows=$(mktemp)
-trap 'rm -f "$rows"' EXIT
+rows=${AB_ROWS:-$(mktemp)}
+[[ -n ${AB_ROWS:-} ]] || trap 'rm -f "$rows"' EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "load before: $(load)"
 peak=$(load)
@@ -66,8 +69,8 @@ for line in open(sys.argv[1]):
 def size_text(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
 print("| config | size | old time (us) | new time (us) | old busbw (GB/s) | new busbw (GB/s) | new/old speed |"
-      " per round: median (lowest-highest) |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+      " per round: median (lowest-highest) | best of rounds: old / new time (us), new/old |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for config, size in sorted({(c, s) for c, s, _ in runs}):
     old, new = runs.get((config, size, "old")), runs.get((config, size, "new"))
     if old and new:
@@ -76,5 +79,7 @@ for config, size in sorted({(c, s) for c, s, _ in runs}):
         paired = sorted(r["old"] / r["new"] for (c, s, _), r in by_round.items()
                         if (c, s) == (config, size) and len(r) == 2 and r["new"] > 0)
         spread = f"{statistics.median(paired):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})" if paired else "-"
-        print(f"| {config} | {size_text(size)} | {ot:.2f} | {nt:.2f} | {ob:.2f} | {nb:.2f} | {ot / nt:.2f}x | {spread} |")
+        bo, bn = min(t for t, _ in old), min(t for t, _ in new)
+        best = f"{bo:.2f} / {bn:.2f}, {bo / bn:.2f}x"
+        print(f"| {config} | {size_text(size)} | {ot:.2f} | {nt:.2f} | {ob:.2f} | {nb:.2f} | {ot / nt:.2f}x | {spread} | {best} |")
 PY
