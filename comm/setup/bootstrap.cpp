@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <fstream>
 
+#include "comm/plan/algo_setting.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -144,6 +145,18 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
             strprintf("rank %d: %s: this rank was started with world size %d but other ranks with world size %s; "
                       "start every rank with the same world size",
                       rank, what, nranks, agreed.c_str()));
+  // 2b. Agree on what every rank's planner reads. Ranks that plan one call differently (another
+  //     algorithm, a call check on one side only, another hierarchy threshold) would hang or fail
+  //     in the middle of the call; refuse at init instead, naming both.
+  const std::string plan = strprintf("OURO_ALGO=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld",
+                                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))),
+                                     envInt("OURO_CHECK") != 0 ? 1 : 0, (long long)envInt("OURO_HIER_MIN_BYTES"));
+  const std::string agreed_plan = store.compareSet(prefix + "plan-settings", std::nullopt, plan);
+  if (agreed_plan != plan)
+    failJob(store, prefix, Result::kInvalidUsage,
+            strprintf("rank %d: %s: this rank plans calls with %s but another rank with %s; every rank must plan "
+                      "each call alike: give every rank the same settings",
+                      rank, what, plan.c_str(), agreed_plan.c_str()));
   // 3. Publish, then wait for everyone.
   store.set(prefix + "info/" + std::to_string(rank), self.encode());
   std::vector<std::string> keys;
