@@ -19,22 +19,19 @@
 
 #include "comm/plan/cost_model.hpp"
 #include "comm/plan/hierarchy.hpp"
+#include "comm/plan/plan_limits.hpp"
 
 using namespace ouro::model;
 
 namespace {
 
-// comm/plan/planner.cpp's kModelMargin: the model's pick replaces the rules' only when predicted
-// at least this much faster.
-constexpr double kPlannerMargin = 1.25;
+// The planner's margin: the model's pick replaces the rules' only when predicted at least this
+// much faster.
+using ouro::plan_limits::kModelMargin;
 
-// comm/plan/hierarchy.cpp's chainSliceBytes (the rules' slice for the chain), on its constants.
+// The rules' slice for the chain: the planner's own rule (comm/plan/hierarchy.hpp).
 size_t rulesChainSlice(const World& w, size_t bytes) {
-  const size_t chunk = bytes / size_t(std::max(1, w.per_host));
-  const size_t want = chunk / (size_t(ouro::kChainSlicesPerHop) * size_t(std::max(1, w.hosts - 1)));
-  size_t slice = ouro::kChainMinSliceBytes;
-  while (slice < want && slice < w.slice_bytes) slice *= 2;
-  return std::min(slice, w.slice_bytes);
+  return ouro::chainSliceBytes(ouro::HostGrid{w.hosts, w.per_host}, bytes, w.slice_bytes);
 }
 
 struct Planned {
@@ -61,7 +58,7 @@ Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* ru
     if (s < best.seconds) best = {a, s, t.slice_bytes};
   }
   if (best.seconds >= kNotApplicable) return rules;
-  if (rules.seconds < kNotApplicable && !(best.seconds * kPlannerMargin < rules.seconds)) return rules;
+  if (rules.seconds < kNotApplicable && !(best.seconds * kModelMargin < rules.seconds)) return rules;
   return best;
 }
 

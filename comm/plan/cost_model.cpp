@@ -3,6 +3,7 @@
 // kernels/common/collective_driver.hpp (pairwise), algo_hierarchical.cpp. S bytes per rank,
 // n = H*L ranks. The header states the parameters and the contention rule.
 #include "comm/plan/cost_model.hpp"
+#include "comm/plan/plan_limits.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,11 +14,11 @@ namespace ouro::model {
 namespace {
 
 constexpr size_t kDescriptorBytes = 16;  // sizeof(CallDescriptor): rides with one-shot and gather-fold data
-// The planner's thresholds (comm/plan/planner.cpp), mirrored for plannedAlgorithm.
-constexpr size_t kOneShotMaxBytes = size_t(32) << 10;
-constexpr int kOneShotMaxRanks = 16;
-constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
-constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
+// The planner's thresholds, for plannedAlgorithm's mirror of its rules.
+using plan_limits::kDirectSymmetricMaxBytes;
+using plan_limits::kGatherFoldMaxBytes;
+using plan_limits::kOneShotMaxBytes;
+using plan_limits::kOneShotMaxRanks;
 
 // One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
 // host link at once.

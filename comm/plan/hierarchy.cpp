@@ -75,12 +75,4 @@ std::string hierarchyReasonText(const HierarchyChoice& choice, const HostLayout&
 
 int hierarchyLag(int hosts, int /*inter_host_slots*/) { return std::max(1, 2 * hosts); }
 
-size_t chainSliceBytes(const HostGrid& grid, size_t bytes, size_t slot_bytes) {
-  const size_t chunk = bytes / size_t(std::max(1, grid.per_host));
-  const size_t want = chunk / (size_t(kChainSlicesPerHop) * size_t(std::max(1, grid.hosts - 1)));
-  size_t slice = kChainMinSliceBytes;
-  while (slice < want && slice < slot_bytes) slice *= 2;
-  return std::min(slice, slot_bytes);
-}
-
 }  // namespace ouro

@@ -18,6 +18,7 @@
 // round-robin over hosts interleave them in the fold, and such jobs keep the flat algorithm.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -85,6 +86,13 @@ int hierarchyLag(int hosts, int inter_host_slots);
 // A power of two. The cost model's bestSliceBytes says the same for a calibrated link.
 constexpr int kChainSlicesPerHop = 8;
 constexpr size_t kChainMinSliceBytes = size_t(64) << 10;
-size_t chainSliceBytes(const HostGrid& grid, size_t bytes, size_t slot_bytes);
+// Inline, so the simulation CLI (bench/model/ouro_model.cpp) uses this very rule without the library.
+inline size_t chainSliceBytes(const HostGrid& grid, size_t bytes, size_t slot_bytes) {
+  const size_t chunk = bytes / size_t(std::max(1, grid.per_host));
+  const size_t want = chunk / (size_t(kChainSlicesPerHop) * size_t(std::max(1, grid.hosts - 1)));
+  size_t slice = kChainMinSliceBytes;
+  while (slice < want && slice < slot_bytes) slice *= 2;
+  return std::min(slice, slot_bytes);
+}
 
 }  // namespace ouro
