@@ -10,6 +10,9 @@
 #   exit3       rank 1 exits 3 at once; the others sleep 2 s, then exit 0
 #   wait        round 0: every rank waits (until stopped, 50 s at most) after touching
 #               DIR/ready.R.0; later rounds: INIT_PROBE, then exit 0
+#   cascade     every round: node 2 (GROUP_RANK) touches DIR/first.ROUND and exits 3; node 1
+#               exits 4 as soon as it sees that file (a consequence, as a rank whose peer
+#               vanished); node 0 waits
 #   slowstop    round 0: rank 1 fails at once; the others ignore SIGTERM (SIGKILL after
 #               ouro-run's --kill-timeout), so a signal can reach ouro-run between rounds
 set -u
@@ -44,6 +47,12 @@ case "$mode" in
       exit 0
     fi
     exec "$probe" ;;
+  cascade)
+    if ((GROUP_RANK == 2)); then touch "$dir/first.$round"; exit 3; fi
+    if ((GROUP_RANK == 1)); then
+      for ((i = 0; i < 500; i++)); do [[ -e "$dir/first.$round" ]] && exit 4; sleep 0.01; done
+    fi
+    pause ;;
   slowstop)
     if ((RANK == 1)); then sleep 0.3; exit 5; fi
     trap '' TERM

@@ -7,6 +7,11 @@
 #      1 restart and why (rank 1 killed by SIGKILL).
 #   2. the same with --max-restarts 0: it fails as without the flag (exit 137, rank 1 named).
 #   3. rank 1 dies in every round, --max-restarts 1: fails after 1 restart, saying none are left.
+#   4. 3 nodes on loopback (--nnodes 3): node 2's rank fails, and node 1's rank fails a moment
+#      later because of it. All three ouro-runs name one cause, the first posted: a later failure
+#      must not overwrite it, and no node may report its own consequence instead.
+#   5. the same, elastic (--max-restarts 1, in both rounds): every node's summary gives the same
+#      cause for each round.
 # No rank is left behind (by PID). usage: elastic_restarts.sh OURO_RUN INIT_PROBE
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,3 +76,33 @@ grep -q "^ouro-run: job failed in round 1; 1 restart: round 0 failed: rank 1" <<
 (($(wc -l <"$d/starts") == 6)) || fail "case 3: expected 2 rounds of 3 ranks"
 no_rank_left "$d" "case 3"
 echo "ok: --max-restarts restarts, counts and stops as it should"
+
+# 4 and 5. one cause, the first failure, on every node
+cascade() {  # cascade CASE FLAGS...: 3 ouro-runs on loopback, node 2's rank fails first
+  local c=$1 n port
+  shift
+  d=$WORK/cause$c && mkdir -p "$d"
+  port=$(free_port)
+  PIDS=()
+  for n in 0 1 2; do
+    timeout 50 "$ouro_run" --node-rank $n --master 127.0.0.1:$port -n 1 --node-timeout 5 --kill-timeout 1 "$@" \
+      "$RANK_SH" "$d" cascade >"$d/node$n.out" 2>"$d/node$n.err" </dev/null &
+    PIDS+=($!)
+  done
+  for n in 0 1 2; do wait "${PIDS[$n]}" && fail "case $c: node $n's ouro-run exited 0 after node 2's rank failed"; done
+  no_rank_left "$d" "case $c"
+}
+same_on_every_node() {  # same_on_every_node CASE PATTERN: the nodes' last lines matching it agree
+  local got
+  got=$(for n in 0 1 2; do grep -o "$2" "$d/node$n.err" | tail -n 1; done | sort -u)
+  [[ $(wc -l <<<"$got") == 1 && -n "$got" ]] ||
+    { tail -n 3 "$d"/node*.err >&2; fail "case $1: the nodes name different causes: $got"; }
+  echo "$got"
+}
+cascade 4 --nnodes 3
+cause=$(same_on_every_node 4 "job failed: .*") || exit 1
+[[ "$cause" == "job failed: node "[12]": rank "* ]] || fail "case 4: the cause does not name the node and rank: $cause"
+echo "ok: 3 nodes name one cause: ${cause#job failed: }"
+cascade 5 --nnodes 3:3 --max-restarts 1 --rdzv-last-call 1
+cause=$(same_on_every_node 5 "job failed in round 1; 1 restart: .*") || exit 1
+echo "ok: 3 elastic nodes give one cause per round: $cause"

@@ -66,7 +66,13 @@ void ElasticLink::join(int round, int rank_store_port) {
 
 void ElasticLink::post(std::string key, std::string value) {
   std::lock_guard lock(mu_);
-  queue_.emplace_back(std::move(key), std::move(value));
+  queue_.push_back({std::move(key), std::move(value), false});
+  cv_.notify_all();
+}
+
+void ElasticLink::postOnce(std::string key, std::string value) {
+  std::lock_guard lock(mu_);
+  queue_.push_back({std::move(key), std::move(value), true});
   cv_.notify_all();
 }
 
@@ -146,6 +152,12 @@ void ElasticLink::run() {
   auto set = [&](const std::string& k, const std::string& v) {
     if (ok && ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) ok = false;
   };
+  // First writer wins (postOnce): true when this call wrote k.
+  auto setOnce = [&](const std::string& k, const std::string& v) {
+    if (add(k + "#claim", 1) != 1) return false;
+    set(k, v);
+    return ok;
+  };
 
   // Joining: the round being joined, and where this node is in it.
   int joining = -1;          // round number, -1: not joining
@@ -159,7 +171,7 @@ void ElasticLink::run() {
   std::string error;
 
   while (ok) {
-    std::deque<std::pair<std::string, std::string>> out;
+    std::deque<Posted> out;
     bool stop;
     int want_round, want_port;
     double node_timeout;
@@ -175,7 +187,7 @@ void ElasticLink::run() {
       watch_left = watch_left_;
       watching_left = watching_left_;
     }
-    for (auto& [k, v] : out) set(k, v);
+    for (auto& p : out) p.once ? (void)setOnce(p.key, p.value) : set(p.key, p.value);
     if (stop || !ok) break;
     const long long now = monotonicNs();
 
@@ -298,10 +310,12 @@ void ElasticLink::run() {
           if (v != beats[i].first) beats[i] = {v, now};
           double silent = double(now - beats[i].second) / 1e9;
           if (node_timeout > 0 && silent >= node_timeout && failure.empty() && end.empty()) {
-            failure = "node " + std::to_string(members[i]) + " was lost: its ouro-run was silent for " +
-                      secondsText(silent) + " s (--node-timeout " + secondsText(node_timeout) +
-                      "; the host is down, its link is cut, or its ouro-run was killed)";
-            set(key(round, "failure"), failure);
+            std::string lost = "node " + std::to_string(members[i]) + " was lost: its ouro-run was silent for " +
+                               secondsText(silent) + " s (--node-timeout " + secondsText(node_timeout) +
+                               "; the host is down, its link is cut, or its ouro-run was killed)";
+            // Another node's failure may have been claimed a moment ago: then that one is the
+            // round's cause, read on the next pass.
+            if (setOnce(key(round, "failure"), lost)) failure = lost;
           }
           done += check(key(round, "done/" + std::to_string(members[i])));
         }

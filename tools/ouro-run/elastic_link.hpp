@@ -11,9 +11,11 @@
 //   r/T/join         counter: the join slots of round T;  r/T/who/J: the node rank in slot J
 //   r/T/members      "PORT;K1,K2,..."  (set by node 0: round T is closed)
 //   r/T/beat/K       node K's heartbeat in round T
-//   r/T/failure      why round T failed (the first one to say so)
+//   r/T/failure      why round T failed: the first one to say so wins (postOnce), so every node
+//                    reports the same cause, not the failure its own ranks saw after it
 //   r/T/done/K       node K's ranks all ended with 0 in round T
-//   end              the job's verdict, set once: "ok", or what ended it
+//   end              the job's verdict, set once (postOnce): "ok", or what ended it
+//   KEY#claim        counter behind postOnce: whoever takes it first writes KEY
 //   left/K           node K saw the end and is leaving (node 0 waits a moment for these)
 #pragma once
 
@@ -64,6 +66,9 @@ class ElasticLink {
   void join(int round, int rank_store_port);
   // Sets key to value on the store, from the thread (in order).
   void post(std::string key, std::string value);
+  // The same, unless another node (or this one) set key first: the store has no compare-and-set,
+  // so a counter "KEY#claim" decides, and only the one that took it first writes KEY.
+  void postOnce(std::string key, std::string value);
   // Node 0: watch the members' heartbeats with this limit (0: don't).
   void setNodeTimeout(double s);
   // Node 0: count the "left" markers of these nodes (in state().left).
@@ -86,7 +91,11 @@ class ElasticLink {
   std::mutex mu_;
   std::condition_variable cv_;
   State state_;
-  std::deque<std::pair<std::string, std::string>> queue_;
+  struct Posted {
+    std::string key, value;
+    bool once;
+  };
+  std::deque<Posted> queue_;
   int want_round_ = -1, want_port_ = 0;
   double node_timeout_s_ = 0;
   std::vector<int> watch_left_;

@@ -242,7 +242,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         int sig = signals.wait(link->notifyFd(), 250);
         ElasticLink::State st = link->state();
         if (sig) {
-          if (round > 0) link->post(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(sig));
+          if (round > 0) link->postOnce(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(sig));
           link->finish(0.5);
           interrupted(sig,
                       "while waiting for rendezvous round " + std::to_string(st.round) + " at " + master + " (" + place +
@@ -256,7 +256,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         }
         if (st.phase == ElasticLink::Phase::kFailed) {
           std::fprintf(stderr, "ouro-run: %s (%s)\n", st.error.c_str(), place.c_str());
-          if (node0) link->post(ElasticLink::kEndKey, "failed: " + st.error);
+          if (node0) link->postOnce(ElasticLink::kEndKey, "failed: " + st.error);
           summary("job failed");
           leaveJob(1, {});
         }
@@ -331,7 +331,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         return std::nullopt;
       };
       auto on_local_failure = [&](const std::string& what) {
-        if (link) link->post(ElasticLink::key(round, "failure"), me + ": " + what);
+        if (link) link->postOnce(ElasticLink::key(round, "failure"), me + ": " + what);
       };
       outcome = supervisor.wait(poll_remote, on_local_failure);
       pids = supervisor.pids();
@@ -343,13 +343,30 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
 
     if (outcome.interrupted_by) {
       if (link) {
-        link->post(ElasticLink::key(round, "failure"), me + ": ouro-run was interrupted by " + StopSignals::name(outcome.interrupted_by));
-        link->post(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(outcome.interrupted_by));
+        link->postOnce(ElasticLink::key(round, "failure"), me + ": ouro-run was interrupted by " + StopSignals::name(outcome.interrupted_by));
+        link->postOnce(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(outcome.interrupted_by));
       }
       summary("interrupted (" + StopSignals::name(outcome.interrupted_by) + ") in round " + std::to_string(round));
       leaveJob(outcome.exit_code, others);
     }
     std::string failure = outcome.failure;
+    if (!failure.empty() && link && !lost_node0 && !outcome.late_signal) {
+      // Report the round's agreed cause, the first one posted (postOnce), not what this node's
+      // ranks saw: after a cut link the ranks here may fail on a peer's closed connection a
+      // moment before node 0 declares the cut node lost. A second or two at most.
+      for (int i = 0; i < 20; i++) {
+        ElasticLink::State st = link->state();
+        if (!st.round_failure.empty()) {
+          failure = st.round_failure;
+          break;
+        }
+        if (st.phase == ElasticLink::Phase::kFailed || node0Lost(st)) break;
+        if (int sig = signals.wait(link->notifyFd(), 100)) {
+          outcome.late_signal = sig;
+          break;
+        }
+      }
+    }
     if (failure.empty() && link) {
       // This node's ranks ended well: the round succeeded once every member's did (node 0 says
       // so), or failed elsewhere.
@@ -373,7 +390,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         } else if (!st.round_failure.empty()) {
           failure = st.round_failure;
         } else if (node0 && st.done >= int(members.size()) - 1) {
-          link->post(ElasticLink::kEndKey, "ok");
+          link->postOnce(ElasticLink::kEndKey, "ok");
           break;
         }
       }
@@ -387,7 +404,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
     if (outcome.late_signal) {
       std::fprintf(stderr, "ouro-run: interrupted (%s) between rounds (round %d failed: %s); not restarting\n",
                    StopSignals::name(outcome.late_signal).c_str(), round, failure.c_str());
-      if (link) link->post(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(outcome.late_signal));
+      if (link) link->postOnce(ElasticLink::kEndKey, me + ": ouro-run was interrupted by " + StopSignals::name(outcome.late_signal));
       summary("interrupted");
       leaveJob(128 + outcome.late_signal, others);
     }
@@ -408,7 +425,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
                             : "round " + std::to_string(round) + " failed: " + failure +
                                   (opt.max_restarts ? " (no restarts left: --max-restarts " + std::to_string(opt.max_restarts) + ")" : "");
     std::fprintf(stderr, "ouro-run: job failed: %s\n", why.c_str());
-    if (link && node0) link->post(ElasticLink::kEndKey, "failed: " + why);
+    if (link && node0) link->postOnce(ElasticLink::kEndKey, "failed: " + why);
     summary("job failed in round " + std::to_string(round));
     if (link) leaveJob(code, others);
     if (rank_server) ouroStoreServerStop(rank_server);
@@ -585,6 +602,10 @@ int main(int argc, char** argv) {
       leave(outcome.exit_code ? outcome.exit_code : 1);
     }
     link->finish(0.0);  // joins the finished thread
+    // Every node names the job's one cause, the first failure posted ("node K: ..."), not what its
+    // own ranks saw: those often failed because of it (a peer's connection closed).
+    const std::string first = link->state().first_failure;
+    if (!outcome.failure.empty() && !first.empty()) outcome.failure = first;
   }
   if (server) ouroStoreServerStop(server);
   if (!outcome.failure.empty() && !outcome.interrupted_by)

@@ -149,10 +149,18 @@ void NodeLink::run() {
       stop = stop_;
       watch_done = watch_done_;
     }
-    for (auto& [k, v] : out)
+    for (auto& [k, v] : out) {
+      // The job's failure is the first one posted: a later node's (often a consequence, such as
+      // a rank that lost its peer) must not overwrite it. The store has no compare-and-set, so a
+      // counter decides who writes.
+      if (!lost && k == kFailureKey) {
+        long long claims = 0;
+        if (ouroStoreAdd(store, (k + "#claim").c_str(), 1, &claims) != ouroSuccess) lost = true;
+        if (claims != 1) continue;
+      }
       if (!lost && ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) lost = true;
-    if (stop) break;
-    std::string remote;
+    }
+    std::string remote, first;
     int done = 0;
     if (!lost) {
       int present = 0;
@@ -162,18 +170,25 @@ void NodeLink::run() {
         char buf[1024] = {};
         size_t len = 0;
         ouroStoreGet(store, kFailureKey, buf, sizeof(buf) - 1, &len, 1.0);
-        remote = std::string("another node failed: ") + buf;
+        first = buf;
+        remote = "another node failed: " + first;
+      }
+      if (stop) {  // the last pass: what was queued is sent; keep the agreed cause and leave
+        if (!first.empty()) setState([&](State& s) { s.first_failure = first; });
+        break;
       }
       for (int n = 1; !lost && watch_done && n < nnodes_; n++) {
         if (ouroStoreCheck(store, doneKey(n).c_str(), &present) != ouroSuccess) lost = true;
         done += present;
       }
     }
+    if (stop) break;
     if (lost) remote = "lost the rendezvous store at " + url_ + " (did node 0's ouro-run exit?)";
     State now = state();
     if (now.remote_failure.empty() != remote.empty() || now.done != done)
       setState([&](State& s) {
         if (s.remote_failure.empty()) s.remote_failure = remote;
+        if (s.first_failure.empty()) s.first_failure = first;
         s.done = done;
       });
     sleepUnlessStopping(250);  // when stop is asked, one more pass sends what was queued, then leaves

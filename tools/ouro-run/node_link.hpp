@@ -31,6 +31,8 @@ class NodeLink {
     int done = 0;                // nodes 1.. that reported done (node 0 only, after watchDone())
     std::string error;           // kFailed: what went wrong
     std::string remote_failure;  // another node's failure, or the store lost (kReady)
+    std::string first_failure;   // the job's cause: the first failure any node posted, this one's
+                                 // included ("node K: ..."); read once more when finishing
   };
 
   // Starts the thread. timeout_s bounds connecting and the rendezvous together.
