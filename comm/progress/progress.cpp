@@ -76,6 +76,12 @@ Progress::Progress(Setup setup)
     usable_cpus = 0;
     for (uint64_t w : all) usable_cpus += __builtin_popcountll(w);
   }
+  // Several hosts on one machine (network namespaces, containers): all their ranks share its CPUs.
+  // Counted against the CPUs this process may use, the machine's as far as it can tell.
+  if (setup.machine_ranks > local_ranks && setup.machine_ranks > usable_cpus) {
+    local_ranks = setup.machine_ranks;
+    usable_cpus = std::max(usable_cpus, hostTopology().hardware_threads);
+  }
   policy_ = waitPolicyFor(local_ranks, usable_cpus);
   for (int p = 0; p < nranks_; p++) {
     if (links_[size_t(p)]) {

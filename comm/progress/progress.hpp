@@ -46,6 +46,10 @@ class Progress {
     // host's name, for messages.
     std::vector<int> host_of;
     std::vector<std::string> hostnames;
+    // Ranks of this communicator on this machine (machineOf), every host on it together: the
+    // network-namespace hosts of one machine share its CPUs, and a wait that spins there holds
+    // off the very peer, or the network stack's work, it waits for.
+    int machine_ranks = 1;
     // Local peers publish the call they are in (ControlBlock::current_call) and a timeout message
     // names it; otherwise the message names what a peer last announced over its link.
     bool peers_publish_calls = false;

@@ -74,6 +74,14 @@ std::string thisHostId() {
   return strprintf("%s/%s/netns:%lu", host, boot_id.c_str(), netns);
 }
 
+std::string machineOf(const std::string& host_id) {
+  // "HOST/BOOT_ID/netns:N" (thisHostId); the hostname may differ between containers on one kernel.
+  const size_t ns = host_id.rfind("/netns:");
+  const size_t first = host_id.find('/');
+  if (ns == std::string::npos || first == ns) return host_id;
+  return host_id.substr(first + 1, ns - first - 1);
+}
+
 void failJob(store::Store& store, const std::string& prefix, Result code, const std::string& message) {
   try {
     store.compareSet(prefix + "error", std::nullopt, encodeJobError(code, message));

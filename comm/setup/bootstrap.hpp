@@ -50,6 +50,11 @@ struct Membership {
 // in different network namespaces (simulated hosts in tests) count as different hosts.
 std::string thisHostId();
 
+// The machine (kernel) a host id runs on: its boot id, so the network-namespace "hosts" of a test
+// or containers on one kernel count as one machine, whose CPUs they share. An OURO_HOSTID set by
+// hand is its own machine.
+std::string machineOf(const std::string& host_id);
+
 // `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit").
 Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
                               const PeerInfo& self, Deadline deadline, const char* what);

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 
+#include <algorithm>
 #include <map>
 
 #include "comm/setup/transports.hpp"
@@ -66,6 +67,9 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
     world.host_of.push_back(host_index[p.host_id]);
     setup.hostnames.push_back(p.hostname);
   }
+  const std::string machine = machineOf(m.peers[size_t(rank)].host_id);
+  setup.machine_ranks = int(std::count_if(m.peers.begin(), m.peers.end(),
+                                          [&](const PeerInfo& p) { return machineOf(p.host_id) == machine; }));
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
   ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};

@@ -241,3 +241,15 @@ TEST_CASE("local ranks come from host identities") {
   for (auto& m : out) CHECK(m.local_count == 2);
   CHECK(out[2].local_ranks == std::vector<int>{0, 2});
 }
+
+TEST_CASE("hosts in network namespaces of one kernel are one machine") {
+  // Two namespace hosts of one machine share its CPUs; their ids differ only in the namespace.
+  CHECK(machineOf("box/1f2e-boot/netns:4026531840") == "1f2e-boot");
+  CHECK(machineOf("box/1f2e-boot/netns:4026532999") == machineOf("box/1f2e-boot/netns:4026531840"));
+  // Containers on one kernel may carry other hostnames; the boot id still names the machine.
+  CHECK(machineOf("ctr-a/1f2e-boot/netns:7") == machineOf("ctr-b/1f2e-boot/netns:8"));
+  CHECK(machineOf("box/other-boot/netns:7") != machineOf("box/1f2e-boot/netns:7"));
+  // OURO_HOSTID by hand: a machine of its own.
+  CHECK(machineOf("rack3-node17") == "rack3-node17");
+  CHECK(machineOf(thisHostId()).find("netns") == std::string::npos);
+}
