@@ -21,8 +21,14 @@ using plan_limits::kOneShotMaxBytes;
 using plan_limits::kOneShotMaxRanks;
 
 // One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
-// host link at once.
-double msg(const LinkCost& k, double b, double sharers = 1) { return k.alpha + b * k.beta * sharers; }
+// host link at once; its receiver, woken, waits behind w.waiting ranks unless the transfer is longer.
+struct Msg {
+  const Params& p;
+  const World& w;
+  double operator()(const LinkCost& k, double b, double sharers = 1) const {
+    return k.alpha + std::max(b * k.beta * sharers, w.waiting * p.wake);
+  }
+};
 
 size_t ceilDiv(size_t a, size_t b) { return b ? (a + b - 1) / b : 0; }
 int ceilLog2(int n) {
@@ -51,6 +57,7 @@ double directStaged(const Params& p, const World& w, size_t bytes) {
 // One-shot: each rank sends its data to the L-1 ranks of its host and, with all L of them sending
 // across at once, to the n-L ranks of other hosts; then folds the n contributions.
 double oneShot(const Params& p, const World& w, double S) {
+  const Msg msg{p, w};
   const int n = w.ranks(), L = w.per_host;
   const double b = S + kDescriptorBytes;
   return (L - 1) * msg(p.shm, b) + (n - L) * msg(p.net(), b, L) + (n - 1) * S * p.gamma;
@@ -60,6 +67,7 @@ double oneShot(const Params& p, const World& w, double S) {
 // r - dist. Across hosts the round waits for the ranks whose peer is on another host: min(dist, L)
 // of each host's ranks, sharing its link. Then each rank folds the n contributions.
 double gatherFold(const Params& p, const World& w, double S) {
+  const Msg msg{p, w};
   const int n = w.ranks(), L = w.per_host;
   double t = 0;
   for (int dist = 1; dist < n; dist *= 2) {
@@ -75,6 +83,7 @@ double gatherFold(const Params& p, const World& w, double S) {
 // blocks. Ring all-gather: n-1 steps of a block; ranks placed host by host, so one ring link per
 // host crosses (unshared), and every step waits for it.
 double pairwise(const Params& p, const World& w, size_t bytes) {
+  const Msg msg{p, w};
   const int n = w.ranks(), L = w.per_host;
   const double blk = double(bytes) / n;
   const double m = double(std::max<size_t>(1, ceilDiv(ceilDiv(bytes, size_t(n)), w.slice_bytes)));
@@ -98,6 +107,7 @@ double pairwise(const Params& p, const World& w, size_t bytes) {
 // own link, a line or torus): the partials and the finished values then take the two directions
 // of one link, one hop a slice each, and no window at all.
 double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
+  const Msg msg{p, w};
   const int H = w.hosts, L = w.per_host;
   const size_t chunk = ceilDiv(bytes, size_t(L));
   const double m = double(std::max<size_t>(1, ceilDiv(chunk, w.slice_bytes)));
@@ -194,6 +204,12 @@ bool parseParams(std::string_view spec, Params* params, std::string* error) {
       const double gbps = std::strtod(s.c_str(), &end);
       ok = end != s.c_str() && *end == '\0' && gbps > 0;
       if (ok) p.gamma = 1.0 / (gbps * 1e9);
+    } else if (key == "wake") {
+      const std::string s(value);
+      char* end = nullptr;
+      const double us = std::strtod(s.c_str(), &end);
+      ok = end != s.c_str() && *end == '\0' && us >= 0;
+      if (ok) p.wake = us * 1e-6;
     } else if (key == "net") {
       if (value == "shm") p.between_hosts = LinkKind::kShm;
       else if (value == "tcp") p.between_hosts = LinkKind::kTcp;
@@ -205,7 +221,7 @@ bool parseParams(std::string_view spec, Params* params, std::string* error) {
     if (!ok) {
       if (error)
         *error = "'" + std::string(entry) +
-                 "' is not a model entry; give shm=|tcp=|ib=ALPHA_US,GBPS, reduce=GBPS or net=shm|tcp|ib, separated "
+                 "' is not a model entry; give shm=|tcp=|ib=ALPHA_US,GBPS, reduce=GBPS, net=shm|tcp|ib or wake=US, separated "
                  "by ';'";
       return false;
     }
@@ -221,8 +237,8 @@ std::string describeParams(const Params& p) {
                   1e-9 / p.link(k).beta, k == p.between_hosts ? " (between hosts)" : "");
     return std::string(b);
   };
-  char r[48];
-  std::snprintf(r, sizeof r, "reduce %.2f GB/s", 1e-9 / p.gamma);
+  char r[80];
+  std::snprintf(r, sizeof r, "reduce %.2f GB/s; wake %.1f us", 1e-9 / p.gamma, p.wake * 1e6);
   return link(LinkKind::kShm) + "; " + link(LinkKind::kTcp) + "; " + link(LinkKind::kIb) + "; " + r;
 }
 

@@ -10,6 +10,11 @@
 // host send across at once costs alpha + bytes * beta * k. Single-port: a rank sends one message
 // at a time (it may receive one at the same time).
 //
+// Ranks that outnumber their machine's CPUs (namespace hosts or containers of one machine, a
+// laptop): a rank woken by a message first waits its turn behind the others runnable on its core,
+// about `wake` per rank ahead of it, so a message costs alpha + max(transfer, waiting * wake): a
+// transfer that lasts longer hides the wait. Zero ranks ahead (a cluster) leaves the model as above.
+//
 // The world: H hosts of L ranks each, placed host by host (ranks of host h are h*L .. h*L+L-1).
 #pragma once
 
@@ -33,6 +38,7 @@ struct Params {
   LinkCost tcp{15e-6, 1.0 / 12.5e9};   // TCP between hosts (100 Gbit/s)
   LinkCost ib{2e-6, 1.0 / 12.5e9};     // InfiniBand between hosts (100 Gbit/s)
   double gamma = 1.0 / 8e9;            // s per byte folded (one source into the accumulator)
+  double wake = 7e-6;                  // s per runnable rank ahead of a woken one (World::waiting)
   LinkKind between_hosts = LinkKind::kTcp;
 
   const LinkCost& link(LinkKind k) const { return k == LinkKind::kShm ? shm : k == LinkKind::kTcp ? tcp : ib; }
@@ -41,7 +47,7 @@ struct Params {
 };
 
 // Reads a model spec (ouro-model --model) on top of *params: entries separated by ';' or ' ':
-//   shm=ALPHA_US,GBPS  tcp=ALPHA_US,GBPS  ib=ALPHA_US,GBPS  reduce=GBPS  net=shm|tcp|ib
+//   shm=ALPHA_US,GBPS  tcp=ALPHA_US,GBPS  ib=ALPHA_US,GBPS  reduce=GBPS  net=shm|tcp|ib  wake=US
 // (GB/s in 1e9 bytes per second). "" keeps base. Returns false and says why in *error.
 bool parseParams(std::string_view spec, Params* params, std::string* error);
 // One line: "shm 1.0 us 8.0 GB/s; tcp 15.0 us 12.5 GB/s (between hosts); ...; reduce 8.0 GB/s".
@@ -56,6 +62,8 @@ struct World {
   size_t inline_bytes = 32;            // direct: payload in the announcement line
   int inter_host_slots = 4;            // slots per direction of a link between hosts (no longer bounds the chain)
   size_t hier_min_bytes = size_t(1) << 20;  // OURO_HIER_MIN_BYTES
+  double waiting = 0;                  // runnable ranks ahead of a woken one on its core:
+                                       // machine ranks / CPUs - 1 when above 0 (machineWaiting)
   int ranks() const { return hosts * per_host; }
 };
 
@@ -79,6 +87,11 @@ const char* algoName(Algo a);
 const std::vector<Algo>& ouroAlgorithms();
 
 constexpr double kNotApplicable = 1e300;
+
+// World::waiting for `machine_ranks` ranks on a machine of `cpus` CPUs (all its hosts together).
+inline double machineWaiting(int machine_ranks, int cpus) {
+  return cpus > 0 && machine_ranks > cpus ? double(machine_ranks) / cpus - 1 : 0;
+}
 
 // Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
 // on this world (direct across hosts, one-shot or gather-fold past one slot, ...).

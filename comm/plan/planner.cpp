@@ -169,6 +169,7 @@ bool Planner::modelWorld(model::World* out) const {
   w.inline_bytes = transport::shm::kInlineBytes;
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;
+  w.waiting = world_.machine_waiting;
   *out = w;
   return true;
 }

@@ -24,6 +24,9 @@ struct PlannerWorld {
   size_t hier_min_bytes = 1 << 20;  // OURO_HIER_MIN_BYTES
   int inter_host_slots = 2;  // slots per direction of the links between hosts (bounds the lag)
   bool check = true;         // OURO_CHECK
+  // The model's World::waiting on the world's most crowded machine (its ranks, every host on it,
+  // per CPU): computed from the membership, so every rank plans with the same figure.
+  double machine_waiting = 0;
   DirectWrites direct_writes;
   // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, host all-reduce plans
   // carry its predicted time, and under OURO_ALGO=auto the all-reduces over links take the

@@ -24,6 +24,7 @@ std::string PeerInfo::encode() const {
   w.str(hostname);
   w.i64(pid);
   w.str(tcp_address);
+  w.i64(cpus);
   return w.take();
 }
 
@@ -39,7 +40,11 @@ PeerInfo PeerInfo::decode(std::string_view bytes, int expected_rank) {
   p.hostname = r.str(4096);
   p.pid = int(r.i64());
   p.tcp_address = r.str(4096);
+  const int64_t cpus = r.i64();
   r.expectDone();
+  if (cpus < 1 || cpus > (1 << 20))
+    raise(Result::kInternalError, "bootstrap record of rank %d gives %lld CPUs", expected_rank, (long long)cpus);
+  p.cpus = int(cpus);
   if (p.rank != expected_rank)
     raise(Result::kInternalError, "bootstrap record stored for rank %d says rank %d", expected_rank, p.rank);
   return p;

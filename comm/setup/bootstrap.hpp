@@ -23,6 +23,7 @@ struct PeerInfo {
   std::string hostname;  // for messages
   int pid = 0;
   std::string tcp_address;  // "HOST:PORT" where this rank accepts transport connections ("" if none)
+  int cpus = 1;             // CPUs this process may run on (its machine's share of CPUs, as it sees it)
 
   std::string encode() const;
   // Decodes a record read from the store (bytes another process wrote): every length is bounded

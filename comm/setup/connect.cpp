@@ -67,9 +67,17 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
     world.host_of.push_back(host_index[p.host_id]);
     setup.hostnames.push_back(p.hostname);
   }
-  const std::string machine = machineOf(m.peers[size_t(rank)].host_id);
-  setup.machine_ranks = int(std::count_if(m.peers.begin(), m.peers.end(),
-                                          [&](const PeerInfo& p) { return machineOf(p.host_id) == machine; }));
+  // Ranks per machine (all its hosts, e.g. network namespaces): this one's decides how waits
+  // spin (Progress); the most crowded one's goes into the model, the same on every rank.
+  std::map<std::string, std::pair<int, int>> machines;  // machine -> (ranks, the most CPUs a rank saw)
+  for (const PeerInfo& p : m.peers) {
+    auto& [ranks, cpus] = machines[machineOf(p.host_id)];
+    ranks++;
+    cpus = std::max(cpus, p.cpus);
+  }
+  setup.machine_ranks = machines[machineOf(m.peers[size_t(rank)].host_id)].first;
+  for (const auto& [machine, load] : machines)
+    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.first, load.second));
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
   ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};

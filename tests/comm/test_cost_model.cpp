@@ -93,6 +93,40 @@ TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]
   CHECK(predict(Algo::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
 }
 
+TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn", "[cost_model]") {
+  // Gather-fold across 8 hosts of 1 rank: 3 rounds. With 16 ranks on 4 CPUs, a woken rank waits
+  // behind 3 others (waiting 3, wake 7 us each) unless the transfer lasts longer.
+  Params p = simple();
+  p.gamma = 0;
+  p.tcp = {4.5e-6, 8e-9};  // 125 MB/s: 1 Gbit/s
+  World w = grid(8, 1);
+  CHECK(machineWaiting(16, 4) == 3);
+  CHECK(machineWaiting(4, 4) == 0);
+  CHECK(machineWaiting(2, 0) == 0);
+  // Alone: 3 x alpha plus 1 + 2 + 4 blocks of 8 + 16 bytes (the descriptor) at 8 ns a byte.
+  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 7 * 24 * 8e-9));
+  w.waiting = machineWaiting(16, 4);
+  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 3 * 21e-6));
+  // A transfer longer than the wait hides it: 8 blocks of 64 KiB take 4 ms a message.
+  World big = grid(2, 1);
+  const double pairwise_alone = predict(Algo::kPairwise, p, big, 8 << 20);
+  big.waiting = 3;
+  CHECK(predict(Algo::kPairwise, p, big, 8 << 20) == Approx(pairwise_alone));
+  // And the model then prefers fewer, larger messages: pairwise's 2(n-1) steps at 2 KiB cost more
+  // than gather-fold's 3 rounds (measured on 8 namespace hosts of one 2-CPU machine: 475 us
+  // against 121; docs/PERFORMANCE.md "Ranks that share cores").
+  w.waiting = 0;
+  CHECK(predict(Algo::kPairwise, p, w, 2048) < predict(Algo::kGatherFold, p, w, 2048) * 1.25);
+  w.waiting = 3;
+  CHECK(predict(Algo::kGatherFold, p, w, 2048) * 1.25 < predict(Algo::kPairwise, p, w, 2048));
+  Params q;
+  std::string err;
+  REQUIRE(parseParams("wake=12.5", &q, &err));
+  CHECK(q.wake == Approx(12.5e-6));
+  CHECK_FALSE(parseParams("wake=-1", &q, &err));
+  CHECK(describeParams(q).find("wake 12.5 us") != std::string::npos);
+}
+
 TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   Params p = simple();
   p.shm = {0.5e-6, 1e-12};  // a fast inside of the host, so the host links set the pace
