@@ -10,7 +10,8 @@
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
-//                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib)]
+//                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib;wake=US)]
+//                   [--waiting W (runnable ranks ahead of a woken one, World::waiting; 0: a core each)]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -88,7 +89,7 @@ size_t parseBytes(const std::string& s) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
-               "[--slot BYTES] [--slots N] [--model SPEC]\n", why);
+               "[--slot BYTES] [--slots N] [--model SPEC] [--waiting W]\n", why);
   return 2;
 }
 
@@ -115,6 +116,7 @@ int main(int argc, char** argv) {
     else if (a == "--slot") base.slice_bytes = parseBytes(v);
     else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
     else if (a == "--model") spec = v;
+    else if (a == "--waiting") base.waiting = std::atof(v.c_str());
     else return usage(("unknown flag " + a).c_str());
   }
   std::string err;
@@ -122,7 +124,9 @@ int main(int argc, char** argv) {
   const std::vector<Algo> cols{Algo::kDirectInline, Algo::kDirectSymmetric, Algo::kDirectStaged, Algo::kOneShot,
                                Algo::kGatherFold,   Algo::kPairwise,        Algo::kHierarchical,  Algo::kChainIdeal,
                                Algo::kNcclRing,     Algo::kNcclTree};
-  std::printf("# %s; %zu-byte slot, %d slots\n", describeParams(p).c_str(), base.slice_bytes, base.inter_host_slots);
+  if (base.waiting < 0) return usage("--waiting must be 0 or more");
+  std::printf("# %s; %zu-byte slot, %d slots; %.2f ranks waiting per core\n", describeParams(p).c_str(), base.slice_bytes,
+              base.inter_host_slots, base.waiting);
   std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
   for (Algo a : cols) std::printf("\t%s", algoName(a));
   std::printf("\thier-sliced\tslice\tideal-sliced\trules\trules-s\tchosen\tchosen-s\tchosen-slice\n");
