@@ -1,6 +1,6 @@
 #!/bin/bash
 # Init time with TCP connections made at init (OURO_LAZY_CONNECT=0) against lazily (1), and what
-# the first calls then pay (docs/PERFORMANCE.md "Lazy TCP connections"). N ranks on loopback, each
+# the first calls then pay (docs/ACROSS-HOSTS.md "Lazy TCP connections"). N ranks on loopback, each
 # on its own simulated host (OURO_HOSTID), so every pair talks TCP; OURO_ALGO=gather-fold.
 #   scripts/lazy_connect_init_time.sh BUILD_DIR N ROUNDS
 # Per job: the slowest and fastest rank's ouroCommInitRank seconds (the fastest is the last to

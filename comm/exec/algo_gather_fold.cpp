@@ -22,7 +22,7 @@
 //
 // Waits: the data of a rank on another host arrives through the kernel's network stack, which on
 // a busy or oversubscribed machine needs this core now and then (softirq work a spinning rank
-// holds off; docs/PERFORMANCE.md "Small all-reduce across hosts (#24)"). So between looks at the
+// holds off; docs/ACROSS-HOSTS.md "Small all-reduce across hosts (#24)"). So between looks at the
 // link this algorithm yields the CPU (sched_yield: about a microsecond when nothing else wants it).
 #include <sched.h>
 

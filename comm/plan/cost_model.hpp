@@ -1,7 +1,7 @@
 // The cost model (issue #24): what an all-reduce of S bytes per rank costs under each of ouro's
 // algorithms, and under NCCL's ring and tree with the same parameters, in the alpha-beta-gamma
 // style. Pure (no settings, no clock, standard library only), so ouro-bench and the simulation CLI
-// (bench/model) compile this very file: there is one model. docs/PERFORMANCE.md "Cost model (#24)"
+// (bench/model) compile this very file: there is one model. docs/ACROSS-HOSTS.md "Cost model (#24)"
 // states the formulas and what they leave out.
 //
 // Parameters: per link kind a per-message latency alpha [s] and a per-byte cost beta [s/B]; a

@@ -82,7 +82,7 @@ int hierarchyLag(int hosts, int inter_host_slots);
 // 2(H-1) hops of one slice before every host link is busy, so the slice shrinks until each rank's
 // chunk is at least kChainSlicesPerHop slices per hop of that fill (the fill is then at most about
 // a tenth of the call), but not below kChainMinSliceBytes, where a message's fixed cost begins to
-// show on a host link (docs/PERFORMANCE.md "The chain's return path (#24)").
+// show on a host link (docs/ACROSS-HOSTS.md "The chain's return path (#24)").
 // A power of two. The cost model's bestSliceBytes says the same for a calibrated link.
 constexpr int kChainSlicesPerHop = 8;
 constexpr size_t kChainMinSliceBytes = size_t(64) << 10;

@@ -20,7 +20,7 @@ constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
 // of data, 32 bytes over, where one-shot measured 442-496 us against gather-fold's 269). Each rank
 // receives the W-1 others' contributions, as one-shot does, but in ceil(log2 W) steps of one
 // message each way instead of W-1 messages; past a few KiB per rank the pairwise reduce-scatter's
-// 2(W-1)/W of the data wins on the host links (docs/PERFORMANCE.md "Small all-reduce across hosts
+// 2(W-1)/W of the data wins on the host links (docs/ACROSS-HOSTS.md "Small all-reduce across hosts
 // (#24)").
 constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
 // The cost model's pick replaces the rules' only when predicted at least this much faster: the

@@ -114,7 +114,7 @@ TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn",
   CHECK(predict(Algo::kPairwise, p, big, 8 << 20) == Approx(pairwise_alone));
   // And the model then prefers fewer, larger messages: pairwise's 2(n-1) steps at 2 KiB cost more
   // than gather-fold's 3 rounds (measured on 8 namespace hosts of one 2-CPU machine: 475 us
-  // against 121; docs/PERFORMANCE.md "Ranks that share cores").
+  // against 121; docs/ACROSS-HOSTS.md "Ranks that share cores").
   w.waiting = 0;
   CHECK(predict(Algo::kPairwise, p, w, 2048) < predict(Algo::kGatherFold, p, w, 2048) * 1.25);
   w.waiting = 3;
