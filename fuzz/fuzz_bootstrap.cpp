@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.rank != rank) __builtin_trap();
     ouro::PeerInfo again = ouro::PeerInfo::decode(p.encode(), rank);
     if (again.host_id != p.host_id || again.hostname != p.hostname || again.tcp_address != p.tcp_address ||
-        again.pid != p.pid)
+        again.pid != p.pid || again.cpu_mask != p.cpu_mask)
       __builtin_trap();
   } catch (const ouro::Error& e) {
     if (e.message().empty()) __builtin_trap();

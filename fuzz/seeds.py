@@ -31,8 +31,10 @@ write('store_protocol', 'responses', b'\1' + resp(0) + resp(0, b'value', 3) + re
 # Bootstrap records (comm/setup/bootstrap.cpp PeerInfo::encode) and failure records.
 def s(b):
     return struct.pack('<I', len(b)) + b
-def peer(rank, host_id, hostname, pid, tcp):
-    return struct.pack('<Iq', 0x4f55524f, rank) + s(host_id) + s(hostname) + struct.pack('<q', pid) + s(tcp)
+def peer(rank, host_id, hostname, pid, tcp, cpus=(0b11,)):
+    mask = list(cpus) + [0] * (16 - len(cpus))  # 16 words of the affinity mask
+    return (struct.pack('<Iq', 0x4f55524f, rank) + s(host_id) + s(hostname) + struct.pack('<q', pid) + s(tcp) +
+            struct.pack('<16Q', *mask))
 write('bootstrap', 'rank0', b'\0' + peer(0, b'node1/boot/netns:4026531992', b'node1', 1234, b'10.0.0.1:40000'))
 write('bootstrap', 'rank3-no-tcp', b'\3' + peer(3, b'h', b'h', 99, b''))
 write('bootstrap', 'job-error', b'\1' + b'5:rank 2: ouroCommInitRank: two processes claimed rank 2')

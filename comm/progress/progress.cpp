@@ -77,10 +77,9 @@ Progress::Progress(Setup setup)
     for (uint64_t w : all) usable_cpus += __builtin_popcountll(w);
   }
   // Several hosts on one machine (network namespaces, containers): all their ranks share its CPUs.
-  // Counted against the CPUs this process may use, the machine's as far as it can tell.
-  if (setup.machine_ranks > local_ranks && setup.machine_ranks > usable_cpus) {
+  if (setup.machine_ranks > local_ranks && setup.machine_ranks > setup.machine_cpus) {
     local_ranks = setup.machine_ranks;
-    usable_cpus = std::max(usable_cpus, hostTopology().hardware_threads);
+    usable_cpus = setup.machine_cpus;
   }
   policy_ = waitPolicyFor(local_ranks, usable_cpus);
   for (int p = 0; p < nranks_; p++) {

@@ -50,6 +50,7 @@ class Progress {
     // network-namespace hosts of one machine share its CPUs, and a wait that spins there holds
     // off the very peer, or the network stack's work, it waits for.
     int machine_ranks = 1;
+    int machine_cpus = 1;  // the union of those ranks' affinity masks
     // Local peers publish the call they are in (ControlBlock::current_call) and a timeout message
     // names it; otherwise the message names what a peer last announced over its link.
     bool peers_publish_calls = false;

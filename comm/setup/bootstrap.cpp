@@ -24,7 +24,7 @@ std::string PeerInfo::encode() const {
   w.str(hostname);
   w.i64(pid);
   w.str(tcp_address);
-  w.i64(cpus);
+  for (uint64_t word : cpu_mask) w.u64(word);
   return w.take();
 }
 
@@ -40,11 +40,10 @@ PeerInfo PeerInfo::decode(std::string_view bytes, int expected_rank) {
   p.hostname = r.str(4096);
   p.pid = int(r.i64());
   p.tcp_address = r.str(4096);
-  const int64_t cpus = r.i64();
+  bool any_cpu = false;
+  for (uint64_t& word : p.cpu_mask) any_cpu |= (word = r.u64()) != 0;
   r.expectDone();
-  if (cpus < 1 || cpus > (1 << 20))
-    raise(Result::kInternalError, "bootstrap record of rank %d gives %lld CPUs", expected_rank, (long long)cpus);
-  p.cpus = int(cpus);
+  if (!any_cpu) raise(Result::kInternalError, "bootstrap record of rank %d allows no CPU", expected_rank);
   if (p.rank != expected_rank)
     raise(Result::kInternalError, "bootstrap record stored for rank %d says rank %d", expected_rank, p.rank);
   return p;

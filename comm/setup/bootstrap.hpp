@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +25,9 @@ struct PeerInfo {
   std::string hostname;  // for messages
   int pid = 0;
   std::string tcp_address;  // "HOST:PORT" where this rank accepts transport connections ("" if none)
-  int cpus = 1;             // CPUs this process may run on (its machine's share of CPUs, as it sees it)
+  // CPUs this process may run on (sched_getaffinity; CPU i is bit i % 64 of word i / 64): the union
+  // over a machine's ranks is what they share.
+  std::array<uint64_t, 16> cpu_mask{1};  // CPU 0 until set
 
   std::string encode() const;
   // Decodes a record read from the store (bytes another process wrote): every length is bounded

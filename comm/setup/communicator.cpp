@@ -30,7 +30,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
   gethostname(host, sizeof(host) - 1);
   self.hostname = host;
   self.pid = int(::getpid());
-  self.cpus = hostTopology().hardware_threads;
+  self.cpu_mask = allowedCpuMask();
   // Listening before the exchange lets the bootstrap record carry this rank's TCP address.
   transport::tcp::Listener listener(listenerHost(*comm->store_));
   self.tcp_address = listener.address();

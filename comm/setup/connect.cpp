@@ -69,15 +69,28 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   }
   // Ranks per machine (all its hosts, e.g. network namespaces): this one's decides how waits
   // spin (Progress); the most crowded one's goes into the model, the same on every rank.
-  std::map<std::string, std::pair<int, int>> machines;  // machine -> (ranks, the most CPUs a rank saw)
+  // A machine's CPUs are the union of its ranks' affinity masks: ranks a launcher bound to a CPU
+  // each share nothing, and the ranks of 8 namespace hosts each bound to CPU 0 share one.
+  struct MachineLoad {
+    int ranks = 0;
+    std::array<uint64_t, 16> cpus{};
+    int cpuCount() const {
+      int n = 0;
+      for (uint64_t w : cpus) n += __builtin_popcountll(w);
+      return n;
+    }
+  };
+  std::map<std::string, MachineLoad> machines;
   for (const PeerInfo& p : m.peers) {
-    auto& [ranks, cpus] = machines[machineOf(p.host_id)];
-    ranks++;
-    cpus = std::max(cpus, p.cpus);
+    MachineLoad& load = machines[machineOf(p.host_id)];
+    load.ranks++;
+    for (size_t i = 0; i < load.cpus.size(); i++) load.cpus[i] |= p.cpu_mask[i];
   }
-  setup.machine_ranks = machines[machineOf(m.peers[size_t(rank)].host_id)].first;
+  const MachineLoad& mine = machines[machineOf(m.peers[size_t(rank)].host_id)];
+  setup.machine_ranks = mine.ranks;
+  setup.machine_cpus = mine.cpuCount();
   for (const auto& [machine, load] : machines)
-    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.first, load.second));
+    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, load.cpuCount()));
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
   ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};

@@ -252,4 +252,13 @@ TEST_CASE("hosts in network namespaces of one kernel are one machine") {
   // OURO_HOSTID by hand: a machine of its own.
   CHECK(machineOf("rack3-node17") == "rack3-node17");
   CHECK(machineOf(thisHostId()).find("netns") == std::string::npos);
+  // Each record carries its rank's affinity mask: the union over a machine is what its ranks share.
+  PeerInfo p;
+  p.rank = 2;
+  p.host_id = "box/1f2e-boot/netns:7";
+  p.cpu_mask[0] = 0b101;
+  p.cpu_mask[15] = uint64_t(1) << 63;  // CPU 1023
+  CHECK(PeerInfo::decode(p.encode(), 2).cpu_mask == p.cpu_mask);
+  p.cpu_mask = {};
+  CHECK_THROWS_WITH(PeerInfo::decode(p.encode(), 2), Catch::Contains("allows no CPU"));
 }
