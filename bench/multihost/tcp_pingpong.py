@@ -4,8 +4,10 @@
   tcp_pingpong.py serve ADDR PORT          echo 8-byte messages on one connection, then exit
   tcp_pingpong.py ping ADDR PORT COUNT     COUNT round trips (TCP_NODELAY); prints one line:
                                            "8-byte TCP round trip: min X us, median Y us (COUNT)"
-Bounded: the server serves one connection and stops when it closes or after 20 s of silence; the
-client gives up after 20 s per message.
+Both ends wait by polling the socket, as ouro's ranks poll their links: a blocking recv lets an
+idle virtual CPU halt, and its wake-up (40-90 us on this VM when nothing else runs) is not what a
+rank that spins or yields sees. Bounded: the server serves one connection and stops when it
+closes or after 20 s of silence; the client gives up after 20 s per message.
 """
 import socket
 import statistics
@@ -13,10 +15,17 @@ import sys
 import time
 
 
-def recv_exact(conn, n):
+def recv_exact(conn, n, limit_s=20):
+    """n bytes from a non-blocking socket, polled; None if the peer closed or was silent limit_s."""
     data = b""
+    deadline = time.monotonic() + limit_s
     while len(data) < n:
-        chunk = conn.recv(n - len(data))
+        try:
+            chunk = conn.recv(n - len(data))
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return None
+            continue
         if not chunk:
             return None
         data += chunk
@@ -28,7 +37,7 @@ def serve(addr, port):
         srv.settimeout(20)
         conn, _ = srv.accept()
         with conn:
-            conn.settimeout(20)
+            conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             while True:
                 msg = recv_exact(conn, 8)
@@ -48,6 +57,7 @@ def ping(addr, port, count):
     if conn is None:
         sys.exit(f"tcp_pingpong.py: cannot connect to {addr}:{port} (is the server running in the other host?)")
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.setblocking(False)
     rtts = []
     with conn:
         for _ in range(count):
