@@ -149,6 +149,7 @@ void NodeLink::run() {
       stop = stop_;
       watch_done = watch_done_;
     }
+    bool claim_lost = false;  // another node posted the failure first: its text may be on the way
     for (auto& [k, v] : out) {
       // The job's failure is the first one posted: a later node's (often a consequence, such as
       // a rank that lost its peer) must not overwrite it. The store has no compare-and-set, so a
@@ -156,7 +157,10 @@ void NodeLink::run() {
       if (!lost && k == kFailureKey) {
         long long claims = 0;
         if (ouroStoreAdd(store, (k + "#claim").c_str(), 1, &claims) != ouroSuccess) lost = true;
-        if (claims != 1) continue;
+        if (claims != 1) {
+          claim_lost = true;
+          continue;
+        }
       }
       if (!lost && ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) lost = true;
     }
@@ -164,7 +168,13 @@ void NodeLink::run() {
     int done = 0;
     if (!lost) {
       int present = 0;
-      if (ouroStoreCheck(store, kFailureKey, &present) != ouroSuccess) {
+      bool answered = ouroStoreCheck(store, kFailureKey, &present) == ouroSuccess;
+      // The first poster claims, then writes: after a lost claim, wait for its text (2 s at most).
+      for (int i = 0; answered && !present && claim_lost && i < 100; i++) {
+        ::usleep(20000);
+        answered = ouroStoreCheck(store, kFailureKey, &present) == ouroSuccess;
+      }
+      if (!answered) {
         lost = true;
       } else if (present) {
         char buf[1024] = {};
