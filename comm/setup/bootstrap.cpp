@@ -160,9 +160,16 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
   // 2b. Agree on what every rank's planner reads. Ranks that plan one call differently (another
   //     algorithm, a call check on one side only, another hierarchy threshold) would hang or fail
   //     in the middle of the call; refuse at init instead, naming both.
-  const std::string plan = strprintf("OURO_ALGO=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld",
-                                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))),
-                                     envInt("OURO_CHECK") != 0 ? 1 : 0, (long long)envInt("OURO_HIER_MIN_BYTES"));
+  //     A setting this rank cannot read fails the job, not this rank alone: the others would
+  //     otherwise wait for it until OURO_TIMEOUT_S.
+  std::string plan;
+  try {
+    plan = strprintf("OURO_ALGO=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld",
+                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))), envInt("OURO_CHECK") != 0 ? 1 : 0,
+                     (long long)envInt("OURO_HIER_MIN_BYTES"));
+  } catch (const Error& e) {
+    failJob(store, prefix, e.code(), strprintf("rank %d: %s: %s", rank, what, e.message().c_str()));
+  }
   const std::string agreed_plan = store.compareSet(prefix + "plan-settings", std::nullopt, plan);
   if (agreed_plan != plan)
     failJob(store, prefix, Result::kInvalidUsage,

@@ -235,4 +235,14 @@ TEST_CASE("lazy TCP: ranks started with different planning settings are all refu
       CHECK(test::contains(res.err, "every rank must plan each call alike"));
     }
   }
+  // A setting one rank cannot read fails every rank at once with that rank's message, rather than
+  // leaving the others to wait for it until OURO_TIMEOUT_S.
+  const auto results = runRanks(w, "small", {{"OURO_ALGO", "pairwise"}}, 3, {{"OURO_ALGO", "tree"}});
+  for (int r = 0; r < w.n; r++) {
+    const test::ProcessResult& res = results[size_t(r)];
+    INFO("rank " << r << " (rank 3 started with OURO_ALGO=tree): " << test::describe(res));
+    CHECK(res.exit_code == 1);
+    CHECK(test::contains(res.err, "rank 3: "));
+    CHECK(test::contains(res.err, "OURO_ALGO=tree is not one of"));
+  }
 }
