@@ -70,11 +70,9 @@ Progress::Progress(Setup setup)
     // the scheduler into every small call; see
     // docs/PERFORMANCE.md "Figures behind the code's constants").
     local_ranks = shm_->localCount();
-    uint64_t all[16] = {};
-    for (int local = 0; local < local_ranks; local++)
-      for (int w = 0; w < 16; w++) all[w] |= shm_->control(local)->allowed_cpus[w];
-    usable_cpus = 0;
-    for (uint64_t w : all) usable_cpus += __builtin_popcountll(w);
+    CpuMask all{};
+    for (int local = 0; local < local_ranks; local++) addCpus(&all, shm_->control(local)->allowed_cpus);
+    usable_cpus = cpuCount(all);
   }
   // Several hosts on one machine (network namespaces, containers): all their ranks share its CPUs.
   if (setup.machine_ranks > local_ranks && setup.machine_ranks > setup.machine_cpus) {

@@ -42,16 +42,6 @@ HostTopology discover() {
 
 }  // namespace
 
-std::array<uint64_t, 16> allowedCpuMask() {
-  std::array<uint64_t, 16> mask{};
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) CPU_SET(0, &allowed);
-  for (int cpu = 0; cpu < 1024 && cpu < CPU_SETSIZE; cpu++)
-    if (CPU_ISSET(cpu, &allowed)) mask[size_t(cpu / 64)] |= uint64_t(1) << (cpu % 64);
-  return mask;
-}
-
 const HostTopology& hostTopology() {
   static const HostTopology t = discover();
   return t;

@@ -2,7 +2,6 @@
 // built with it, else the affinity mask), which decides how long waits may spin.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 
@@ -15,10 +14,6 @@ struct HostTopology {
 };
 
 const HostTopology& hostTopology();
-
-// The CPUs this process may run on now (sched_getaffinity), CPU i at bit i % 64 of word i / 64
-// (CPU 0 alone if the call fails).
-std::array<uint64_t, 16> allowedCpuMask();
 
 // How a wait behaves before it blocks (see Progress::waitUntil): spin while the peers are likely
 // running on other cores, then yield so oversubscribed peers get the core, then sleep.

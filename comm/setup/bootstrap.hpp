@@ -7,14 +7,13 @@
 
 #include <functional>
 #include <memory>
-#include <array>
-#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "comm/setup/store/store.hpp"
 #include "core/clock.hpp"
+#include "core/cpu_mask.hpp"
 #include "core/error.hpp"
 
 namespace ouro {
@@ -27,7 +26,7 @@ struct PeerInfo {
   std::string tcp_address;  // "HOST:PORT" where this rank accepts transport connections ("" if none)
   // CPUs this process may run on (sched_getaffinity; CPU i is bit i % 64 of word i / 64): the union
   // over a machine's ranks is what they share.
-  std::array<uint64_t, 16> cpu_mask{1};  // CPU 0 until set
+  CpuMask cpu_mask{1};  // CPU 0 until set
 
   std::string encode() const;
   // Decodes a record read from the store (bytes another process wrote): every length is bounded

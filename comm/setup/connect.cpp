@@ -73,24 +73,19 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   // each share nothing, and the ranks of 8 namespace hosts each bound to CPU 0 share one.
   struct MachineLoad {
     int ranks = 0;
-    std::array<uint64_t, 16> cpus{};
-    int cpuCount() const {
-      int n = 0;
-      for (uint64_t w : cpus) n += __builtin_popcountll(w);
-      return n;
-    }
+    CpuMask cpus{};
   };
   std::map<std::string, MachineLoad> machines;
   for (const PeerInfo& p : m.peers) {
     MachineLoad& load = machines[machineOf(p.host_id)];
     load.ranks++;
-    for (size_t i = 0; i < load.cpus.size(); i++) load.cpus[i] |= p.cpu_mask[i];
+    addCpus(&load.cpus, p.cpu_mask);
   }
   const MachineLoad& mine = machines[machineOf(m.peers[size_t(rank)].host_id)];
   setup.machine_ranks = mine.ranks;
-  setup.machine_cpus = mine.cpuCount();
+  setup.machine_cpus = cpuCount(mine.cpus);
   for (const auto& [machine, load] : machines)
-    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, load.cpuCount()));
+    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, cpuCount(load.cpus)));
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
   ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};

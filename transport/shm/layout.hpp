@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cpu_mask.hpp"
 #include "transport/link.hpp"
 
 namespace ouro::transport::shm {
@@ -56,9 +57,9 @@ struct ControlBlock {
   uint64_t segment_bytes;
   int32_t pid;
   int32_t local_rank;
-  // The CPUs the owner may run on (sched_getaffinity, CPUs 0..1023): the local ranks share the
-  // union, which decides whether they oversubscribe it (a launcher may bind each to one CPU).
-  uint64_t allowed_cpus[16];
+  // The CPUs the owner may run on (core/cpu_mask.hpp): the local ranks share the union, which
+  // decides whether they oversubscribe it (a launcher may bind each to one CPU).
+  CpuMask allowed_cpus;
   // Futex word peers bump (and wake) when `sleeping` says the owner may be blocked.
   Padded32 doorbell;
   Padded32 sleeping;

@@ -1,6 +1,5 @@
 #include "transport/shm/shm_world.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -18,11 +17,7 @@ std::string ShmWorld::createOwn() {
   control->pid = int32_t(::getpid());
   control->local_rank = me_;
   control->cpu.value.store(kUnknownCpu, std::memory_order_relaxed);
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) CPU_SET(0, &allowed);
-  for (int cpu = 0; cpu < 1024 && cpu < CPU_SETSIZE; cpu++)
-    if (CPU_ISSET(cpu, &allowed)) control->allowed_cpus[cpu / 64] |= uint64_t(1) << (cpu % 64);
+  control->allowed_cpus = allowedCpuMask();
   control->magic = kSegmentMagic;
   std::string name = own.name();
   segments_[size_t(me_)] = std::move(own);
