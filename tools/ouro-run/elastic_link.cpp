@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "store_once.hpp"
+
 namespace ouro::run {
 namespace {
 
@@ -152,11 +154,12 @@ void ElasticLink::run() {
   auto set = [&](const std::string& k, const std::string& v) {
     if (ok && ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) ok = false;
   };
-  // First writer wins (postOnce): true when this call wrote k.
+  // First writer wins (postOnce, store_once.hpp): true when this call wrote k.
   auto setOnce = [&](const std::string& k, const std::string& v) {
-    if (add(k + "#claim", 1) != 1) return false;
-    set(k, v);
-    return ok;
+    if (!ok) return false;
+    const SetOnce r = storeSetOnce(store, k, v);
+    if (r == SetOnce::kStoreFailed) ok = false;
+    return r == SetOnce::kWritten;
   };
 
   // Joining: the round being joined, and where this node is in it.

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "store_once.hpp"
+
 namespace ouro::run {
 namespace {
 
@@ -151,18 +153,15 @@ void NodeLink::run() {
     }
     bool claim_lost = false;  // another node posted the failure first: its text may be on the way
     for (auto& [k, v] : out) {
-      // The job's failure is the first one posted: a later node's (often a consequence, such as
-      // a rank that lost its peer) must not overwrite it. The store has no compare-and-set, so a
-      // counter decides who writes.
-      if (!lost && k == kFailureKey) {
-        long long claims = 0;
-        if (ouroStoreAdd(store, (k + "#claim").c_str(), 1, &claims) != ouroSuccess) lost = true;
-        if (claims != 1) {
-          claim_lost = true;
-          continue;
-        }
+      if (lost) break;
+      // The job's failure is the first one posted (store_once.hpp); other keys are plain sets.
+      if (k == kFailureKey) {
+        const SetOnce r = storeSetOnce(store, k, v);
+        lost = r == SetOnce::kStoreFailed;
+        claim_lost = claim_lost || r == SetOnce::kTaken;
+      } else if (ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) {
+        lost = true;
       }
-      if (!lost && ouroStoreSet(store, k.c_str(), v.data(), v.size()) != ouroSuccess) lost = true;
     }
     std::string remote, first;
     int done = 0;
