@@ -143,6 +143,14 @@ double ncclTree(const Params& p, const World& w, size_t bytes) {
   return 2 * levels + 2 * S * k.beta + S * p.gamma;
 }
 
+// One whole number: "10", "2.5" (nothing before or after it).
+bool parseNumber(std::string_view v, double* out) {
+  const std::string s(v);
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return end != s.c_str() && *end == '\0';
+}
+
 bool parseLink(std::string_view v, LinkCost* out) {
   const std::string s(v);
   char* end = nullptr;
@@ -199,16 +207,12 @@ bool parseParams(std::string_view spec, Params* params, std::string* error) {
     else if (key == "tcp") ok = parseLink(value, &p.tcp);
     else if (key == "ib") ok = parseLink(value, &p.ib);
     else if (key == "reduce") {
-      const std::string s(value);
-      char* end = nullptr;
-      const double gbps = std::strtod(s.c_str(), &end);
-      ok = end != s.c_str() && *end == '\0' && gbps > 0;
+      double gbps = 0;
+      ok = parseNumber(value, &gbps) && gbps > 0;
       if (ok) p.gamma = 1.0 / (gbps * 1e9);
     } else if (key == "wake") {
-      const std::string s(value);
-      char* end = nullptr;
-      const double us = std::strtod(s.c_str(), &end);
-      ok = end != s.c_str() && *end == '\0' && us >= 0;
+      double us = 0;
+      ok = parseNumber(value, &us) && us >= 0;
       if (ok) p.wake = us * 1e-6;
     } else if (key == "net") {
       if (value == "shm") p.between_hosts = LinkKind::kShm;
