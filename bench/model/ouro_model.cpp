@@ -12,6 +12,8 @@
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
 //                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib;wake=US)]
 //                   [--waiting W (runnable ranks ahead of a woken one, World::waiting; 0: a core each)]
+//                   [--cpus C (every host on one machine of C CPUs, namespace hosts: World::machine_hosts
+//                    and machine_cpus, priced where the spec sets tcpcpu=GBPS)]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -89,7 +91,7 @@ size_t parseBytes(const std::string& s) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
-               "[--slot BYTES] [--slots N] [--model SPEC] [--waiting W]\n", why);
+               "[--slot BYTES] [--slots N] [--model SPEC] [--waiting W] [--cpus C]\n", why);
   return 2;
 }
 
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   Params p;
   // The simulation's default: 100 Gbit/s, 2 us between hosts; a fast inside of the host.
   std::string spec = "net=ib;ib=2,12.5;shm=0.5,100;reduce=100";
+  int cpus = 0;  // --cpus: one machine holds every host
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
     else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
     else if (a == "--model") spec = v;
     else if (a == "--waiting") base.waiting = std::atof(v.c_str());
+    else if (a == "--cpus") cpus = std::atoi(v.c_str());
     else return usage(("unknown flag " + a).c_str());
   }
   std::string err;
@@ -125,6 +129,8 @@ int main(int argc, char** argv) {
                                Algo::kGatherFold,   Algo::kPairwise,        Algo::kHierarchical,  Algo::kChainIdeal,
                                Algo::kNcclRing,     Algo::kNcclTree};
   if (base.waiting < 0) return usage("--waiting must be 0 or more");
+  if (cpus < 0) return usage("--cpus must be 0 (hosts of their own) or more");
+  base.machine_cpus = cpus;
   std::printf("# %s; %zu-byte slot, %d slots; %.2f ranks waiting per core\n", describeParams(p).c_str(), base.slice_bytes,
               base.inter_host_slots, base.waiting);
   std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
     World w = base;
     w.hosts = h;
     w.direct = h == 1;
+    if (cpus > 0) w.machine_hosts = h;
     for (size_t b = lo; b <= hi; b *= 2) {
       std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, algoName(plannedAlgorithm(w, b)),
                   algoName(bestOuro(p, w, b).algo));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace ouro::model {
 namespace {
@@ -143,6 +144,55 @@ double ncclTree(const Params& p, const World& w, size_t bytes) {
   return 2 * levels + 2 * S * k.beta + S * p.gamma;
 }
 
+// The CPU work of one rank in a call, in bytes, averaged over the ranks (every algorithm here is
+// symmetric but for which ranks' messages cross hosts): what it sends over TCP between hosts, what
+// it copies through shared memory, what it folds.
+struct RankWork {
+  double tcp = 0, shm = 0, fold = 0;
+};
+bool rankWork(Algo a, const World& w, double S, RankWork* out) {
+  const int n = w.ranks(), H = w.hosts, L = w.per_host;
+  RankWork r;
+  switch (a) {
+    case Algo::kOneShot: {
+      const double b = S + kDescriptorBytes;
+      r = {(n - L) * b, (L - 1) * b, (n - 1) * S};
+      break;
+    }
+    case Algo::kGatherFold:  // round dist: min(dist, L) of each host's L ranks send across
+      for (int dist = 1; dist < n; dist *= 2) {
+        const double b = double(std::min(dist, n - dist)) * (S + kDescriptorBytes);
+        const double across = double(std::min(dist, L)) / L;
+        r.tcp += across * b;
+        r.shm += (1 - across) * b;
+      }
+      r.fold = (n - 1) * S;
+      break;
+    case Algo::kPairwise: {  // reduce-scatter to every owner; the ring's one crossing link per host
+      const double blk = S / n;
+      r = {(n - L) * blk + (n - 1) * blk / L, (L - 1) * blk + (n - 1) * blk * (L - 1) / L, (n - 1) * blk};
+      break;
+    }
+    case Algo::kHierarchical:
+    case Algo::kChainIdeal: {  // S across each of the H-1 host boundaries, each way
+      const double chunk = S / L;
+      r = {2 * (H - 1) * S / n, 2 * (L - 1) * chunk, L * chunk};
+      break;
+    }
+    case Algo::kNcclRing: {  // 2(n-1)/n S a rank; H of the n ring links cross hosts
+      const double sent = 2.0 * (n - 1) / n * S;
+      r = {sent * H / n, sent * (n - H) / n, (n - 1.0) / n * S};
+      break;
+    }
+    case Algo::kNcclTree:  // 2S over each of the H-1 edges between hosts and the L-1 inside each
+      r = {2 * (H - 1) * S / n, 2.0 * (L - 1) * S / L, S};
+      break;
+    default: return false;
+  }
+  *out = r;
+  return true;
+}
+
 // One whole number: "10", "2.5" (nothing before or after it).
 bool parseNumber(std::string_view v, double* out) {
   const std::string s(v);
@@ -214,6 +264,10 @@ bool parseParams(std::string_view spec, Params* params, std::string* error) {
       double us = 0;
       ok = parseNumber(value, &us) && us >= 0;
       if (ok) p.wake = us * 1e-6;
+    } else if (key == "tcpcpu") {
+      double gbps = 0;
+      ok = parseNumber(value, &gbps) && gbps >= 0;
+      if (ok) p.tcp_cpu = gbps * 1e9;
     } else if (key == "net") {
       if (value == "shm") p.between_hosts = LinkKind::kShm;
       else if (value == "tcp") p.between_hosts = LinkKind::kTcp;
@@ -225,8 +279,8 @@ bool parseParams(std::string_view spec, Params* params, std::string* error) {
     if (!ok) {
       if (error)
         *error = "'" + std::string(entry) +
-                 "' is not a model entry; give shm=|tcp=|ib=ALPHA_US,GBPS, reduce=GBPS, net=shm|tcp|ib or wake=US, separated "
-                 "by ';'";
+                 "' is not a model entry; give shm=|tcp=|ib=ALPHA_US,GBPS, reduce=GBPS, net=shm|tcp|ib, wake=US or tcpcpu=GBPS, "
+                 "separated by ';'";
       return false;
     }
   }
@@ -241,12 +295,30 @@ std::string describeParams(const Params& p) {
                   1e-9 / p.link(k).beta, k == p.between_hosts ? " (between hosts)" : "");
     return std::string(b);
   };
-  char r[80];
+  char r[128];
   std::snprintf(r, sizeof r, "reduce %.2f GB/s; wake %.1f us", 1e-9 / p.gamma, p.wake * 1e6);
+  if (p.tcp_cpu > 0)
+    std::snprintf(r + std::strlen(r), sizeof r - std::strlen(r), "; TCP %.2f GB/s a CPU", p.tcp_cpu * 1e-9);
   return link(LinkKind::kShm) + "; " + link(LinkKind::kTcp) + "; " + link(LinkKind::kIb) + "; " + r;
 }
 
+double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes) {
+  RankWork r;
+  if (p.tcp_cpu <= 0 || w.machine_cpus <= 0 || w.hosts < 2 || p.between_hosts != LinkKind::kTcp ||
+      !rankWork(a, w, double(bytes), &r))
+    return 0;
+  const double machine_ranks = double(std::min(w.machine_hosts, w.hosts)) * w.per_host;
+  // A shared-memory message keeps two CPUs busy for beta a byte (copied in and out at once, in
+  // slots): 2 beta of CPU. tcp_cpu already counts both ends.
+  return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
+}
+
 double predict(Algo a, const Params& p, const World& w, size_t bytes) {
+  const double t = predictLinks(a, p, w, bytes);
+  return t >= kNotApplicable ? t : std::max(t, machineCpuSeconds(a, p, w, bytes));
+}
+
+double predictLinks(Algo a, const Params& p, const World& w, size_t bytes) {
   const int n = w.ranks();
   const double S = double(bytes);
   if (n == 1) return a == Algo::kCopy ? S * p.shm.beta : kNotApplicable;

@@ -15,6 +15,13 @@
 // about `wake` per rank ahead of it, so a message costs alpha + max(transfer, waiting * wake): a
 // transfer that lasts longer hides the wait. Zero ranks ahead (a cluster) leaves the model as above.
 //
+// The machine's CPUs (tcp_cpu, off unless set): TCP between hosts costs CPU time at both ends, in
+// the kernel's stack, and hosts that share a machine (namespace hosts, containers) share its CPUs
+// for it. Where tcp_cpu is set, a call takes at least the CPU work of the most crowded machine's
+// ranks (their TCP bytes at tcp_cpu per CPU, their shared-memory copies at 2 beta_shm, their folds
+// at gamma) spread over its CPUs: on 2 CPUs carrying 8 namespace hosts, 10 Gbit/s links are never
+// full (docs/ACROSS-HOSTS.md).
+//
 // The world: H hosts of L ranks each, placed host by host (ranks of host h are h*L .. h*L+L-1).
 #pragma once
 
@@ -39,6 +46,8 @@ struct Params {
   LinkCost ib{2e-6, 1.0 / 12.5e9};     // InfiniBand between hosts (100 Gbit/s)
   double gamma = 1.0 / 8e9;            // s per byte folded (one source into the accumulator)
   double wake = 7e-6;                  // s per runnable rank ahead of a woken one (World::waiting)
+  double tcp_cpu = 0;                  // B/s of TCP between hosts that one CPU carries, the work of
+                                       // both ends counted (0: the CPUs are not priced)
   LinkKind between_hosts = LinkKind::kTcp;
 
   const LinkCost& link(LinkKind k) const { return k == LinkKind::kShm ? shm : k == LinkKind::kTcp ? tcp : ib; }
@@ -48,6 +57,7 @@ struct Params {
 
 // Reads a model spec (ouro-model --model) on top of *params: entries separated by ';' or ' ':
 //   shm=ALPHA_US,GBPS  tcp=ALPHA_US,GBPS  ib=ALPHA_US,GBPS  reduce=GBPS  net=shm|tcp|ib  wake=US
+//   tcpcpu=GBPS (Params::tcp_cpu; 0 turns the CPU bound off)
 // (GB/s in 1e9 bytes per second). "" keeps base. Returns false and says why in *error.
 bool parseParams(std::string_view spec, Params* params, std::string* error);
 // One line: "shm 1.0 us 8.0 GB/s; tcp 15.0 us 12.5 GB/s (between hosts); ...; reduce 8.0 GB/s".
@@ -64,6 +74,8 @@ struct World {
   size_t hier_min_bytes = size_t(1) << 20;  // OURO_HIER_MIN_BYTES
   double waiting = 0;                  // runnable ranks ahead of a woken one on its core:
                                        // machine ranks / CPUs - 1 when above 0 (machineWaiting)
+  int machine_hosts = 1;               // hosts on the machine with the most of them (Params::tcp_cpu)
+  int machine_cpus = 0;                // that machine's CPUs (0: unknown, no CPU bound)
   int ranks() const { return hosts * per_host; }
 };
 
@@ -93,9 +105,16 @@ inline double machineWaiting(int machine_ranks, int cpus) {
   return cpus > 0 && machine_ranks > cpus ? double(machine_ranks) / cpus - 1 : 0;
 }
 
+// The CPU work bound alone (Params::tcp_cpu): seconds the most crowded machine's CPUs need for
+// the call's TCP bytes, copies and folds under algorithm `a`; 0 where it does not apply (tcp_cpu
+// unset, one host, links between hosts that are not TCP, or the direct algorithms).
+double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes);
+
 // Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
 // on this world (direct across hosts, one-shot or gather-fold past one slot, ...).
+// With Params::tcp_cpu, the larger of the links' time (predictLinks) and machineCpuSeconds.
 double predict(Algo a, const Params& p, const World& w, size_t bytes);
+double predictLinks(Algo a, const Params& p, const World& w, size_t bytes);
 
 // The algorithm the planner picks under OURO_ALGO=auto (comm/plan/planner.cpp's rules, mirrored;
 // tests/comm/test_cost_model.cpp holds the two to the same answers).

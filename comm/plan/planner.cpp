@@ -170,6 +170,8 @@ bool Planner::modelWorld(model::World* out) const {
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;
   w.waiting = world_.machine_waiting;
+  w.machine_hosts = world_.machine_hosts;
+  w.machine_cpus = world_.machine_cpus;
   *out = w;
   return true;
 }

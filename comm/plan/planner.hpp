@@ -27,6 +27,10 @@ struct PlannerWorld {
   // The model's World::waiting on the world's most crowded machine (its ranks, every host on it,
   // per CPU): computed from the membership, so every rank plans with the same figure.
   double machine_waiting = 0;
+  // The machine with the most hosts of the world (namespace hosts of one machine share its CPUs
+  // for their TCP): its hosts and CPUs, the model's World::machine_hosts and machine_cpus.
+  int machine_hosts = 1;
+  int machine_cpus = 0;
   DirectWrites direct_writes;
   // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, host all-reduce plans
   // carry its predicted time, and under OURO_ALGO=auto the all-reduces over links take the

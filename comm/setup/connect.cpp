@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "comm/setup/transports.hpp"
 #include "core/env.hpp"
@@ -74,18 +75,27 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   struct MachineLoad {
     int ranks = 0;
     CpuMask cpus{};
+    std::set<std::string> hosts;
   };
   std::map<std::string, MachineLoad> machines;
   for (const PeerInfo& p : m.peers) {
     MachineLoad& load = machines[machineOf(p.host_id)];
     load.ranks++;
     addCpus(&load.cpus, p.cpu_mask);
+    load.hosts.insert(p.host_id);
   }
   const MachineLoad& mine = machines[machineOf(m.peers[size_t(rank)].host_id)];
   setup.machine_ranks = mine.ranks;
   setup.machine_cpus = cpuCount(mine.cpus);
-  for (const auto& [machine, load] : machines)
+  for (const auto& [machine, load] : machines) {
     world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, cpuCount(load.cpus)));
+    // The bound is hosts / CPUs times one host's work: the machine with the most hosts a CPU.
+    const int hosts = int(load.hosts.size()), cpus = cpuCount(load.cpus);
+    if (cpus > 0 && (world.machine_cpus == 0 || double(hosts) / cpus > double(world.machine_hosts) / world.machine_cpus)) {
+      world.machine_hosts = hosts;
+      world.machine_cpus = cpus;
+    }
+  }
 
   // Every peer goes to the first transport in the table that accepts it (comm/setup/transports.cpp).
   ConnectContext ctx{store, prefix, rank, nranks, m, listener, deadline, mode, out, {}, {}, {}};

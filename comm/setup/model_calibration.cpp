@@ -175,7 +175,7 @@ std::string hostName() {
 
 std::string formatModelSpec(const model::Params& p) {
   auto link = [](const model::LinkCost& c) { return strprintf("%.17g,%.17g", c.alpha * 1e6, 1e-9 / c.beta); };
-  return "shm=" + link(p.shm) + ";tcp=" + link(p.tcp) + ";ib=" + link(p.ib) + strprintf(";reduce=%.17g;wake=%.17g", 1e-9 / p.gamma, p.wake * 1e6) +
+  return "shm=" + link(p.shm) + ";tcp=" + link(p.tcp) + ";ib=" + link(p.ib) + strprintf(";reduce=%.17g;wake=%.17g;tcpcpu=%.17g", 1e-9 / p.gamma, p.wake * 1e6, p.tcp_cpu * 1e-9) +
          ";net=" + model::linkKindName(p.between_hosts);
 }
 

@@ -127,6 +127,50 @@ TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn",
   CHECK(describeParams(q).find("wake 12.5 us") != std::string::npos);
 }
 
+TEST_CASE("cost model: hosts that share a machine's CPUs carry their TCP at tcpcpu a CPU", "[cost_model]") {
+  Params p = simple();
+  p.tcp = {4e-6, 0.8e-9};  // 1.25 GB/s: 10 Gbit/s links
+  p.shm = {1e-6, 1e-10};
+  p.gamma = 1e-11;
+  World w = grid(4, 1);
+  const size_t S = size_t(256) << 20;
+  const double links = predict(Algo::kPairwise, p, w, S);
+  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  // Off until tcpcpu is set, and where the machine's CPUs are unknown.
+  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  p.tcp_cpu = 1e9;
+  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  // 4 namespace hosts on 2 CPUs (measured: 2.03 GB/s of TCP for the machine, 795 ms at 256 MiB;
+  // the links alone give 330): each rank sends 2 x 3/4 S over TCP and folds 3/4 S.
+  w.machine_hosts = 4;
+  w.machine_cpus = 2;
+  const double cpu = 4 * (1.5 * double(S) / 1e9 + 0.75 * double(S) * 1e-11) / 2;
+  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu));
+  CHECK(predict(Algo::kPairwise, p, w, S) == Approx(cpu));
+  CHECK(predict(Algo::kPairwise, p, w, S) > 2 * links);
+  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  // The chain: S each way across each of the 3 host boundaries, 6 S for the machine.
+  CHECK(machineCpuSeconds(Algo::kHierarchical, p, w, S) == Approx(4 * (6.0 * double(S) / 4 / 1e9 + double(S) * 1e-11) / 2));
+  // A small call stays the links' (alpha) cost: the bound is bytes.
+  CHECK(predict(Algo::kGatherFold, p, w, 8) == predictLinks(Algo::kGatherFold, p, w, 8));
+  // Hosts with a machine each (a cluster): each host's own CPUs carry its share.
+  w.machine_hosts = 1;
+  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu / 4));
+  // InfiniBand between hosts: no TCP stack to price.
+  w.machine_hosts = 4;
+  p.between_hosts = LinkKind::kIb;
+  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  Params q;
+  std::string err;
+  REQUIRE(parseParams("tcpcpu=1.1", &q, &err));
+  CHECK(q.tcp_cpu == Approx(1.1e9));
+  CHECK(describeParams(q).find("TCP 1.10 GB/s a CPU") != std::string::npos);
+  REQUIRE(parseParams("tcpcpu=0", &q, &err));
+  CHECK(q.tcp_cpu == 0);
+  CHECK_FALSE(parseParams("tcpcpu=-1", &q, &err));
+  CHECK_FALSE(parseParams("tcpcpu=fast", &q, &err));
+}
+
 TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   Params p = simple();
   p.shm = {0.5e-6, 1e-12};  // a fast inside of the host, so the host links set the pace

@@ -270,6 +270,22 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
   CHECK(by_rules > 0);
 }
 
+TEST_CASE("planner: the model prices the CPUs of a machine whose hosts share them (#24)", "[planner]") {
+  // 4 namespace hosts on one 2-CPU machine (init counts them by boot id): with tcpcpu set, a large
+  // call's prediction is the machine's CPU work, not the links' time.
+  PlannerWorld w = modelled(4, 1, "tcp=4,1.25;shm=1,10;reduce=45;tcpcpu=1");
+  const size_t floats = size_t(64) << 20;  // 256 MiB
+  const double links = Planner(w).planHost(call(CollKind::kAllReduce, floats)).predicted_s;
+  w.machine_hosts = 4;
+  w.machine_cpus = 2;
+  const Plan plan = Planner(w).planHost(call(CollKind::kAllReduce, floats));
+  model::World shape = modelShape(4, 1);
+  shape.machine_hosts = 4;
+  shape.machine_cpus = 2;
+  CHECK(plan.predicted_s == Approx(model::predict(model::Algo::kPairwise, w.model_params, shape, 256 << 20)));
+  CHECK(plan.predicted_s > 2 * links);
+}
+
 TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the plan carries the prediction", "[planner]") {
   Planner named(modelled(4, 1, "tcp=50,10", AlgoSetting::kPairwise));
   const Plan p = named.planHost(call(CollKind::kAllReduce, 2));
