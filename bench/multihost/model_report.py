@@ -5,11 +5,12 @@
   model_report.py spec --line '# model: ...' --rate-gbps G
         an OURO_MODEL spec from ouro-bench's "# model:" line (the probe's parameters), with the
         host link's rate capped at G (tbf's burst lets the probe's 256 KiB transfers pass at the
-        veth's speed)
+        veth's speed); --tcp-cpu-gbps C adds tcpcpu=C (the machine's CPUs priced)
   model_report.py collect --json RUN.json --csv measured.csv --rate R --hosts H --per-host L
         --system S --spec SPEC --load LOAD          appends one CSV row per measured size
   model_report.py merge --into OUT --from OUT2 --systems "mpich"
-        replaces those systems' rows of OUT/measured.csv by OUT2's (a rerun of some systems)
+        replaces those systems' rows of OUT/measured.csv by OUT2's, at the rates OUT2 measured
+        (a rerun of some systems or rates)
   model_report.py report --dir OUT --model-bin BUILD/bench/ouro-model
         reads OUT/measured.csv, writes OUT/table.csv, OUT/report.md and OUT/model_vs_measured.png
 
@@ -18,7 +19,8 @@ Judged per point (configuration, size), as the issue asks:
   planner      = the named run of the algorithm auto picked / the best named run (<= 1.10),
                  and auto's own run / the best named run
   wire         = at 256 MiB, auto's busbw / the model's link-rate limit for the algorithm it ran
-                 (the model with no latency, free local links and folds: >= 90%)
+                 (the model with no latency, free local links and folds: >= 90%); where the spec
+                 prices the machine's CPUs (tcpcpu), also against that limit with them
   peers        = the best peer's time / auto's time (>= 2x), or auto's busbw within 10% of the
                  wire's limit (wire_busbw: the tbf rate x (2(n-1)/n) / (2(H-1)/H), what any
                  all-reduce gets when each host link carries its least, 2(H-1)/H S each way)
@@ -47,7 +49,7 @@ def rate_gbps(rate):
     return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8e9
 
 
-def spec_from_line(line, cap, alpha_us=None):
+def spec_from_line(line, cap, alpha_us=None, tcp_cpu=0.0):
     links = {k: (float(a), float(b)) for k, a, b in re.findall(r"\b(shm|tcp|ib) ([0-9.]+) us ([0-9.]+) GB/s", line)}
     red = re.search(r"reduce ([0-9.]+) GB/s", line)
     if "tcp" not in links or "shm" not in links or not red:
@@ -56,7 +58,8 @@ def spec_from_line(line, cap, alpha_us=None):
     tcp_a, tcp_b = links["tcp"]
     if alpha_us is not None:
         tcp_a = alpha_us
-    return f"shm={shm_a:g},{shm_b:g};tcp={tcp_a:g},{min(tcp_b, cap):g};reduce={float(red.group(1)):g};net=tcp"
+    spec = f"shm={shm_a:g},{shm_b:g};tcp={tcp_a:g},{min(tcp_b, cap):g};reduce={float(red.group(1)):g};net=tcp"
+    return spec + (f";tcpcpu={tcp_cpu:g}" if tcp_cpu > 0 else "")
 
 
 def collect(a):
@@ -82,10 +85,12 @@ def collect(a):
 
 def merge(a):
     systems = set(a.systems.split())
-    keep = [r for r in csv.DictReader(open(os.path.join(a.into, "measured.csv"))) if r["system"] not in systems]
     new = [r for r in csv.DictReader(open(os.path.join(a.src, "measured.csv"))) if r["system"] in systems]
     if not new:
         sys.exit(f"model_report.py: {a.src}/measured.csv has no rows of {sorted(systems)}")
+    replaced = {(r["system"], r["rate"]) for r in new}  # only the rates the rerun measured
+    keep = [r for r in csv.DictReader(open(os.path.join(a.into, "measured.csv")))
+            if (r["system"], r["rate"]) not in replaced]
     with open(os.path.join(a.into, "measured.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, FIELDS)
         w.writeheader()
@@ -114,11 +119,13 @@ def wire_busbw(rate, hosts, per_host):
     return rate_gbps(rate) * (2 * (n - 1) / n) / (2 * (hosts - 1) / hosts)
 
 
-def link_limit(model_bin, hosts, per_host, rate, algo, size):
-    """The model's busbw for `algo` with only the host link's rate: no latency, free local links and folds."""
-    spec = f"net=tcp;tcp=0.001,{rate_gbps(rate):g};shm=0.001,100000;reduce=100000"
+def link_limit(model_bin, hosts, per_host, rate, algo, size, tcp_cpu=0.0, cpus=0):
+    """The model's busbw for `algo` with only the host link's rate: no latency, free local links and folds.
+    With tcp_cpu and cpus: the machine's CPUs carrying every host's TCP too (the spec's tcpcpu)."""
+    spec = f"net=tcp;tcp=0.001,{rate_gbps(rate):g};shm=0.001,100000;reduce=100000;tcpcpu={tcp_cpu:g}"
     out = subprocess.run([model_bin, "--hosts", str(hosts), "--per-host", str(per_host), "--min", str(size),
-                          "--max", str(size), "--model", spec], check=True, capture_output=True, text=True).stdout
+                          "--max", str(size), "--model", spec, "--cpus", str(cpus if tcp_cpu > 0 else 0)],
+                         check=True, capture_output=True, text=True).stdout
     lines = out.splitlines()
     head = lines[1].split("\t")
     row = dict(zip(head, lines[2].split("\t")))
@@ -142,6 +149,10 @@ def load(path):
 
 def report(a):
     rows = load(os.path.join(a.dir, "measured.csv"))
+    cpus = 0  # the machine's CPUs (machine.txt: "N CPUs; ..."), for the limit with tcpcpu
+    if os.path.exists(os.path.join(a.dir, "machine.txt")):
+        m = re.match(r"(\d+) CPUs", open(os.path.join(a.dir, "machine.txt")).read())
+        cpus = int(m.group(1)) if m else 0
     # (rate, hosts, per_host) -> size -> system -> row; named ouro rows only where that algorithm ran.
     pts = {}
     for r in rows:
@@ -184,13 +195,17 @@ def report(a):
             if auto and size == max(pts[cfg]) and size >= (256 << 20):
                 lim = link_limit(a.model_bin, cfg[1], cfg[2], cfg[0], auto["model_algo"], size)
                 t["limit_busbw"], t["auto_of_limit"] = lim, auto["busbw"] / lim
+                m = re.search(r"tcpcpu=([0-9.]+)", auto["spec"] or "")
+                if m and float(m.group(1)) > 0 and cpus:
+                    lim = link_limit(a.model_bin, cfg[1], cfg[2], cfg[0], auto["model_algo"], size, float(m.group(1)), cpus)
+                    t["cpu_limit_busbw"], t["auto_of_cpu_limit"] = lim, auto["busbw"] / lim
             table.append(t)
 
     cols = ["rate", "hosts", "per_host", "size", "load1", "pick", "auto_us", "model_us", "model_err", "auto_busbw",
             "best_algo", "best_us", "pick_over_best", "auto_over_best"] + \
            [f"{s}_us" for s in OURO_NAMED] + [f"{s}_model_err" for s in OURO_NAMED] + \
            [f"{s}_us" for s in PEERS] + ["best_peer", "best_peer_us", "peer_over_auto", "wire_busbw", "auto_of_wire",
-                                         "limit_busbw", "auto_of_limit"]
+                                         "limit_busbw", "auto_of_limit", "cpu_limit_busbw", "auto_of_cpu_limit"]
     with open(os.path.join(a.dir, "table.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, cols, extrasaction="ignore")
         w.writeheader()
@@ -232,6 +247,8 @@ def report(a):
         if lim:
             l0 = lim[0]
             limtxt = f"{l0['auto_busbw']:.3f} / {l0['limit_busbw']:.3f} = {l0['auto_of_limit'] * 100:.0f}%"
+            if l0.get("auto_of_cpu_limit") is not None:
+                limtxt += f" (with the CPUs: / {l0['cpu_limit_busbw']:.3f} = {l0['auto_of_cpu_limit'] * 100:.0f}%)"
         frac = lambda xs, ok: f"{sum(1 for x in xs if ok(x))}/{len(xs)}" if xs else "-"
         summ.append(
             f"| {cfg[1]}x{cfg[2]} {cfg[0]} | {min(loads):.1f}-{max(loads):.1f} | {len(ts)} | "
@@ -306,6 +323,7 @@ def main():
     p.add_argument("--line", required=True)
     p.add_argument("--rate-gbps", type=float, required=True)
     p.add_argument("--alpha-us", default="probe", help="the host link's latency in us, or 'probe' (the line's)")
+    p.add_argument("--tcp-cpu-gbps", type=float, default=0.0, help="tcpcpu: TCP a CPU carries (0: not priced)")
     p = sub.add_parser("collect")
     for k in ("json", "csv", "rate", "hosts", "per-host", "system", "spec", "load"):
         p.add_argument("--" + k, required=True)
@@ -320,7 +338,7 @@ def main():
     if a.cmd == "rate":
         print(f"{rate_gbps(a.rate):g}")
     elif a.cmd == "spec":
-        print(spec_from_line(a.line, a.rate_gbps, None if a.alpha_us == "probe" else float(a.alpha_us)))
+        print(spec_from_line(a.line, a.rate_gbps, None if a.alpha_us == "probe" else float(a.alpha_us), a.tcp_cpu_gbps))
     elif a.cmd == "collect":
         collect(a)
     elif a.cmd == "merge":
