@@ -54,6 +54,15 @@ class Link {
   // sent kAbort or its connection ended, and kInternalError for a malformed header.
   virtual bool tryRecv(ReceivedMessage* out) = 0;
   virtual void releaseRecv() = 0;
+  // The header of the next message, left where it is (the next tryRecv returns it), for a
+  // receive that has not chosen its sender yet (ouroRecvAny): kMessage with *out set, kNothing
+  // when nothing has arrived, kUnsupported where the link cannot look without receiving
+  // (InfiniBand). Only between messages: not while a received message is held.
+  enum class Peek { kNothing, kMessage, kUnsupported };
+  virtual Peek peekHeader(MessageHeader* out) {
+    (void)out;
+    return Peek::kUnsupported;
+  }
 
   // Copy-saving variants (TCP, where every byte already costs two kernel copies):
   // - postSendFrom sends `data` itself rather than the slot trySendSlot returned (which must still

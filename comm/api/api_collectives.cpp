@@ -290,6 +290,36 @@ ouroResult_t ouroRecv(void* recvbuff, size_t count, ouroDataType_t datatype, int
   return pointToPoint("ouroRecv", false, recvbuff, count, datatype, peer, comm, stream);
 }
 
+ouroResult_t ouroRecvAny(void* recvbuff, size_t count, ouroDataType_t datatype, int* peer, ouroComm_t comm,
+                         ouroStream_t stream) {
+  const char* call = "ouroRecvAny";
+  return guard(call, comm, [&] {
+    Communicator& c = requireCommunicator(comm, call);
+    DataType t = checkedType(c, call, datatype);
+    requireArg(peer != nullptr, "rank %d: %s: peer is NULL; pass an int for the sender's rank", c.rank(), call);
+    *peer = -1;
+    if (stream)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s: receiving from any rank is blocking: pass stream NULL (it runs on the caller's thread)",
+            c.rank(), call);
+    if (t_group_depth > 0)
+      raise(Result::kInvalidUsage,
+            "rank %d: %s inside ouroGroupStart/ouroGroupEnd: a receive from any rank cannot be grouped; call it "
+            "outside the group",
+            c.rank(), call);
+    if (c.size() < 2)
+      raise(Result::kInvalidUsage, "rank %d: %s: the communicator has no other rank to receive from", c.rank(), call);
+    size_t bytes = checkedBytes(c, call, count, t, 1);
+    requireArg(bytes == 0 || recvbuff, "rank %d: %s: recvbuff is NULL with count %zu", c.rank(), call, count);
+    checkKinds(c, comm, nullptr, call, {{"recvbuff", bytes ? recvbuff : nullptr}});
+    c.progress().requireUsable(call);
+    const uint64_t ticket = c.issue();
+    int source = -1;
+    c.runInTurn(ticket, [&] { source = runHostRecvAny(c, static_cast<std::byte*>(recvbuff), bytes); });
+    *peer = source;
+  });
+}
+
 ouroResult_t ouroGroupStart(void) {
   t_group_depth++;
   return ouroSuccess;

@@ -34,5 +34,8 @@ void runGatherFold(const HostCall& call);
 void runHierarchicalAllReduce(const HostCall& call);
 // Moves every transfer to completion together, in order per peer and direction.
 void runTransfers(Progress& progress, std::vector<Transfer>& transfers);
+// ouroRecvAny: waits for a send to this rank from any other rank, receives it into
+// [buffer, buffer + bytes) and returns its sender (comm/exec/transfers.cpp).
+int receiveFromAny(Progress& progress, std::byte* buffer, size_t bytes);
 
 }  // namespace ouro

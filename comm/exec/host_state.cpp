@@ -58,4 +58,11 @@ void runHostTransfers(Communicator& comm, std::vector<Transfer>& transfers) {
   progress.runCall(CollKind::kSendRecv, [&] { runTransfers(progress, transfers); });
 }
 
+int runHostRecvAny(Communicator& comm, std::byte* buffer, size_t bytes) {
+  Progress& progress = comm.progress();
+  int source = -1;
+  progress.runCall(CollKind::kSendRecv, [&] { source = receiveFromAny(progress, buffer, bytes); });
+  return source;
+}
+
 }  // namespace ouro

@@ -68,5 +68,7 @@ void runHostCollective(Communicator& comm, const CollArgs& args);
 void runHostCollective(HostState& state, const CollArgs& args);
 // Runs send/recv transfers together (ouroGroupStart/End semantics).
 void runHostTransfers(Communicator& comm, std::vector<Transfer>& transfers);
+// Receives the next send to this rank from any rank (ouroRecvAny); returns the sender.
+int runHostRecvAny(Communicator& comm, std::byte* buffer, size_t bytes);
 
 }  // namespace ouro

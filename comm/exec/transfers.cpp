@@ -160,4 +160,75 @@ void runTransfers(Progress& e, std::vector<Transfer>& transfers) {
   if (!first_error.empty()) throw Error(Result::kInvalidUsage, first_error);
 }
 
+int receiveFromAny(Progress& e, std::byte* buffer, size_t bytes) {
+  // The sender is the first rank found whose next message to this rank is the send its next
+  // receive expects (a message of this pair's next number): looked at without receiving it
+  // (Link::peekHeader), so choosing costs no send anything. A rank whose next message belongs to
+  // something else (a collective it is ahead in) is passed over, and so is a rank that has ended
+  // (a sender may exit once its sends are out, as with MPI_ANY_SOURCE): only when every other
+  // rank has ended does the receive fail, or when one failed (its abort message). Then it is an
+  // ordinary receive from the chosen rank.
+  const int n = e.size();
+  int source = -1;
+  std::vector<char> gone(size_t(n), 0);
+  std::string last_failure;
+  auto look = [&] {
+    int alive = 0;
+    for (int p = 0; p < n && source < 0; p++) {
+      if (p == e.rank() || gone[size_t(p)]) continue;
+      transport::Link& l = e.link(p);
+      MessageHeader h;
+      transport::Link::Peek seen;
+      try {
+        seen = l.peekHeader(&h);
+      } catch (const Error& err) {
+        if (err.code() != Result::kRemoteError) throw;
+        gone[size_t(p)] = 1;  // its connection ended: it sends nothing more
+        last_failure = err.message();
+        continue;
+      }
+      if (seen == transport::Link::Peek::kMessage && h.kind == uint32_t(MessageKind::kAbort)) {
+        ReceivedMessage m;
+        l.tryRecv(&m);  // a rank that failed fails this receive too: throws its reason
+      }
+      if (seen == transport::Link::Peek::kUnsupported)
+        raise(Result::kInvalidUsage,
+              "rank %d: ouroRecvAny: the link to rank %d (%s) cannot show a waiting message without receiving it; "
+              "receiving from any rank works over shared memory and TCP: name the sender (ouroRecv) here",
+              e.rank(), p, l.transportName());
+      if (seen == transport::Link::Peek::kNothing && e.localPeerGone(p)) {
+        gone[size_t(p)] = 1;
+        last_failure = strprintf("rank %d exited", p);
+        continue;
+      }
+      alive++;
+      if (seen == transport::Link::Peek::kMessage && h.kind == uint32_t(MessageKind::kData) &&
+          h.call == e.peekRecvCall(p))
+        source = p;
+    }
+    if (source < 0 && alive == 0)
+      raise(Result::kRemoteError,
+            "rank %d: ouroRecvAny: no other rank can send to this rank any more (the last to end: %s); every "
+            "receive needs a send",
+            e.rank(), last_failure.c_str());
+    return source >= 0;
+  };
+  auto waited_on = [&] {  // the ranks that may still send; an ended one is not a failure here
+    std::vector<int> peers;
+    for (int p = 0; p < n; p++)
+      if (p != e.rank() && !gone[size_t(p)] && !e.localPeerGone(p)) peers.push_back(p);
+    return peers;
+  };
+  e.waitUntil(look, waited_on);
+  std::vector<Transfer> one(1);
+  Transfer& t = one[0];
+  t.peer = source;
+  t.buffer = buffer;
+  t.bytes = bytes;
+  t.call = e.nextRecvCall(source);
+  t.what = strprintf("recv #%llu from rank %d (ouroRecvAny)", (unsigned long long)t.call, source);
+  runTransfers(e, one);
+  return source;
+}
+
 }  // namespace ouro

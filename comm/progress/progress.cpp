@@ -298,6 +298,11 @@ void Progress::checkPeers(const std::vector<int>& waited_on) {
   }
 }
 
+bool Progress::localPeerGone(int peer) const {
+  const int local = shm_local_index_[size_t(peer)];
+  return peer != rank_ && local >= 0 && processGone(pidfds_[size_t(peer)], shm_->control(local)->pid);
+}
+
 std::string Progress::lastSeen(int peer) const {
   uint64_t packed = peer_last_call_[size_t(peer)];
   int local = shm_local_index_[size_t(peer)];

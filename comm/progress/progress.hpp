@@ -88,6 +88,8 @@ class Progress {
 
   uint64_t nextSendCall(int peer) { return send_calls_[size_t(peer)]++; }
   uint64_t nextRecvCall(int peer) { return recv_calls_[size_t(peer)]++; }
+  // The number nextRecvCall(peer) will give, without taking it (ouroRecvAny looks before it chooses).
+  uint64_t peekRecvCall(int peer) const { return recv_calls_[size_t(peer)]; }
 
   // ---- for the algorithms ----
   using MissingFn = std::function<std::vector<int>()>;
@@ -103,6 +105,9 @@ class Progress {
   uint64_t call() const { return call_; }
   // Records what a peer last announced (links family), for timeout messages.
   void sawPeerCall(int peer, CollKind kind, uint64_t call);
+  // A rank on this host whose process has ended (exited or killed); false for other hosts' ranks,
+  // whose links report it. ouroRecvAny passes over such ranks instead of failing on them.
+  bool localPeerGone(int peer) const;
 
  private:
   void beginCall(CollKind kind);

@@ -130,6 +130,14 @@ ouroResult_t ouroSend(const void* sendbuff, size_t count, ouroDataType_t datatyp
                       ouroStream_t stream);
 ouroResult_t ouroRecv(void* recvbuff, size_t count, ouroDataType_t datatype, int peer, ouroComm_t comm,
                       ouroStream_t stream);
+/* Receives the next send to this rank from any other rank (MPI_ANY_SOURCE; torch's recv without
+ * src): the first rank found with such a send waiting, which *peer is set to. An extension of
+ * NCCL's API. Blocking: stream must be NULL (it runs on the caller's thread), and it cannot be
+ * part of a group. Host memory; over shared memory and TCP (ouroInvalidUsage where a link to a
+ * possible sender is InfiniBand). count and datatype must match the send's, as for ouroRecv.
+ * Ranks that have exited are passed over; it fails when every other rank has, or one failed. */
+ouroResult_t ouroRecvAny(void* recvbuff, size_t count, ouroDataType_t datatype, int* peer, ouroComm_t comm,
+                         ouroStream_t stream);
 ouroResult_t ouroGroupStart(void); /* sends/recvs issued until ouroGroupEnd run together */
 ouroResult_t ouroGroupEnd(void);
 ouroResult_t ouroBarrier(ouroComm_t comm);

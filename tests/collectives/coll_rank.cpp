@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
   else if (m == "stall") rc = runStall(r);
   else if (m == "die") rc = runDie(r);
   else if (m == "late") rc = runLate(r);
+  else if (m == "anysource") rc = runAnySource(r);
   else usage(("unknown mode " + m).c_str());
 
   if (r.comm) mustSucceed(ouroCommDestroy(r.comm), "ouroCommDestroy", nullptr);

@@ -143,6 +143,7 @@ int runStall(Rank& rank);
 int runDie(Rank& rank);
 int runLate(Rank& rank);
 int runCanonical(Rank& rank);  // rank_canonical.cpp
+int runAnySource(Rank& rank);  // rank_anysource.cpp
 
 CommView worldView(const Rank& rank);
 

@@ -221,6 +221,33 @@ TEST_CASE("all-to-all, grouped send/recv and barrier", "[alltoall]") {
     }
 }
 
+TEST_CASE("ouroRecvAny takes each send from whichever rank it comes", "[alltoall]") {
+  // Shared memory, eager TCP and lazy TCP (a rank that receives from any rank dials them all).
+  const Config lazy{"OURO_TRANSPORT=tcp, OURO_LAZY_CONNECT=1", {{"OURO_TRANSPORT", "tcp"}, {"OURO_LAZY_CONNECT", "1"}},
+                    Init::kTcp};
+  const Config eager{"OURO_TRANSPORT=tcp, OURO_LAZY_CONNECT=0, OURO_TCP_SOCKETS=2",
+                     {{"OURO_TRANSPORT", "tcp"}, {"OURO_LAZY_CONNECT", "0"}, {"OURO_TCP_SOCKETS", "2"}},
+                     Init::kTcp};
+  for (const Config* cfg : {&kDefault, &lazy, &eager})
+    for (int n : {1, 2, 4}) {
+      Run run = launch(n, *cfg, {"--mode", "anysource"});
+      if (allPassed(run) && n > 1) {
+        // Every rank received in its turn, and rank 0 twice before (small, then 1 MiB).
+        for (int r = 0; r < n; r++) {
+          INFO(run.label << ": rank " << r);
+          CHECK(linesWith(run.ranks[size_t(r)].out, "ANY " + std::to_string(r)).size() == (r == 0 ? 3u : 1u));
+        }
+      }
+      report(run);
+    }
+  // Senders that end are passed over; none left is an error at once.
+  for (const Config* cfg : {&kDefault, &lazy}) {
+    Run run = launch(3, *cfg, {"--mode", "anysource", "--variant", "exit"});
+    allPassed(run);
+    report(run);
+  }
+}
+
 TEST_CASE("communicators from ouroCommSplit used in turns with the world", "[split]") {
   for (const Config* cfg : {&kDefault, &kTcp})
     for (int n : {1, 2, 3, 5, 8}) {

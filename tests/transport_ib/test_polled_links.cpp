@@ -2,7 +2,8 @@
 // to poll (as InfiniBand's completion queues): two ranks on two threads in one process, joined by
 // an in-memory fake link pair (test-only), each with its progress service, planner and host
 // algorithm state. Collectives complete only because the waits call progress(); a link whose peerAlive() turns false ends a wait with kRemoteError
-// naming the peer instead of waiting for the timeout.
+// naming the peer instead of waiting for the timeout. A receive from any rank (ouroRecvAny) is
+// refused over such a link, which cannot show a waiting message without receiving it.
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/exec/algorithms.hpp"
 #include "comm/exec/host_state.hpp"
 #include "core/error.hpp"
 
@@ -183,4 +185,20 @@ TEST_CASE("a link whose peer is no longer alive ends the wait with kRemoteError 
   CHECK(message.find("link to rank 1") != std::string::npos);
   CHECK(message.find("failed: fake queue pair error event") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));  // well before the 20 s limit
+}
+
+TEST_CASE("a receive from any rank is refused over a link that cannot show a waiting message", "[ib]") {
+  // InfiniBand's links (as this fake) cannot look at a message without receiving it
+  // (Link::peekHeader: kUnsupported): ouroRecvAny says so instead of taking a message blindly.
+  auto wire = std::make_shared<Wire>();
+  PolledLink* link = nullptr;
+  std::unique_ptr<FakeRank> rank = makeEngine(0, wire, &link);
+  float x = 0;
+  try {
+    receiveFromAny(*rank->progress, reinterpret_cast<std::byte*>(&x), sizeof x);
+    FAIL("receiveFromAny did not refuse");
+  } catch (const Error& e) {
+    CHECK(e.code() == Result::kInvalidUsage);
+    CHECK(e.message().find("rank 1 (fake-polled) cannot show a waiting message") != std::string::npos);
+  }
 }

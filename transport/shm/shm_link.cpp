@@ -67,6 +67,12 @@ bool ShmLink::tryRecv(ReceivedMessage* out) {
   return true;
 }
 
+Link::Peek ShmLink::peekHeader(MessageHeader* out) {
+  if (acquire(recv_.tail) == recv_head_) return Peek::kNothing;
+  *out = slotHeader(recv_, recv_head_)->message;
+  return Peek::kMessage;
+}
+
 void ShmLink::releaseRecv() {
   release(recv_.head, ++recv_head_);
   ring(peer_control_);

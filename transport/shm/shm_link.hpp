@@ -20,6 +20,7 @@ class ShmLink final : public Link {
   void postSend(const MessageHeader& header) override;
   bool tryRecv(ReceivedMessage* out) override;
   void releaseRecv() override;
+  Peek peekHeader(MessageHeader* out) override;
   void sendAbort(const std::string&) override {}  // shm peers read our ControlBlock::aborted
 
  private:

@@ -229,6 +229,14 @@ bool LazyTcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capac
   }
 }
 
+Link::Peek LazyTcpLink::peekHeader(MessageHeader* out) {
+  if (!connected()) {
+    std::lock_guard lock(mesh_->mutex());
+    if (!connect(false)) return Peek::kNothing;
+  }
+  return link_.peekHeader(out);
+}
+
 bool LazyTcpLink::progress() {
   // Called for every link on every pass of every wait: a link that is neither dialing nor waiting
   // to hear from its peer takes no lock and makes no system call here.

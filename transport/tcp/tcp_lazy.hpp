@@ -114,6 +114,7 @@ class LazyTcpLink final : public Link {
   void postSendFrom(const MessageHeader& header, const std::byte* data) override { link_.postSendFrom(header, data); }
   bool tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) override;
   void releaseRecv() override { link_.releaseRecv(); }
+  Peek peekHeader(MessageHeader* out) override;
   bool progress() override;
   bool sendsPending() const override { return link_.sendsPending(); }
   void sendAbort(const std::string& reason) override;

@@ -166,6 +166,25 @@ bool TcpLink::tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity)
   return true;
 }
 
+Link::Peek TcpLink::peekHeader(MessageHeader* out) {
+  OURO_ASSERT(!recv_held_);
+  if (!canRecv()) return Peek::kNothing;
+  if (dead_) connectionLost("receiving", 0);
+  // The header bytes the decoder has (none between messages), then the rest looked at in the
+  // socket without taking them (MSG_PEEK): the next tryRecvInto reads them as it always does.
+  const size_t have = recv_.headerBytes();
+  MessageHeader h = recv_.header();
+  if (have < sizeof h) {
+    const int fd = recv_fds_[messages_received_ % recv_fds_.size()];
+    const ssize_t r = ::recv(fd, reinterpret_cast<std::byte*>(&h) + have, sizeof h - have, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) connectionLost("receiving", 0);
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) connectionLost("receiving", errno);
+    if (r < ssize_t(sizeof h - have)) return Peek::kNothing;
+  }
+  *out = h;
+  return Peek::kMessage;
+}
+
 void TcpLink::releaseRecv() {
   OURO_ASSERT(recv_held_);
   recv_held_ = false;

@@ -38,6 +38,7 @@ class TcpLink final : public Link {
   void postSendFrom(const MessageHeader& header, const std::byte* data) override;
   bool tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) override;
   void releaseRecv() override;
+  Peek peekHeader(MessageHeader* out) override;
   bool progress() override;
   bool sendsPending() const override;
   void sendAbort(const std::string& reason) override;

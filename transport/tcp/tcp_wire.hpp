@@ -66,6 +66,8 @@ class FrameDecoder {
   bool received(size_t n, std::byte* dst, size_t capacity, std::string* why);
   bool complete() const { return got_ >= sizeof(MessageHeader) && wanted() == 0; }
   const MessageHeader& header() const { return header_; }
+  // Header bytes received so far (the first of them are in header()).
+  size_t headerBytes() const { return got_ < sizeof(MessageHeader) ? got_ : sizeof(MessageHeader); }
   std::byte* payload() const { return target_; }
   // Starts the next frame.
   void reset() { got_ = 0; target_ = nullptr; }
