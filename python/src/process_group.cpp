@@ -400,13 +400,32 @@ void ProcessGroupOuro::monitoredBarrier(const c10d::BarrierOptions& opts, bool) 
 }
 
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recvAnysource(TensorList&, int) {
-  // Why not (docs/PYTORCH.md, Known limits): ouro pairs every receive with one named sender, a
-  // small send completes before its receive is posted, and nothing in the C API shows a pending
-  // message; finding the sender would take an announcement by every send.
-  throw std::runtime_error(who("recv") +
-                           ": receiving from any source (recv without src) is not supported: ouro matches every "
-                           "receive with one sender; pass src=, or use gloo for this receive");
+c10::intrusive_ptr<c10d::Work> ProcessGroupOuro::recvAnysource(TensorList& tensors, int) {
+  // ouroRecvAny: blocking (it runs on this thread once every earlier call has run), so the work
+  // comes back complete as far as ouro goes; it still completes through the completion thread,
+  // after the works before it, as every work does. Its sourceRank() is the sender.
+  const std::string me = who("recv");
+  requireCount(tensors.size(), 1, me, "the tensor list");
+  requireCpuDense(tensors[0], me, "the tensor");
+  at::Tensor buffer = stage(tensors[0]);
+  const Wire w = movementWire(buffer.scalar_type());
+  Pending p{{buffer}, tensors, [buffer, tensors]() mutable { copyBack(buffer, tensors[0]); }};
+  std::lock_guard lock(issue_mu_);
+  issueDeferredLocked();  // issue order is the order the caller made the calls
+  auto work = c10::make_intrusive<WorkOuro>(getRank(), c10d::OpType::RECVANYSOURCE, "ouro:recvAnySource", tensors,
+                                            std::move(p), deferred_issue_, false);
+  int source = -1;
+  std::exception_ptr error;
+  try {
+    checkOuro(ouroRecvAny(buffer.data_ptr(), wireCount(buffer, w), w.dtype, &source, comm_, nullptr));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (source >= 0) work->setSourceRank(source);
+  work->markIssued(error);
+  completer_->push(Batch{nullptr, {work}});
+  if (error) std::rethrow_exception(error);
+  return work;
 }
 
 }  // namespace ouro::torch_backend

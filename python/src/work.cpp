@@ -189,12 +189,12 @@ void Completer::run() {
     // Future callbacks (DDP's comm hooks) run here and may queue more work: not under the lock.
     std::exception_ptr stream_error;
     try {
-      checkOuro(ouroStreamSynchronize(batch.stream));
+      if (batch.stream) checkOuro(ouroStreamSynchronize(batch.stream));
     } catch (const std::exception& e) {
       stream_error = std::make_exception_ptr(std::runtime_error(e.what()));
     }
     for (auto& work : batch.works) work->complete(stream_error);
-    pool_.release(batch.stream);
+    if (batch.stream) pool_.release(batch.stream);
     batch.works.clear();
     lock.lock();
     busy_ = false;

@@ -117,7 +117,7 @@ class WorkOuro : public c10d::Work {
 
 // Works whose ouro calls were queued on one stream.
 struct Batch {
-  ouroStream_t stream;
+  ouroStream_t stream;  // NULL: the works' calls already ran on the caller's thread (ouroRecvAny)
   std::vector<c10::intrusive_ptr<WorkOuro>> works;
 };
 

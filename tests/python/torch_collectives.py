@@ -189,7 +189,24 @@ def p2p_checks():
         t = torch.zeros(4, dtype=torch.int16)
         dist.recv(t, 0)
         check(torch.equal(t, value(0, 4, torch.int16)), "send/recv int16")
-    check.raises(lambda: dist.recv(torch.zeros(2)), ["any source", "src="], "recv without src refused")
+    # Without src (ouroRecvAny): rank 0 takes one send from every other rank by recv and one by
+    # irecv, in whatever order they come, and learns each sender.
+    if RANK == 0:
+        seen = []
+        for k in range(2 * (WORLD - 1)):
+            t = torch.zeros(3)
+            if k % 2 == 0:
+                src = dist.recv(t)
+            else:
+                work = dist.irecv(t)
+                work.wait()
+                src = work._source_rank()
+            check(torch.equal(t, torch.full((3,), float(src))), f"recv without src: the data of rank {src}")
+            seen.append(src)
+        check(sorted(seen) == sorted(list(range(1, WORLD)) * 2), "recv without src: every rank twice", str(seen))
+    else:
+        dist.send(torch.full((3,), float(RANK)), 0)
+        dist.send(torch.full((3,), float(RANK)), 0)
 
 
 def async_checks():

@@ -118,9 +118,8 @@ def issued_at_destroy():
 
 def source_rank_and_eager_send():
     """A named receive's work gives its src (irecv(...)._source_rank(), as gloo); and a small send
-    completes before its receive is posted, the fact that keeps a receive from any source out of
-    reach of the binding (docs/PYTORCH.md, Known limits): a sender cannot help a receiver that
-    posts later, and ouro shows the receiver no pending message."""
+    completes before its receive is posted: a sender cannot help a receiver that posts later, which
+    is why a receive from any source (ouroRecvAny) looks at the links' pending messages instead."""
     if RANK == 1:
         dist.send(torch.full((3,), 7.0), 0)  # returns although rank 0 has not posted its receive
         dist.barrier()
