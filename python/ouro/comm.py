@@ -192,6 +192,14 @@ class Comm:
         self._c.recv(buf, buf.size, code, int(source))
         return _finish(result, original)
 
+    def recv_any(self, out):
+        """Receives the next send to this rank from any rank into `out` (ouroRecvAny): returns
+        (out, the sender's rank)."""
+        result, original = _output(out, out.shape, out.dtype, "recv_any")
+        buf, code = _movement(result)
+        source = self._c.recv_any(buf, buf.size, code)
+        return _finish(result, original), source
+
     def barrier(self):
         self._c.barrier()
 

@@ -207,5 +207,12 @@ PYBIND11_MODULE(_ouro, m) {
              void* b = bufferFor(buf, count, dtype, true, "the array", "recv");
              callOuro([&] { return ouroRecv(b, count, ouroDataType_t(dtype), peer, c.live("recv"), nullptr); });
            })
+      .def("recv_any",
+           [](Communicator& c, py::buffer buf, size_t count, int dtype) {
+             void* b = bufferFor(buf, count, dtype, true, "the array", "recv_any");
+             int source = -1;
+             callOuro([&] { return ouroRecvAny(b, count, ouroDataType_t(dtype), &source, c.live("recv_any"), nullptr); });
+             return source;
+           })
       .def("barrier", [](Communicator& c) { callOuro([&] { return ouroBarrier(c.live("barrier")); }); });
 }

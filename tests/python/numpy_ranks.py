@@ -95,6 +95,17 @@ got = comm.recv(np.zeros(3), (r - 1) % n) if r % 2 == 1 else None
 if r % 2 == 1:
     check(np.array_equal(got, value(r - 1, 3, np.float64)), "send/recv")
 comm.barrier()
+# recv_any: rank 0 takes one send from every other rank, whichever comes first.
+if r == 0:
+    senders = []
+    for _ in range(n - 1):
+        got, src = comm.recv_any(np.zeros(3))
+        check(np.array_equal(got, value(src, 3, np.float64)), f"recv_any: the data of rank {src}")
+        senders.append(src)
+    check(sorted(senders) == list(range(1, n)), "recv_any: every other rank once", str(senders))
+else:
+    comm.send(value(r, 3, np.float64), 0)
+comm.barrier()
 
 # Errors: a mismatched call raises ouro.Error (a RuntimeError) with ouro's message.
 try:
