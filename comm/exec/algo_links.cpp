@@ -193,7 +193,8 @@ class OverLinks {
 
   // ---- slices over links: the driver, one channel ----
   void runDriver() {
-    const kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
+    kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
+    call.lookahead = 1;  // every host link has 2 slots or more (OURO_SHM_SLOTS, OURO_TCP_SLOTS, OURO_IB_SLOTS)
     LinkPrims prims(e_, a_);
     kernels::runCollective(prims, call);
   }
