@@ -196,11 +196,6 @@ int receiveFromAny(Progress& e, std::byte* buffer, size_t bytes) {
               "rank %d: ouroRecvAny: the link to rank %d (%s) cannot show a waiting message without receiving it; "
               "receiving from any rank works over shared memory and TCP: name the sender (ouroRecv) here",
               e.rank(), p, l.transportName());
-      if (seen == transport::Link::Peek::kNothing && e.localPeerGone(p)) {
-        gone[size_t(p)] = 1;
-        last_failure = strprintf("rank %d exited", p);
-        continue;
-      }
       alive++;
       if (seen == transport::Link::Peek::kMessage && h.kind == uint32_t(MessageKind::kData) &&
           h.call == e.peekRecvCall(p))
@@ -213,10 +208,21 @@ int receiveFromAny(Progress& e, std::byte* buffer, size_t bytes) {
             e.rank(), last_failure.c_str());
     return source >= 0;
   };
-  auto waited_on = [&] {  // the ranks that may still send; an ended one is not a failure here
+  // The ranks that may still send, asked once a check period (not on every look: whether a
+  // process has ended is a system call). A local rank that has ended and left nothing in its link
+  // is passed over from then on; one that ended is not a failure here.
+  auto waited_on = [&] {
     std::vector<int> peers;
-    for (int p = 0; p < n; p++)
-      if (p != e.rank() && !gone[size_t(p)] && !e.localPeerGone(p)) peers.push_back(p);
+    for (int p = 0; p < n; p++) {
+      if (p == e.rank() || gone[size_t(p)]) continue;
+      MessageHeader h;
+      if (e.localPeerGone(p) && e.link(p).peekHeader(&h) == transport::Link::Peek::kNothing) {
+        gone[size_t(p)] = 1;
+        last_failure = strprintf("rank %d exited", p);
+        continue;
+      }
+      peers.push_back(p);
+    }
     return peers;
   };
   e.waitUntil(look, waited_on);

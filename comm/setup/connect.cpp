@@ -88,9 +88,9 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   setup.machine_ranks = mine.ranks;
   setup.machine_cpus = cpuCount(mine.cpus);
   for (const auto& [machine, load] : machines) {
-    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, cpuCount(load.cpus)));
-    // The bound is hosts / CPUs times one host's work: the machine with the most hosts a CPU.
     const int hosts = int(load.hosts.size()), cpus = cpuCount(load.cpus);
+    world.machine_waiting = std::max(world.machine_waiting, model::machineWaiting(load.ranks, cpus));
+    // The CPU bound is hosts / CPUs times one host's work: the machine with the most hosts a CPU.
     if (cpus > 0 && (world.machine_cpus == 0 || double(hosts) / cpus > double(world.machine_hosts) / world.machine_cpus)) {
       world.machine_hosts = hosts;
       world.machine_cpus = cpus;
