@@ -64,6 +64,12 @@ void CommOps::allReduceSumInt64(int64_t* buf, size_t count, const std::string& w
   });
 }
 
+void CommOps::allReduceMinInt64(int64_t* buf, size_t count, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroAllReduce(buf, buf, count, ouroInt64, ouroMin, comm_->handle(), s), comm_->handle());
+  });
+}
+
 void CommOps::allReduceSumDouble(double* buf, size_t count, const std::string& what) {
   run(false, what, [&](ouroStream_t s) {
     ouro::check(ouroAllReduce(buf, buf, count, ouroFloat64, ouroSum, comm_->handle(), s), comm_->handle());

@@ -35,6 +35,7 @@ class CommOps {
   void allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what);
   // Blocking, in place.
   void allReduceSumInt64(int64_t* buf, size_t count, const std::string& what);
+  void allReduceMinInt64(int64_t* buf, size_t count, const std::string& what);
   void allReduceSumDouble(double* buf, size_t count, const std::string& what);
   void allReduceMaxFloat(float* buf, size_t count, const std::string& what);
   void reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what);

@@ -6,10 +6,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "parallel/nonfinite_gradients.hpp"
+
 namespace ouro::trainer {
 
-FixedPointGradients::FixedPointGradients(Precision precision, size_t count, int virtual_ranks, int local)
-    : count_(count), virtual_ranks_(virtual_ranks) {
+FixedPointGradients::FixedPointGradients(Precision precision, size_t count, int virtual_ranks, int local,
+                                         int first_virtual)
+    : count_(count), virtual_ranks_(virtual_ranks), first_virtual_(first_virtual) {
   if (virtual_ranks < 1 || local < 1)
     throw std::invalid_argument("FixedPointGradients: " + std::to_string(virtual_ranks) + " virtual ranks, " +
                                 std::to_string(local) + " local micro-batches: both must be at least 1");
@@ -26,7 +29,14 @@ FixedPointGradients::FixedPointGradients(Precision precision, size_t count, int 
 void FixedPointGradients::reduce(CommOps& comm) {
   const size_t blocks = block_max_.size();
   std::fill(block_max_.begin(), block_max_.end(), 0.0f);
-  for (PrecisionArray& g : micro_) {
+  // A NaN or an infinity has no place on an integer grid (nearbyint(NaN) converted to int64 is
+  // undefined): the block it is in gets +Inf as its largest value, which the max all-reduce
+  // hands to every rank, so every rank stops below (nonfinite_gradients.hpp).
+  NonFiniteKey nonfinite;
+  for (size_t j = 0; j < micro_.size(); j++) {
+    const PrecisionArray& g = micro_[j];
+    bool is_nan = false;
+    const int64_t bad = firstNonFinite(g.at(0), count_, g.precision(), &is_nan);
     g.load(0, scratch_.data(), count_);
     for (size_t b = 0; b < blocks; b++) {
       const size_t end = std::min(count_, (b + 1) * kBlock);
@@ -34,13 +44,21 @@ void FixedPointGradients::reduce(CommOps& comm) {
       for (size_t i = b * kBlock; i < end; i++) m = std::max(m, std::fabs(scratch_[i]));
       block_max_[b] = m;
     }
+    if (bad >= 0) {
+      nonfinite.note(first_virtual_ + int64_t(j), bad, is_nan, count_);
+      block_max_[size_t(bad) / kBlock] = INFINITY;
+    }
   }
   comm.allReduceMaxFloat(block_max_.data(), blocks, "the largest gradient of each block (fixed-point sum)");
+  if (std::any_of(block_max_.begin(), block_max_.end(), [](float m) { return !std::isfinite(m); })) {
+    nonfinite.agree(comm);
+    const int64_t v = nonfinite.origin(count_), element = nonfinite.element(count_);
+    throw NonFiniteGradient("fixed-point gradient sum: " + std::string(nonfinite.isNan() ? "NaN" : "an infinity") +
+                                " at element " + std::to_string(element) + " of virtual rank " + std::to_string(v) +
+                                "'s micro-batch gradient",
+                            v, element, nonfinite.isNan());
+  }
   for (size_t b = 0; b < blocks; b++) {
-    if (!std::isfinite(block_max_[b]))
-      throw std::runtime_error("fixed-point gradient sum: block " + std::to_string(b) + " (elements " +
-                               std::to_string(b * kBlock) + "..) holds a gradient that is not finite: the loss "
-                               "diverged; lower --lr");
     int e = 0;
     std::frexp(block_max_[b], &e);  // block_max < 2^e (0 gives e = 0)
     shift_[b] = 62 - headroom_bits_ - e;

@@ -42,15 +42,18 @@ class FixedPointGradients {
  public:
   static constexpr size_t kBlock = 256;
 
-  // count: parameters; virtual_ranks: V (>= 1); local: micro-batches this rank computes per step.
-  FixedPointGradients(Precision precision, size_t count, int virtual_ranks, int local);
+  // count: parameters; virtual_ranks: V (>= 1); local: micro-batches this rank computes per step,
+  // the first of them virtual rank first_virtual.
+  FixedPointGradients(Precision precision, size_t count, int virtual_ranks, int local, int first_virtual = 0);
 
   // Where micro-batch j (0 .. local - 1) of this rank writes its gradient (count elements, flat
   // layout, compute precision).
   PrecisionArray& microBatch(int j) { return micro_[size_t(j)]; }
 
   // Steps 1-3 over the micro-batches' gradients: collective over comm (nothing to do in a world
-  // of one). Afterwards mean() gives every element.
+  // of one). Afterwards mean() gives every element. A NaN or infinity in any rank's micro-batch
+  // throws NonFiniteGradient on every rank, the same one (nonfinite_gradients.hpp): the lowest
+  // virtual rank holding one, and its first element.
   void reduce(CommOps& comm);
   // The mean gradient of elements [offset, offset + n) into out (fp32).
   void mean(size_t offset, size_t n, float* out) const;
@@ -60,6 +63,7 @@ class FixedPointGradients {
  private:
   size_t count_;
   int virtual_ranks_;
+  int first_virtual_;                // this rank's first micro-batch's virtual rank
   int headroom_bits_;                // ceil(log2 V)
   std::vector<PrecisionArray> micro_;  // one per local micro-batch
   std::vector<float> block_max_;     // per block: the largest |g| (after reduce: over every rank)

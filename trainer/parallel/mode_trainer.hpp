@@ -20,6 +20,7 @@
 #include "parallel/comm_ops.hpp"
 #include "parallel/fixed_point_gradients.hpp"
 #include "parallel/mode_hooks.hpp"
+#include "parallel/nonfinite_gradients.hpp"
 #include "parallel/shard_plan.hpp"
 #include "parallel/trainer.hpp"
 #include "parallel/unit_compute.hpp"
@@ -67,6 +68,13 @@ class ModeTrainer final : public Trainer {
   // point over every rank (fixed_point_gradients.hpp) into virtual_grads_; the loss summed in
   // micro-batch order.
   void virtualRanksGradients(const Rows& data, StepResult& result);
+  // Default path, after finishGradients(): every rank's piece of the reduced gradient looked at
+  // for NaN and infinities, then the ranks agree on the first one anybody saw (its own gradient,
+  // noted in backwardMicroBatch, or the sum); throws NonFiniteGradient on every rank if any.
+  void checkReducedGradients();
+  // Rethrows e (its element and origin) naming the step, the tensor and the rank or micro-batch.
+  [[noreturn]] void stopOnNonFinite(const NonFiniteGradient& e);
+  size_t paramCount() const { return compute_.model().paramCount(); }
   // The 2-norm of the averaged gradient (every group's owned piece; summed exactly over the ranks
   // when they are sharded).
   double gradientNorm();
@@ -100,6 +108,7 @@ class ModeTrainer final : public Trainer {
   std::unique_ptr<FixedPointGradients> fixed_;  // the micro-batches' gradients and their sum
   std::vector<float> virtual_grads_;            // the owned shard of the mean gradient, fp32
   int64_t steps_ = 0;
+  NonFiniteKey nonfinite_;  // the default path's first NaN or infinity of the step
   std::vector<std::vector<float>> exported_state_;  // ownedOptimizerState()'s storage
 };
 

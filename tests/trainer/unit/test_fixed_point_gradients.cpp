@@ -97,6 +97,17 @@ TEST_CASE("fixed-point gradient mean: bf16 micro-batches, zeros, and a diverged 
   const std::vector<float> mean = fixedPointMean(g, Precision::kBf16);
   for (size_t i = 512; i < 768; i++) CHECK(mean[i] == 0.0f);
   CHECK(std::isfinite(mean[0]));
-  g[1][4000] = INFINITY;
-  CHECK_THROWS_WITH(fixedPointMean(g, Precision::kFp32), Catch::Contains("not finite"));
+  // A NaN or an infinity stops the sum (nonfinite_gradients.hpp), naming the lowest virtual
+  // rank that holds one and its first element; the same across ranks at W = 1 .. 4:
+  // tests/trainer/runs [nonfinite].
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto bad = g;
+    bad[2][4000] = INFINITY;
+    bad[3][17] = -INFINITY;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("an infinity at element 4000 of virtual rank 2"));
+    bad[1][4999] = NAN;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("NaN at element 4999 of virtual rank 1"));
+    bad[1][3] = NAN;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("NaN at element 3 of virtual rank 1"));
+  }
 }
