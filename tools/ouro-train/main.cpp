@@ -28,6 +28,7 @@
 #include "parallel/trainer.hpp"
 #include "recovery.hpp"
 #include "reporting.hpp"
+#include "run_identity.hpp"
 #include "task.hpp"
 
 namespace ouro::train {
@@ -88,10 +89,13 @@ class Run {
   std::vector<float> initial_;
   std::vector<float> initial_model_;  // --on-failure shrink in ZeRO modes: where to restart without a checkpoint
   std::optional<trainer::CheckpointState> resume_;
+  std::string resume_dir_;            // the folder resume_ came from
+  std::string run_id_;                // this run's identity (run_identity.hpp)
+  RecoveryPoint recovery_point_;      // --on-failure shrink in ZeRO modes: this run's newest checkpoint
   std::string plot_terminal_;
   int64_t start_step_ = 0;
-  int64_t resume_step_ = -1;
-  int shard_size_ = 0;        // hsdp: the shard group's size (--shard-size, or a host's ranks)  // the checkpoint's step when this run resumed, else -1
+  int64_t resume_step_ = -1;  // the checkpoint's step when this run resumed, else -1
+  int shard_size_ = 0;        // hsdp: the shard group's size (--shard-size, or a host's ranks)
   int64_t target_steps_ = 0;
 
   // The data order of this rank in the job as it is now (every start, and after a shrink), and
@@ -162,10 +166,15 @@ void Run::setUp() {
     resume_ = trainer::readCheckpoint(resume_dir);
     trainer::checkResumable(resume_->manifest, manifestNow(0), resume_dir);
     start_step_ = resume_step_ = resume_->manifest.step;
+    resume_dir_ = resume_dir;
   }
   target_steps_ = o_.steps ? *o_.steps : o_.epochs * order_->stepsPerEpoch();
-  // Last, as it creates the folder: only once every input has been found good.
-  if (!o_.checkpoint_dir.empty()) trainer::probeCheckpointDir(o_.checkpoint_dir);
+  if (!o_.checkpoint_dir.empty()) {
+    // Another run's checkpoints there would be taken for this run's (--resume auto, a person).
+    refuseAnotherRunsFolder(o_.checkpoint_dir, resume_ ? &resume_->manifest : nullptr, resume_dir_);
+    // Last, as it creates the folder: only once every input has been found good.
+    trainer::probeCheckpointDir(o_.checkpoint_dir);
+  }
 }
 
 trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
@@ -184,6 +193,7 @@ trainer::CheckpointManifest Run::manifestNow(int64_t step) const {
   m.batch_size = o_.batch_size;
   m.accumulate = o_.accumulate;
   m.param_count = task_->shape().paramCount();
+  m.run_id = run_id_;
   return m;
 }
 
@@ -217,6 +227,7 @@ void Run::logInterval(int64_t step) {
 void Run::checkpoint(int64_t step) {
   std::string path = trainer::writeCheckpoint(o_.checkpoint_dir, manifestNow(step), *trainer_, job_.comm());
   last_checkpoint_ = step;
+  recovery_point_.set(path, step);
   if (job_.rank() == 0) say("checkpoint " + path);
 }
 
@@ -234,6 +245,8 @@ void Run::execute() {
   config.decay_matrices_only = o_.model == ModelKind::kGpt;
   config.virtual_ranks = o_.virtual_ranks;
   config.shard_size = shard_size_;
+  // The run's identity: the resumed run's, or a new one (collective: every rank is set up by now).
+  run_id_ = resume_ && !resume_->manifest.run_id.empty() ? resume_->manifest.run_id : newRunId(job_);
   trainer_ = trainer::Trainer::create(config, task_->makeModel(o_.batch_size), job_.comm(), initial_.data());
   if (resume_) {
     trainer_->restore(resume_->params, resume_->optimizer_state, resume_->manifest.step);
@@ -241,6 +254,7 @@ void Run::execute() {
     DataOrder::resumePosition(resume_->manifest, o_.virtual_ranks > 0 ? o_.virtual_ranks : job_.world(),
                               o_.batch_size, o_.accumulate, order_->stepsPerEpoch(), &epoch, &batch);
     order_->seek(epoch, batch);
+    recovery_point_.set(resume_->path, resume_->manifest.step);
     if (writer)
       say("ouro-train: resuming from " + resume_->path + " at step " + std::to_string(start_step_) + " (epoch " +
           std::to_string(epoch) + ", batch " + std::to_string(batch) + " of " +
@@ -400,15 +414,15 @@ int64_t Run::recover(const std::exception& failure) {
     totals_ = from->totals;
     how = "from the ranks' own copies";
   } else {
-    // ZeRO: the lost rank's shards are gone; the newest checkpoint (or the start) at the new size.
-    std::error_code ec;
-    const bool have = !o_.checkpoint_dir.empty() && std::filesystem::exists(o_.checkpoint_dir + "/latest", ec);
+    // ZeRO: the lost rank's shards are gone; this run's newest checkpoint (or the one it resumed
+    // from, or its initial model) at the new size: the folder recorded when it was written or read,
+    // checked to be that checkpoint of this run, never whatever --checkpoint DIR/latest names now.
     std::vector<float> start = initial_model_;
     trainer_ = trainer::Trainer::create(config_, task_->makeModel(o_.batch_size), job_.comm(), start.data());
     resume_at = 0;
     how = "from the initial model (no checkpoint yet)";
-    if (have) {
-      const trainer::CheckpointState saved = trainer::readCheckpoint(o_.checkpoint_dir);
+    if (!recovery_point_.empty()) {
+      const trainer::CheckpointState saved = recovery_point_.read(manifestNow(0));
       trainer_->restore(saved.params, saved.optimizer_state, saved.manifest.step);
       int64_t epoch = 0, batch = 0;
       DataOrder::resumePosition(saved.manifest, o_.virtual_ranks, o_.batch_size, 1, order_->stepsPerEpoch(), &epoch,
