@@ -142,6 +142,7 @@ void Run::setUp() {
       plot_terminal_ = gnuplotPngTerminal();
     }
   }
+  if (o_.on_failure_shrink) checkLauncherReportsFailures();
   if (o_.mode == trainer::Mode::kHsdp) {
     try {
       shard_size_ = trainer::hybridShardSize(o_.shard_size, job_.comm());

@@ -18,7 +18,8 @@ CASE:
   other-run-folder  a --checkpoint folder holding another run's checkpoints is refused (exit 2,
                 nothing written) unless this run continues that run
   shrink-late   rank 2 is stopped (SIGSTOP) as rank 1 is killed and continued 3 s later: rank 2
-                is alive, not lost; the job goes on with ranks 0 and 2
+                is alive, not lost; the job goes on with ranks 0 and 2. And --on-failure shrink
+                under a launcher that does not report lost ranks is refused
   shrink-hsdp   hsdp at W=6 in shard groups of 3 loses rank 1: the 5 left re-plan their groups
                 (5 is not a multiple of 3) and finish
   trials10      10 trials at random steps, the three first kinds in turn (the documented long
@@ -162,6 +163,12 @@ def trials(kinds, seed):
             # The uninterrupted run: what every trial must end with (the same at any world size).
             run(ranks(ouro_run, WORLD, ouro_train, *config(work, "ddp"), "--save", f"{work}/full.safetensors"), work)
             reference = sha(f"{work}/full.safetensors")
+            if "shrink-late" in kinds:
+                # Without a launcher that reports lost ranks, silence would have to decide: refused.
+                _, _, err = run(ranks(ouro_run, 2, ouro_train, *config(work, "ddp"), "--on-failure", "shrink"), work,
+                                expect=2)
+                words = "--on-failure shrink needs a launcher that reports lost ranks"
+                check(err.count(words) == 1, f"shrink under ouro-run --rank-failure stop: expected {words!r}:\n{err}")
             done = [trial(ouro_run, ouro_train, work, kind, rng.randint(20, 150), reference,
                           stop_rank=2 if kind == "shrink-late" else None)[0] for kind in kinds]
         return f"{len(done)} trial(s), one SHA-256 ({reference[:12]}...): " + "; ".join(done)
