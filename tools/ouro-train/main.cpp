@@ -406,6 +406,19 @@ int64_t Run::recover(const std::exception& failure) {
   startDataOrder();
   std::string how;
   int64_t resume_at = step;
+  std::string replanned;
+  if (o_.mode == trainer::Mode::kHsdp) {
+    // Shard groups of shard_size_ may no longer divide the world: the smallest size that does and
+    // keeps no more per rank than asked for, zero3 when only the whole world does. The same bits
+    // in any of them (docs/TRAINING.md, "The modes").
+    const int L = trainer::replannedShardSize(shard_size_, job_.world());
+    if (L != config_.shard_size || (L == job_.world()) != (config_.mode == trainer::Mode::kZero3))
+      replanned = L == job_.world() ? "; hsdp's shard groups re-planned: zero3 over the " +
+                                          std::to_string(L) + " ranks left"
+                                    : "; hsdp's shard groups re-planned to " + std::to_string(L) + " ranks";
+    config_.shard_size = L;
+    config_.mode = L == job_.world() ? trainer::Mode::kZero3 : trainer::Mode::kHsdp;
+  }
   if (replicated) {
     // Every rank holds the whole model: no file is read.
     trainer_ = trainer::Trainer::create(config_, task_->makeModel(o_.batch_size), job_.comm(), from->params.data());
@@ -440,6 +453,8 @@ int64_t Run::recover(const std::exception& failure) {
   entry["at_step"] = step;
   entry["resumed_at_step"] = resume_at;
   entry["world_size"] = job_.world();
+  entry["mode"] = trainer::modeName(config_.mode);  // hsdp may go on as zero3 (re-planned groups)
+  if (config_.mode == trainer::Mode::kHsdp) entry["shard_size"] = config_.shard_size;
   entry["seconds"] = took;
   recovery_log_.push_back(entry);
   recoveries_++;
@@ -447,8 +462,8 @@ int64_t Run::recover(const std::exception& failure) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), "%.2f s", took);
     say("ouro-train: lost rank(s) " + lost_text + " at step " + std::to_string(step) + "; going on with " +
-        std::to_string(job_.world()) + " rank(s) at step " + std::to_string(resume_at) + ", " + how + " (recovered in " +
-        buf + ")");
+        std::to_string(job_.world()) + " rank(s) at step " + std::to_string(resume_at) + ", " + how + replanned +
+        " (recovered in " + buf + ")");
   }
   return resume_at;
 }

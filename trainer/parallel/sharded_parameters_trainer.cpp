@@ -24,6 +24,7 @@
 // shards over the group, the gathers run on the group's communicator, and each unit's gradient is
 // reduced over every rank with sharded_gradients.hpp's hybrid reduction (ddp's fold, then shared
 // among the G replicas of the shard). 16 Psi / L per rank in bf16 mixed-precision Adam.
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -66,6 +67,12 @@ int hybridShardSize(int shard_size, ouro::Communicator* world) {
   world->allReduce(std::span<int32_t>(&spans, 1), ouroMax);
   if (spans) refuse("the hosts' ranks are not consecutive groups of " + std::to_string(L));
   return L;
+}
+
+int replannedShardSize(int shard_size, int world) {
+  for (int L = std::max(shard_size, 1); L < world; L++)
+    if (world % L == 0) return L;
+  return world;
 }
 
 namespace {

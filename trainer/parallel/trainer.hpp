@@ -72,6 +72,11 @@ struct TrainerConfig {
 // host, checked to be consecutive and as many on every host (collective over world; null: 1).
 // Throws std::invalid_argument saying what is wrong and what to pass.
 int hybridShardSize(int shard_size, ouro::Communicator* world);
+// hsdp's shard group size after the world changed (a shrink): the smallest divisor of world that
+// is at least shard_size (the size the run asked for), so no rank keeps more than before; world
+// itself when there is none, which is zero3 over every rank. The bits are the same whatever the
+// groups (every mode gives ddp's).
+int replannedShardSize(int shard_size, int world);
 
 // The virtual ranks (micro-batches) rank `rank` of `world` computes: [first, first + count), a
 // contiguous split, uneven when world does not divide V.

@@ -152,6 +152,11 @@ def trial(ouro_run, ouro_train, work, kind, kill_step, reference, flags_before=(
         recoveries = report["recoveries"]
         check(len(recoveries) == 1 and recoveries[0]["lost_ranks"] == [1] and recoveries[0]["world_size"] == world - 1,
               f"{name}: recoveries {recoveries}, expected one that lost rank 1 and went on with {world - 1} ranks")
+        if kind == "shrink-hsdp":
+            # Groups of 3 cannot cut 5 ranks; the smallest size that does and holds no more per
+            # rank is 5: zero3 over the ranks left.
+            check(recoveries[0]["mode"] == "zero3" and "re-planned: zero3 over the 5 ranks left" in out,
+                  f"{name}: recovery {recoveries[0]}, output {out[-800:]}: expected hsdp re-planned as zero3 over 5")
     return f"{kind} killed at step {killed[1]}", report
 
 
