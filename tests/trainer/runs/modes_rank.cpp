@@ -17,7 +17,8 @@
 //                     OUT/memory-hsdp-<precision>-rank<R>.txt
 //   --suite nonfinite NaN and infinities planted in gradients and data: see nonfiniteSuite.
 //   --suite virtual   with 12 virtual ranks (TrainerConfig::virtual_ranks), every mode (single at
-//                     W = 1) and both precisions train 4 steps; rank 0 writes the parameters to
+//                     W = 1; hsdp in groups of W / 2, or of 1 at odd W) and both precisions train
+//                     4 steps; rank 0 writes the parameters to
 //                     OUT/virtual-<mode>-<precision>.bin and the steps' loss sums' bits to
 //                     OUT/virtual-<mode>-<precision>.loss: the test requires the same files at
 //                     every W.
@@ -396,11 +397,13 @@ void virtualSuite(const Workload& work, ouro::Communicator& comm, const std::str
   const std::vector<float> init = work.init();
   const int world = comm.size(), rank = comm.rank();
   const VirtualSlice slice = virtualSlice(kVirtual, world, rank);
-  std::vector<Mode> modes = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
+  std::vector<Mode> modes = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3, Mode::kHsdp};
   if (world == 1) modes.insert(modes.begin(), Mode::kSingle);
+  // hsdp: two replicas of W / 2 ranks when W is even, else W replicas of one rank.
+  const int L = world % 2 == 0 ? world / 2 : 1;
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     for (Mode m : modes) {
-      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1, kVirtual};
+      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1, kVirtual, m == Mode::kHsdp ? L : 0};
       auto trainer = create(spec, m == Mode::kSingle ? nullptr : &comm, kMicro, init);
       RowBuffers data(work, slice.count * kMicro);
       std::string losses;

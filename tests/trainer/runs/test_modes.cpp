@@ -288,7 +288,7 @@ void checkVirtual(const Shape& shape) {
     test::TempDir dir;
     runRanks(world, "virtual", dir.path(), shape.model);
     for (const char* precision : {"fp32", "bf16"}) {
-      for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3"}) {
+      for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3", "hsdp"}) {
         if (world > 1 && std::string(mode) == "single") continue;
         const std::string name = std::string("virtual-") + mode + "-" + precision;
         const std::vector<float> params = readFloats(dir.path() + "/" + name + ".bin");
