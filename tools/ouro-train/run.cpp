@@ -373,7 +373,8 @@ void Run::writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t st
   }
   report["batch_size"] = o_.batch_size;
   report["accumulate"] = o_.accumulate;
-  report["global_batch_size"] = int64_t(o_.batch_size) * o_.accumulate * job_.world();
+  report["global_batch_size"] = int64_t(o_.batch_size) * (o_.virtual_ranks > 0 ? o_.virtual_ranks
+                                                                               : int64_t(o_.accumulate) * job_.world());
   report["optimizer"] = optimizer;
   report["seed"] = o_.seed;
   report["resumed_from_step"] =

@@ -64,6 +64,7 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
     passes_ = config.mode == Mode::kZero3 || config.mode == Mode::kHsdp ? (V + W - 1) / W : slice_.count;
     fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count,
                                                    slice_.first);
+    pipeline_ = std::make_unique<FixedPointPipeline>(*fixed_, units_, comm_, config.mode);
     virtual_grads_.assign(plan_.ownedTotal(), 0.0f);
   }
   if (!mode_->startsFromRankZero()) {
@@ -133,6 +134,7 @@ void ModeTrainer::virtualRanksGradients(const Rows& data, StepResult& result) {
   // Per virtual rank: its loss sum and right predictions, in place v; the others' stay 0, so the
   // all-reduce adds zeros to each (exact in any order) and every rank sums them in v order.
   std::vector<double> per_virtual(2 * size_t(V), 0.0);
+  pipeline_->beginStep();
   for (int p = 0; p < passes_; p++) {
     const int j = std::min(p, slice_.count - 1);
     compute_.setBatch(data.slice(int64_t(j) * B, B));
@@ -143,10 +145,14 @@ void ModeTrainer::virtualRanksGradients(const Rows& data, StepResult& result) {
       per_virtual[2 * size_t(slice_.first + j) + 1] = double(loss.correct);
     }
     PrecisionArray& grads = fixed_->microBatch(j);
-    for (int k = int(units_.size()) - 1; k >= 0; k--)
+    const bool last = p == passes_ - 1;
+    for (int k = int(units_.size()) - 1; k >= 0; k--) {
       compute_.backward(k, unitPointers(k, k - 1), grads.at(units_[size_t(k)].offset), false);
+      // Every micro-batch's gradient is final from unit k up: its chunks are reduced meanwhile.
+      if (last) pipeline_->unitDone(units_[size_t(k)].offset);
+    }
   }
-  fixed_->reduce(comm_);
+  pipeline_->finish();
   for (const ShardGroup& g : plan_.groups())
     fixed_->mean(g.ownedRange(plan_.rank()).offset, g.owned, virtual_grads_.data() + g.owned_offset);
   comm_.allReduceSumDouble(per_virtual.data(), per_virtual.size(), "the step's loss per virtual rank");
