@@ -22,7 +22,10 @@
 #   all_gather of SIZE / L over one rank per host (hsdp's replicas; L of these groups share the
 #   links at once in a real step) and of SIZE over one host's L ranks (hsdp's gathers).
 #   --modes takes MODE+vN for MODE with --virtual-ranks N (e.g. "ddp ddp+v6": invariant ddp, whose
-#   ratio to plain ddp is printed), and --hosts 1 runs one host (no link between hosts).
+#   ratio to plain ddp is printed), and MODE+free for MODE run with the host links unshaped (the
+#   same job on these CPUs when the links cost almost nothing: its floor here; printed as MODE /
+#   MODE+free, and hsdp+free / zero3 bounds what hsdp / zero3 can reach on these CPUs). --hosts 1
+#   runs one host (no link between hosts).
 #   Default model: --model gpt --n-layer 4 --n-head 4 --n-embd 256 --block-size 64 --batch-size 4
 #   (3.24 M parameters, 12.4 MiB in fp32) on a generated word corpus, fp32, AdamW, 20 steps.
 # Needs root (network namespaces), tc, python3, and the build's ouro-run, ouro-train (and
@@ -107,10 +110,12 @@ PORT=29500
 # run_mode MODE K [STEPS]: one job, one ouro-run per host (under /usr/bin/time: MODE.K.I.cpu);
 # node 0's rank 0 writes MODE.K.json.
 run_mode() {
-  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1 flags
+  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1 flags base=${1%+free}
   # MODE+vN: that mode with --virtual-ranks N (ddp+v6: invariant ddp over 6 micro-batches).
-  flags="--mode ${mode%%+v*}"
-  [[ $mode == *+v* ]] && flags+=" --virtual-ranks ${mode##*+v}"
+  flags="--mode ${base%%+v*}"
+  [[ $base == *+v* ]] && flags+=" --virtual-ranks ${base##*+v}"
+  # MODE+free: that mode with the host links unshaped for this run only (its floor on these CPUs).
+  [[ $mode == *+free ]] && "$HOSTS" shape "$PREFIX" off >/dev/null
   PORT=$((PORT + 1))
   # shellcheck disable=SC2086  # MODEL is a list of flags
   for ((i = 1; i <= NHOSTS; i++)); do
@@ -121,6 +126,7 @@ run_mode() {
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || ok=0; done
+  [[ $mode == *+free ]] && "$HOSTS" shape "$PREFIX" "$RATE" >/dev/null
   ((ok)) || { echo "hsdp_hosts.sh: $mode failed:" >&2; cat "$WORK/$mode.$k".*.log >&2; exit 1; }
   sha256sum <"$WORK/$mode.$k.safetensors" | cut -c1-64 >"$WORK/$mode.$k.sha"
 }
@@ -153,7 +159,7 @@ sps_of = {}
 for m in modes:
     js = [json.load(open(f"{work}/{m}.{k}.json")) for k in range(1, repeat + 1)]
     for k in range(1, repeat + 1):
-        shas.setdefault(m.partition("+v")[2], set()).add(open(f"{work}/{m}.{k}.sha").read().strip())
+        shas.setdefault(m.replace("+free", "").partition("+v")[2], set()).add(open(f"{work}/{m}.{k}.sha").read().strip())
         js[k - 1]["cpu_seconds"] = cpu(m, k)
     runs += js
     sps_of[m] = [j["samples_per_s"] for j in js]
@@ -175,7 +181,12 @@ print("|---|" + "---:|" * (len(head) - 1))
 for r in rows:
     print("| `" + r[0] + "` | " + " | ".join(r[1:]) + " |")
 pairs = [("hsdp", "zero3"), ("hsdp", "ddp"), ("zero3", "ddp")]
-pairs += [(m, m.split("+v")[0]) for m in modes if "+v" in m]  # invariant against plain
+pairs += [(m, m.split("+v")[0]) for m in modes if "+v" in m and "+free" not in m]  # invariant against plain
+# A mode against itself on free links: how much of its floor it reaches; and the bound that
+# floor puts on hsdp / zero3 (hsdp with every link wait gone against zero3 as measured).
+pairs += [(m.replace("+free", ""), m) for m in modes if m.endswith("+free")]
+if "hsdp+free" in modes and "zero3" in modes:
+    pairs.append(("hsdp+free", "zero3"))
 for a, b in pairs:
     if a in sps_of and b in sps_of:
         ratios = [x / y for x, y in zip(sps_of[a], sps_of[b])]

@@ -86,8 +86,11 @@ bool FixedPointGradients::reduceChunk(size_t begin, size_t end, CommOps& comm) {
   piece_means_.assign(piece * W, 0.0f);
   float* out = piece_means_.data() + rank * piece;
   const size_t first = rank * piece, last = std::min(n, first + piece);
-  for (size_t i = first; i < last; i++)
-    out[i - first] = float(double(mine[i - first]) / scale_[i / kBlock] / v);
+  for (size_t b = first / kBlock; b * kBlock < last; b++) {
+    const double unscale = 1.0 / scale_[b];  // 2^-s_b, exact
+    for (size_t i = std::max(first, b * kBlock); i < std::min(last, (b + 1) * kBlock); i++)
+      out[i - first] = float(double(mine[i - first]) * unscale / v);
+  }
   if (W > 1)
     comm.allGatherInPlace(piece_means_.data(), piece, ouroFloat32, false,
                           "the fixed-point mean of the gradients, gathered");
