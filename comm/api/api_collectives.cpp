@@ -9,6 +9,7 @@
 #include "comm/api/api_guard.hpp"
 #include "comm/exec/buffer_kinds.hpp"
 #include "comm/api/handles.hpp"
+#include "comm/api/redops.hpp"
 #include "comm/exec/host_executor.hpp"
 #include "comm/exec/host_state.hpp"
 #include "core/strings.hpp"
@@ -141,12 +142,25 @@ RedOp checkedOp(const Communicator& c, const char* call, int op) {
   return RedOp(op);
 }
 
+// TODO(#32): the CUDA executor's pre-multiplication (a kernel before the sum) is not written yet.
+void requireHostPreMultiply(Communicator& c, ouroComm_t comm, ouroStream_t stream, const char* call) {
+  Executor* s = streamFor(stream, comm, c, call);
+  if (s && s->buffers() == BufferKind::kDevice)
+    raise(Result::kInvalidUsage, "rank %d: %s: pre-multiplied sums (ouroRedOpCreatePreMulSum) run on host buffers "
+          "only in this build; on a CUDA stream, scale the input first and use ouroSum", c.rank(), call);
+}
+
 ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, int dtype, int op,
                         size_t send_blocks, size_t recv_blocks) {
   return guard(call, comm, [&] {
     Communicator& c = requireCommunicator(comm, call);
     a.dtype = a.kind == CollKind::kBarrier ? DataType::kUint8 : checkedType(c, call, dtype);
-    if (a.reduces()) a.op = checkedOp(c, call, op);
+    if (a.reduces() && op >= kNumRedOps) {
+      a.premul = preMultiplyFor(comm, c, call, op, a.dtype);
+      a.op = RedOp::kSum;
+    } else if (a.reduces()) {
+      a.op = checkedOp(c, call, op);
+    }
     if (a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce)
       requireArg(a.root >= 0 && a.root < c.size(), "rank %d: %s: root %d is out of range for %d ranks (0..%d)",
                  c.rank(), call, a.root, c.size(), c.size() - 1);
@@ -160,6 +174,7 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
     if (a.kind != CollKind::kBarrier)
       checkKinds(c, comm, stream, call, {{"sendbuff", send_bytes ? a.send : nullptr},
                                          {"recvbuff", recv_bytes && needs_recv ? a.recv : nullptr}});
+    if (a.premul.active) requireHostPreMultiply(c, comm, stream, call);
     if (t_group_depth > 0) {
       t_group.push_back({comm, stream, true, a, {}});
       return;
@@ -234,21 +249,21 @@ extern "C" {
 
 ouroResult_t ouroAllReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype,
                            ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
-  CollArgs a{CollKind::kAllReduce, sendbuff, recvbuff, count, {}, {}, -1};
+  CollArgs a{CollKind::kAllReduce, sendbuff, recvbuff, count, {}, {}, -1, {}};
   return collective("ouroAllReduce", comm, stream, a, datatype, op, 1, 1);
 }
 
 ouroResult_t ouroReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ouroDataType_t datatype,
                                ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
-  CollArgs a{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, {}, {}, -1};
+  CollArgs a{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, {}, {}, -1, {}};
   return collective("ouroReduceScatter", comm, stream, a, datatype, op, c ? size_t(c->size()) : 1, 1);
 }
 
 ouroResult_t ouroAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ouroDataType_t datatype,
                            ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
-  CollArgs a{CollKind::kAllGather, sendbuff, recvbuff, sendcount, {}, {}, -1};
+  CollArgs a{CollKind::kAllGather, sendbuff, recvbuff, sendcount, {}, {}, -1, {}};
   return collective("ouroAllGather", comm, stream, a, datatype, ouroSum, 1, c ? size_t(c->size()) : 1);
 }
 
@@ -257,13 +272,13 @@ ouroResult_t ouroBroadcast(const void* sendbuff, void* recvbuff, size_t count, o
   Communicator* c = liveCommunicatorOrNull(comm);
   // Only the root's sendbuff is read (as NCCL); other ranks may pass NULL.
   const void* send = (c && c->rank() != root) ? recvbuff : sendbuff;
-  CollArgs a{CollKind::kBroadcast, send, recvbuff, count, {}, {}, root};
+  CollArgs a{CollKind::kBroadcast, send, recvbuff, count, {}, {}, root, {}};
   return collective("ouroBroadcast", comm, stream, a, datatype, ouroSum, 1, 1);
 }
 
 ouroResult_t ouroReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, ouroRedOp_t op,
                         int root, ouroComm_t comm, ouroStream_t stream) {
-  CollArgs a{CollKind::kReduce, sendbuff, recvbuff, count, {}, {}, root};
+  CollArgs a{CollKind::kReduce, sendbuff, recvbuff, count, {}, {}, root, {}};
   return collective("ouroReduce", comm, stream, a, datatype, op, 1, 1);
 }
 
@@ -271,12 +286,12 @@ ouroResult_t ouroAllToAll(const void* sendbuff, void* recvbuff, size_t count, ou
                           ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
   size_t n = c ? size_t(c->size()) : 1;
-  CollArgs a{CollKind::kAllToAll, sendbuff, recvbuff, count, {}, {}, -1};
+  CollArgs a{CollKind::kAllToAll, sendbuff, recvbuff, count, {}, {}, -1, {}};
   return collective("ouroAllToAll", comm, stream, a, datatype, ouroSum, n, n);
 }
 
 ouroResult_t ouroBarrier(ouroComm_t comm) {
-  CollArgs a{CollKind::kBarrier, nullptr, nullptr, 0, {}, {}, -1};
+  CollArgs a{CollKind::kBarrier, nullptr, nullptr, 0, {}, {}, -1, {}};
   return collective("ouroBarrier", comm, nullptr, a, ouroUint8, ouroSum, 1, 1);
 }
 

@@ -1,6 +1,7 @@
 #include "comm/exec/buffer_kinds.hpp"
 
 #include <atomic>
+#include <cstring>
 
 #include "core/strings.hpp"
 
@@ -44,6 +45,19 @@ BufferKind pointerKind(const void* ptr) { return g_pointer_kind.load(std::memory
 
 PointerKindFn setPointerKindFunction(PointerKindFn fn) {
   return g_pointer_kind.exchange(fn ? fn : &defaultPointerKind);
+}
+
+void copyToHost(void* dst, const void* src, size_t bytes) {
+#if OURO_HAVE_CUDA
+  if (pointerKind(src) == BufferKind::kDevice) {
+    const cudaError_t rc = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    if (rc != cudaSuccess)
+      raise(Result::kUnhandledCudaError, "cudaMemcpy of %zu bytes from device memory %p: %s", bytes, src,
+            cudaGetErrorString(rc));
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
 }
 
 BufferKind checkBufferKinds(int rank, const char* call, std::initializer_list<NamedBuffer> buffers,

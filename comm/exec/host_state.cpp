@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "comm/exec/algorithms.hpp"
+#include "comm/exec/buffer_kinds.hpp"
+#include "kernels/cpu/reduce.hpp"
 
 namespace ouro {
 
@@ -22,9 +24,38 @@ std::byte* HostState::scratch(size_t bytes) {
   return scratch_.data();
 }
 
+std::byte* HostState::preMultiplied(size_t bytes) {
+  if (premultiplied_.size() < bytes) premultiplied_.resize(bytes);
+  return premultiplied_.data();
+}
+
+namespace {
+
+// A pre-multiplied sum is a sum over this rank's input times its scalar (comm/plan/collective.hpp),
+// the scalar read now when it lives in memory (ouroScalarDevice: read when the call runs).
+CollArgs preMultiply(HostState& state, const CollArgs& args) {
+  CollArgs sum = args;
+  sum.premul = {};
+  const size_t elements =
+      args.kind == CollKind::kReduceScatter ? args.count * size_t(state.progress().size()) : args.count;
+  if (elements == 0) return sum;
+  alignas(8) unsigned char scalar[8] = {};
+  if (args.premul.immediate)
+    std::memcpy(scalar, args.premul.value, sizeof scalar);
+  else
+    copyToHost(scalar, args.premul.scalar, args.elementBytes());
+  std::byte* scaled = state.preMultiplied(elements * args.elementBytes());
+  kernels::premultiply(scaled, args.send, elements, args.dtype, scalar);
+  sum.send = scaled;
+  return sum;
+}
+
+}  // namespace
+
 void runHostCollective(Communicator& comm, const CollArgs& args) { runHostCollective(HostState::of(comm), args); }
 
-void runHostCollective(HostState& state, const CollArgs& args) {
+void runHostCollective(HostState& state, const CollArgs& given) {
+  const CollArgs args = given.premul.active ? preMultiply(state, given) : given;
   const Plan plan = state.planner().planHost(args);
   Progress& progress = state.progress();
   progress.runCall(args.kind, [&] {

@@ -35,6 +35,9 @@ class HostState final : public ExecutorState {
 
   // Scratch memory reused across calls (one-shot algorithm, in-place all-to-all).
   std::byte* scratch(size_t bytes);
+  // The pre-multiplied input of a call (ouroRedOpCreatePreMulSum), apart from scratch(), which the
+  // algorithms use.
+  std::byte* preMultiplied(size_t bytes);
   // A reusable array of one source pointer per rank (for kernels::reduceMany).
   std::vector<const void*>& sources() { return sources_; }
   uint64_t& directGeneration() { return direct_generation_; }
@@ -59,6 +62,7 @@ class HostState final : public ExecutorState {
   CoreDistance core_distance_;
   uint64_t direct_generation_ = 0;
   std::vector<std::byte> scratch_;
+  std::vector<std::byte> premultiplied_;
   std::vector<const void*> sources_;
 };
 

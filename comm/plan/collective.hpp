@@ -12,6 +12,16 @@
 
 namespace ouro {
 
+// A pre-multiplied sum (ouroRedOpCreatePreMulSum): every element of this rank's input is first
+// multiplied by its scalar and rounded to the dtype, then the call runs as ouroSum. The executor
+// that runs the call applies it (the scalar may live in device memory, read when the call runs).
+struct PreMultiply {
+  bool active = false;
+  bool immediate = false;        // the scalar's bits are in `value` (ouroScalarHostImmediate)
+  const void* scalar = nullptr;  // else read from here when the call runs (ouroScalarDevice)
+  alignas(8) unsigned char value[8] = {};
+};
+
 struct CollArgs {
   CollKind kind = CollKind::kAllReduce;
   const void* send = nullptr;
@@ -21,6 +31,7 @@ struct CollArgs {
   DataType dtype = DataType::kFloat32;
   RedOp op = RedOp::kSum;
   int root = -1;     // broadcast and reduce only
+  PreMultiply premul;  // reductions only; op is then kSum
 
   bool reduces() const { return collReduces(kind); }
   size_t elementBytes() const { return dataTypeSize(dtype); }

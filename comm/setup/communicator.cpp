@@ -96,11 +96,11 @@ void Communicator::setTimeoutSeconds(double seconds) {
   progress_->setTimeoutNs(int64_t(seconds * 1e9));
 }
 
-void Communicator::abort() {
-  OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_);
+void Communicator::abort(const char* call) {
+  OURO_INFO("rank %d: communicator aborted (%s)", rank_, call);
   for (auto& state : executor_state_)
     if (state) state->abort();  // kernels still running stop at their next poll
-  if (progress_) progress_->fail(strprintf("rank %d called ouroCommAbort", rank_));
+  if (progress_) progress_->fail(strprintf("rank %d called %s", rank_, call));
 }
 
 // Waiters re-check every millisecond, so a turn published without the lock (finishTurn while no

@@ -58,8 +58,9 @@ class Communicator {
   // timeout, as torch's init_process_group(timeout=)); communicators split from it inherit it.
   void setTimeoutSeconds(double seconds);
 
-  // ouroCommAbort: stop now without waiting for peers; they fail with ouroRemoteError.
-  void abort();
+  // ouroCommAbort (and ouroCommRevoke, `call`): stop now without waiting for peers; they fail
+  // with ouroRemoteError.
+  void abort(const char* call = "ouroCommAbort");
 
   Progress& progress() { return *progress_; }
   const Planner& planner() const { return *planner_; }

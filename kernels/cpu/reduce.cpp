@@ -88,6 +88,21 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
   }
 }
 
+// The scalar is replicated over one tile, and each tile of the input is multiplied by it with
+// the vectorised ouroProd kernel, so every dtype's rounding is the one its products have.
+void premultiply(void* dst, const void* src, size_t count, DataType dtype, const void* scalar) {
+  const cpu::OpKernels& k = opKernelsFor(dtype, RedOp::kProd);
+  const size_t size = kernelsFor(dtype).element_size;
+  alignas(64) unsigned char scalars[kTileBytes];
+  const size_t tile = kTileBytes / size;
+  for (size_t i = 0; i < tile; i++) std::memcpy(scalars + i * size, scalar, size);
+  for (size_t begin = 0; begin < count; begin += tile) {
+    const size_t len = count - begin < tile ? count - begin : tile;
+    k.two(static_cast<unsigned char*>(dst) + begin * size, static_cast<const unsigned char*>(src) + begin * size,
+          scalars, len);
+  }
+}
+
 void copy(void* dst, const void* src, size_t bytes, WritePolicy store) {
   if (store == WritePolicy::kStreaming)
     cpu::copyStreaming(dst, src, bytes);

@@ -30,6 +30,10 @@ enum class WritePolicy { kCached, kStreaming };
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
                 WritePolicy store = WritePolicy::kCached);
 
+// dst[i] = src[i] * *scalar (one element of dtype), as one ouroProd step (fp16/bf16 multiplied in
+// fp32 and rounded once): the first step of a pre-multiplied sum. dst may equal src.
+void premultiply(void* dst, const void* src, size_t count, DataType dtype, const void* scalar);
+
 // memcpy (dst and src must not overlap) with the given store.
 void copy(void* dst, const void* src, size_t bytes, WritePolicy store);
 
