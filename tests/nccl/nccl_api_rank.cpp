@@ -1,10 +1,11 @@
 // One rank of a program written only against NCCL's API (<nccl.h>, no ouro header), run through
 // ouro's libnccl.so.2 on host buffers. Built twice: against ouro's nccl/include/nccl.h and, where
 // NVIDIA's is installed, against that one (abi_values.hpp holds both to NCCL's numbers).
-//   nccl_api_rank --dir DIR [--rank R --nranks N] [--part sweep|features|errors|initall]
+//   nccl_api_rank --dir DIR [--rank R --nranks N] [--part sweep|features|errors|initall|libpath]
 // The rank and size come from the flags, else from OURO_RANK/OURO_WORLD_SIZE (ouro-run) or
 // RANK/WORLD_SIZE. Unique ids travel through files in DIR (rank 0 writes, the others read), as a
 // program started by any launcher would pass them. Prints "OK" and exits 0, or names each failure.
+#include <dlfcn.h>
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -426,6 +427,13 @@ void initAll() {
   for (int r = 0; r < n; r++) NCCL_OK(ncclCommDestroy(comms[r]));
 }
 
+// The file the dynamic linker bound ncclGetVersion to, so a run can show which libnccl.so.2 it used.
+std::string libraryPath() {
+  Dl_info where{};
+  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &where) && where.dli_fname) return where.dli_fname;
+  return "(unknown)";
+}
+
 int envInt(const char* a, const char* b, int fallback) {
   if (const char* v = std::getenv(a)) return std::atoi(v);
   if (const char* v = std::getenv(b)) return std::atoi(v);
@@ -449,6 +457,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: nccl_api_rank --dir DIR [--rank R --nranks N] [--part all|sweep|features|errors|initall]\n");
     return 2;
   }
+  std::printf("rank %d: libnccl: %s\n", g_rank, libraryPath().c_str());
+  std::fflush(stdout);
+  if (part == "libpath") return 0;
   if (part == "initall") {
     initAll();
   } else {

@@ -104,9 +104,45 @@ TEST_CASE("ncclCommInitAll: several ranks in one process, driven by one thread",
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("the same program compiled against NVIDIA's nccl.h runs on libnccl.so.2", "[nvidia-header]") {
+// As a framework meets it: a program built with NVIDIA's header and library (found through an
+// RPATH) uses ouro's libnccl.so.2 under LD_PRELOAD; LD_LIBRARY_PATH cannot beat that RPATH.
+TEST_CASE("a program built against NVIDIA's nccl.h and libnccl runs on ouro's under LD_PRELOAD", "[nvidia-header]") {
   const std::string program = programPath("TEST_NCCL_RANK_NVIDIA");
-  sweepAgainstTwin(program, 2, false);
+  const std::string ours = programPath("TEST_OURO_LIBNCCL");
   TempDir dir;
-  runPlain(program, 2, dir.path(), "features");
+  auto which = [&](std::map<std::string, std::string> env) {
+    Process p({{program, "--rank", "0", "--nranks", "1", "--dir", dir.path(), "--part", "libpath"}, env});
+    return p.wait(30);
+  };
+  const auto plain = which({});
+  INFO(describe(plain));
+  CHECK(contains(plain.out, "libnccl: /usr/local/cuda/lib64/libnccl.so.2"));
+  const std::string ours_dir = ours.substr(0, ours.rfind('/'));
+  const auto library_path = which({{"LD_LIBRARY_PATH", ours_dir}});
+  INFO(describe(library_path));
+  CHECK(contains(library_path.out, "libnccl: /usr/local/cuda/lib64/libnccl.so.2"));  // the RPATH wins
+  const auto preloaded = which({{"LD_PRELOAD", ours}});
+  INFO(describe(preloaded));
+  CHECK(contains(preloaded.out, "libnccl: " + ours));
+
+  auto results = [&](int n, const std::string& part) {
+    std::vector<ProcessSpec> specs;
+    for (int r = 0; r < n; r++)
+      specs.push_back({{program, "--rank", std::to_string(r), "--nranks", std::to_string(n), "--dir", dir.path(),
+                        "--part", part},
+                       {{"LD_PRELOAD", ours}}});
+    return runAll(specs, 120);
+  };
+  auto twin = runUnderOuroRun({programPath("TEST_OURO_TWIN"), dir.path()}, 2);
+  INFO(describe(twin));
+  REQUIRE(twin.exit_code == 0);
+  for (const std::string part : {"sweep", "features"}) {
+    auto rs = results(2, part);
+    for (auto& r : rs) {
+      INFO(part << ": " << describe(r));
+      CHECK(r.exit_code == 0);
+      CHECK(contains(r.out, "libnccl: " + ours));
+    }
+  }
+  compareDigests(dir.path(), 2);
 }
