@@ -27,6 +27,9 @@
 #error "nccl_api_rank was compiled against the wrong nccl.h"
 #endif
 #include "abi_values.hpp"
+#ifdef NCCL_TEST_DEVICE_BUFFERS
+#include <cuda_runtime.h>
+#endif
 #include "sweep.hpp"
 
 namespace {
@@ -81,6 +84,45 @@ ncclComm_t initComm(const std::string& name) {
 
 // ---- the sweep: every reducing collective, dtype and op, digested for the twin comparison ----
 
+// Where the sweep's buffers live: host memory, or (--device, in a build with
+// NCCL_TEST_DEVICE_BUFFERS) device memory on a CUDA stream of the rank's own, as a framework's are.
+bool g_device = false;
+cudaStream_t g_stream = nullptr;
+
+class Memory {
+ public:
+  explicit Memory(const std::vector<unsigned char>& bytes) : host_(bytes) {
+#ifdef NCCL_TEST_DEVICE_BUFFERS
+    if (g_device) {
+      cudaMalloc(&device_, bytes.size() ? bytes.size() : 1);
+      cudaMemcpy(device_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+    }
+#endif
+  }
+  ~Memory() {
+#ifdef NCCL_TEST_DEVICE_BUFFERS
+    if (device_) cudaFree(device_);
+#endif
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  unsigned char* data() { return device_ ? static_cast<unsigned char*>(device_) : host_.data(); }
+  // The contents after the calls on g_stream.
+  std::vector<unsigned char> read() {
+#ifdef NCCL_TEST_DEVICE_BUFFERS
+    if (device_) {
+      cudaStreamSynchronize(g_stream);
+      cudaMemcpy(host_.data(), device_, host_.size(), cudaMemcpyDeviceToHost);
+    }
+#endif
+    return host_;
+  }
+
+ private:
+  std::vector<unsigned char> host_;
+  void* device_ = nullptr;
+};
+
 struct NcclBackend : sweep::Backend {
   ncclComm_t comm = nullptr;
   bool reduceCase(sweep::Kind k, int t, int op, bool in_place, size_t count, const std::vector<unsigned char>& in,
@@ -88,38 +130,42 @@ struct NcclBackend : sweep::Backend {
     const size_t es = sweep::typeSize(t);
     const ncclDataType_t dt = ncclDataType_t(t);
     ncclRedOp_t nop = ncclRedOp_t(op);
-    std::vector<unsigned char> scalar = sweep::scalar(t, rank);
+    std::vector<unsigned char> scalar_bytes = sweep::scalar(t, rank);
+    Memory scalar(scalar_bytes);  // ncclScalarDevice: read from memory when the call runs
     if (op >= sweep::kPreMulHost) {
-      ncclResult_t rc = ncclRedOpCreatePreMulSum(&nop, scalar.data(), dt,
-                                                 op == sweep::kPreMulHost ? ncclScalarHostImmediate : ncclScalarDevice,
-                                                 comm);
+      const bool immediate = op == sweep::kPreMulHost;
+      ncclResult_t rc = ncclRedOpCreatePreMulSum(&nop, immediate ? scalar_bytes.data() : scalar.data(), dt,
+                                                 immediate ? ncclScalarHostImmediate : ncclScalarDevice, comm);
       if (rc != ncclSuccess) return *why = errorText(rc), false;
-      if (op == sweep::kPreMulHost) std::memset(scalar.data(), 0, scalar.size());  // read at creation: a later change must not matter
+      if (immediate) std::memset(scalar_bytes.data(), 0, scalar_bytes.size());  // read at creation: a later change must not matter
     }
-    std::vector<unsigned char> buf = in;
+    Memory send(in), recv(std::vector<unsigned char>(k == sweep::kReduceScatter ? count * es : in.size(), 0));
+    const size_t mine = size_t(rank) * count * es;  // this rank's block of a reduce-scatter's input
     ncclResult_t rc = ncclSuccess;
     switch (k) {
       case sweep::kAllReduce:
-        out.assign(count * es, 0);
-        rc = in_place ? ncclAllReduce(buf.data(), buf.data(), count, dt, nop, comm, nullptr)
-                      : ncclAllReduce(in.data(), out.data(), count, dt, nop, comm, nullptr);
-        if (in_place) out = buf;
+        rc = in_place ? ncclAllReduce(send.data(), send.data(), count, dt, nop, comm, g_stream)
+                      : ncclAllReduce(send.data(), recv.data(), count, dt, nop, comm, g_stream);
         break;
       case sweep::kReduceScatter:
-        out.assign(count * es, 0);
-        rc = in_place ? ncclReduceScatter(buf.data(), buf.data() + size_t(rank) * count * es, count, dt, nop, comm, nullptr)
-                      : ncclReduceScatter(in.data(), out.data(), count, dt, nop, comm, nullptr);
-        if (in_place) out.assign(buf.begin() + long(size_t(rank) * count * es), buf.begin() + long(size_t(rank + 1) * count * es));
+        rc = in_place ? ncclReduceScatter(send.data(), send.data() + mine, count, dt, nop, comm, g_stream)
+                      : ncclReduceScatter(send.data(), recv.data(), count, dt, nop, comm, g_stream);
         break;
       case sweep::kReduce:
-        out.assign(count * es, 0);
-        rc = in_place ? ncclReduce(buf.data(), buf.data(), count, dt, nop, 0, comm, nullptr)
-                      : ncclReduce(in.data(), out.data(), count, dt, nop, 0, comm, nullptr);
-        if (in_place) out = buf;
+        rc = in_place ? ncclReduce(send.data(), send.data(), count, dt, nop, 0, comm, g_stream)
+                      : ncclReduce(send.data(), recv.data(), count, dt, nop, 0, comm, g_stream);
         break;
     }
-    if (op >= sweep::kPreMulHost) NCCL_OK(ncclRedOpDestroy(nop, comm));
     if (rc != ncclSuccess) return *why = errorText(rc), false;
+    if (!in_place)
+      out = recv.read();
+    else if (k == sweep::kReduceScatter) {
+      const std::vector<unsigned char> all = send.read();
+      out.assign(all.begin() + long(mine), all.begin() + long(mine + count * es));
+    }
+    else
+      out = send.read();
+    if (op >= sweep::kPreMulHost) NCCL_OK(ncclRedOpDestroy(nop, comm));
     return true;
   }
 };
@@ -452,10 +498,25 @@ int main(int argc, char** argv) {
     else if (flag == "--nranks") g_nranks = std::atoi(argv[i + 1]);
     else if (flag == "--dir") g_dir = argv[i + 1];
     else if (flag == "--part") part = argv[i + 1];
+    else if (flag == "--buffers") g_device = std::string(argv[i + 1]) == "device";
   }
   if (g_dir.empty()) {
     std::fprintf(stderr, "usage: nccl_api_rank --dir DIR [--rank R --nranks N] [--part all|sweep|features|errors|initall]\n");
     return 2;
+  }
+  if (g_device) {
+#ifdef NCCL_TEST_DEVICE_BUFFERS
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::printf("skipped: no GPU (--buffers device)\n");
+      return 77;
+    }
+    cudaSetDevice(g_rank % devices);
+    cudaStreamCreate(&g_stream);
+#else
+    std::fprintf(stderr, "--buffers device needs a build with NCCL_TEST_DEVICE_BUFFERS (CUDA's headers)\n");
+    return 2;
+#endif
   }
   std::printf("rank %d: libnccl: %s\n", g_rank, libraryPath().c_str());
   std::fflush(stdout);
