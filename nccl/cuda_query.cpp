@@ -1,6 +1,6 @@
 // What ouro's libnccl.so.2 asks of CUDA: whether the process has a device, which memory a buffer
 // is in, the current device, copies, and ncclMemAlloc's memory. Built without CUDA, every buffer
-// is host memory and ncclMemAlloc gives host memory (docs/NCCL.md "Without a GPU").
+// is host memory and ncclMemAlloc gives host memory (docs/NCCL.md "Where a call runs").
 #include <cstdlib>
 #include <cstring>
 
