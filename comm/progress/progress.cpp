@@ -97,6 +97,23 @@ Progress::~Progress() {
     if (fd >= 0) ::close(fd);
 }
 
+std::vector<std::string> Progress::unreceivedMessages() const {
+  std::vector<std::string> out;
+  if (failed_.load(std::memory_order_acquire)) return out;  // a failed call may leave anything behind
+  for (int p = 0; p < nranks_; p++) {
+    if (p == rank_ || !links_[size_t(p)]) continue;
+    transport::MessageHeader h;
+    try {
+      if (links_[size_t(p)]->peekArrived(&h) != transport::Link::Peek::kMessage) continue;
+    } catch (const Error&) {
+      continue;  // a peer that has gone: nothing to report about it here
+    }
+    out.push_back(strprintf("rank %d sent a message this rank never received (the sender's call #%llu, %u bytes)", p,
+                            (unsigned long long)h.call, h.bytes));
+  }
+  return out;
+}
+
 void Progress::sawPeerCall(int peer, CollKind kind, uint64_t call) { peer_last_call_[size_t(peer)] = packCall(kind, call); }
 
 void Progress::throwUnusable(const char* call) const {

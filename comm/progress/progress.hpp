@@ -81,6 +81,10 @@ class Progress {
   }
   // Marks the communicator failed and tells every peer; later calls fail at once.
   void fail(const std::string& reason);
+  // Messages other ranks sent this rank that are still waiting in the links, one line each (sender,
+  // its call number, size): a send no receive matched. Looked at once, at destroy; a message still
+  // on the wire then is not seen, nor any on links that cannot look without receiving (InfiniBand).
+  std::vector<std::string> unreceivedMessages() const;
   // Throws ouroInvalidUsage if an earlier failure left the communicator unusable.
   void requireUsable(const char* call) const {
     if (failed_.load(std::memory_order_acquire)) throwUnusable(call);

@@ -18,7 +18,14 @@ namespace ouro {
 Communicator::Communicator(std::shared_ptr<store::Store> store, std::string prefix, int rank, int nranks)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), nranks_(nranks) {}
 
-Communicator::~Communicator() = default;
+// A send that no receive matched is a bug in the program (MPI tools report it too): say so, naming
+// the sender, instead of dropping the message silently with the links. Never waits for anything.
+Communicator::~Communicator() {
+  if (!progress_) return;
+  for (const std::string& m : progress_->unreceivedMessages())
+    OURO_WARN("rank %d: ouroCommDestroy: %s; every ouroSend needs a matching ouroRecv, and the message is "
+              "dropped with the communicator", rank_, m.c_str());
+}
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store> store, std::string prefix, int rank,
                                                    int nranks, Deadline deadline, const char* what) {

@@ -1,7 +1,7 @@
 // One rank of a program written only against NCCL's API (<nccl.h>, no ouro header), run through
 // ouro's libnccl.so.2 on host buffers. Built twice: against ouro's nccl/include/nccl.h and, where
 // NVIDIA's is installed, against that one (abi_values.hpp holds both to NCCL's numbers).
-//   nccl_api_rank --dir DIR [--rank R --nranks N] [--part sweep|features|errors|initall|libpath]
+//   nccl_api_rank --dir DIR [--rank R --nranks N] [--part sweep|features|errors|initall|libpath|unreceived]
 // The rank and size come from the flags, else from OURO_RANK/OURO_WORLD_SIZE (ouro-run) or
 // RANK/WORLD_SIZE. Unique ids travel through files in DIR (rank 0 writes, the others read), as a
 // program started by any launcher would pass them. Prints "OK" and exits 0, or names each failure.
@@ -457,6 +457,17 @@ void errors() {
         errorText(rc));
 }
 
+// Rank 0 sends rank 1 a message it never receives: ouro names it when rank 1 destroys the
+// communicator (a warning on stderr, which test_nccl_shim checks), and nothing hangs.
+void unreceived() {
+  ncclComm_t stray = initComm("stray"), sync = initComm("sync");
+  int64_t v = 42;
+  if (g_rank == 0) NCCL_OK(ncclSend(&v, 1, ncclInt64, 1, stray, nullptr));
+  NCCL_OK(ncclAllReduce(&v, &v, 1, ncclInt64, ncclSum, sync, nullptr));  // rank 0's send is done
+  NCCL_OK(ncclCommDestroy(stray));
+  NCCL_OK(ncclCommDestroy(sync));
+}
+
 // Several ranks in this one process (ncclCommInitAll), driven from one thread through a group.
 void initAll() {
   const int n = 3;
@@ -523,6 +534,8 @@ int main(int argc, char** argv) {
   if (part == "libpath") return 0;
   if (part == "initall") {
     initAll();
+  } else if (part == "unreceived") {
+    unreceived();
   } else {
     if (part == "all" || part == "sweep") runSweep();
     if (part == "all" || part == "features") features();

@@ -89,6 +89,21 @@ TEST_CASE("NCCL's API through libnccl.so.2: movement, groups, split, shrink, non
   CHECK(run.exit_code == 0);
 }
 
+TEST_CASE("a send never received is named when the receiver destroys its communicator", "[errors]") {
+  TempDir dir;
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < 2; r++)
+    specs.push_back({{programPath("TEST_NCCL_RANK"), "--rank", std::to_string(r), "--nranks", "2", "--dir", dir.path(),
+                      "--part", "unreceived"},
+                     {}});
+  auto results = runAll(specs, 60);
+  INFO(describe(results[0]) << "\n" << describe(results[1]));
+  CHECK(results[0].exit_code == 0);
+  CHECK(results[1].exit_code == 0);
+  CHECK(contains(results[1].err, "rank 1: ouroCommDestroy: rank 0 sent a message this rank never received"));
+  CHECK(!contains(results[0].err, "never received"));
+}
+
 TEST_CASE("NCCL's API through libnccl.so.2: bad input gets NCCL's codes and ouro's messages", "[errors]") {
   for (int n : {1, 2}) {
     TempDir dir;

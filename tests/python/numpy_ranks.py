@@ -90,9 +90,13 @@ check(np.array_equal(out[:, ::2], np.full((4, 3), n * (n + 1) / 2)) and not out[
 a2a = np.array([[100 * r + p] * 2 for p in range(n)], np.int64)
 got = comm.alltoall(a2a)
 check(np.array_equal(got[:, 0], [100 * q + r for q in range(n)]), "alltoall")
-comm.send(value(r, 3, np.float64), (r + 1) % n) if r % 2 == 0 else None
-got = comm.recv(np.zeros(3), (r - 1) % n) if r % 2 == 1 else None
+# Pairs (0,1), (2,3), ...: even rank r sends to r+1. With an odd number of ranks the last one has
+# no partner and sends nothing (a send to rank 0 would never be received, and the recv_any round
+# below would take it as that rank's).
+if r % 2 == 0 and r + 1 < n:
+    comm.send(value(r, 3, np.float64), r + 1)
 if r % 2 == 1:
+    got = comm.recv(np.zeros(3), r - 1)
     check(np.array_equal(got, value(r - 1, 3, np.float64)), "send/recv")
 comm.barrier()
 # recv_any: rank 0 takes one send from every other rank, whichever comes first.
