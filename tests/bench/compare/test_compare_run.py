@@ -28,7 +28,9 @@ PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.execut
 def installed_peers(build: Path) -> tuple:
     """-> (peers compare will run, notes on the missing ones), from compare's own table."""
     peers, notes = [], []
-    for name, system in compare.SYSTEMS.items():
+    # compare's default peers: the Debian-packaged ones (nccl-tests needs a GPU and is not among them).
+    for name in compare.DEFAULT_SYSTEMS:
+        system = compare.SYSTEMS[name]
         if name in compare.OURO_SYSTEMS:
             continue
         if system.program == "torch":
