@@ -6,9 +6,9 @@
 // CallStamp (descriptor and call number) as 3 groups of two LL lines. The protocol follows from
 // the count, so a hello on the data's FIFO would itself be lost when the ranks disagree on the
 // count; the LL FIFO is the one every collective can reach. Hello lines carry the flag
-// helloFlag(m) = (m + 1) | 0x80000000 instead of a data message's m + 1, so a hello is never
-// taken for data nor data for a hello (stale lines: the argument of device_prims_ll.cuh holds for
-// both flag kinds), and no hello flag is 0 (the arena starts zeroed).
+// helloFlag(m) = (m + 1) ^ 0x80000000 instead of a data message's m + 1 (device_prims_common.cuh),
+// so a hello is never taken for data nor data for a hello, at any count (stale lines: the
+// argument of device_prims_ll.cuh and the LL clean-up hold for both flag kinds).
 //
 // The block sends its hellos right after it reads its counters, before any data, and thread 0
 // receives and compares the peers' hellos lazily: before the block's first wait that has to wait
@@ -29,10 +29,7 @@
 
 namespace ouro::kernels::cuda {
 
-constexpr uint32_t kHelloFlagBit = 0x80000000u;
 constexpr uint32_t kHelloLineBytes = uint32_t(2 * kCallStampWords * sizeof(uint64_t));  // 48
-
-OURO_DEVICE_INLINE uint32_t helloFlag(uint32_t message) { return (message + 1) | kHelloFlagBit; }
 
 // Thread 0: waits until the LL FIFO to every peer has a slot for the hello. The wait may block
 // before this block has seen its peers' hellos: the slot is freed as the peer consumes this rank's
@@ -64,6 +61,12 @@ OURO_DEVICE_NOINLINE void writeHellos(const PrimsContext& x) {
     uint64_t* lines = linesOf(f, message) + 2 * w;
     dm::storeLine(lines, makeLine(uint32_t(v), helloFlag(message)));
     dm::storeLine(lines + 1, makeLine(uint32_t(v >> 32), helloFlag(message)));
+  }
+  for (int p = 0; p < x.nranks; p++) {  // the LL clean-up (device_prims_common.cuh) is a hello's too
+    if (p == x.rank) continue;
+    const FifoView& f = x.channel->ll_to[p];
+    const uint32_t message = dm::loadRelaxed(f.tail);
+    if (llCleanDue(message, f.slot_count)) cleanLines(f, message, 2 * kCallStampWords, helloFlag(message));
   }
 }
 
@@ -128,8 +131,7 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
       const uint32_t flag = helloFlag(message);
       uint64_t d0 = 0, d1 = 0, call = 0;
       if (!helloWord(lines, flag, d0) || !helloWord(lines + 2, flag, d1) || !helloWord(lines + 4, flag, call)) {
-        if (message + 1 != flag && lineFlag(dm::loadLine(lines)) == message + 1)
-          return fail(x, DeviceFailure::kNotACall, p, false);
+        if (lineFlag(dm::loadLine(lines)) == dataFlag(message)) return fail(x, DeviceFailure::kNotACall, p, false);
         if (waiting_on < 0) waiting_on = p;
         continue;
       }

@@ -66,11 +66,11 @@ TEST_CASE("arena layout: FIFOs disjoint, counters on their own lines, slots line
   for (int nranks = 1; nranks <= 16; nranks++)
     for (int nchannels : {1, 3, 8})
       for (uint32_t slot_bytes : {16u, 48u, 4096u, 131072u}) {
-        ArenaLayout l{nranks, nchannels, 3, slot_bytes};
+        ArenaLayout l{nranks, nchannels, 4, slot_bytes};
         INFO("nranks " << nranks << " channels " << nchannels << " slot bytes " << slot_bytes);
         REQUIRE_FALSE(layoutProblem(l, 16, 8).has_value());
         CHECK(l.fifoBytes() % kLineBytes == 0);
-        CHECK(l.fifoBytes() >= 4 * kLineBytes + size_t(3) * slot_bytes + size_t(3) * l.ll_slot_bytes);
+        CHECK(l.fifoBytes() >= 4 * kLineBytes + size_t(4) * slot_bytes + size_t(4) * l.ll_slot_bytes);
         CHECK(l.totalBytes() == size_t(nranks) * size_t(nchannels) * l.fifoBytes());
         std::set<size_t> starts;
         size_t last_end = 0;
@@ -153,6 +153,10 @@ TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
   CHECK(contains(*layoutProblem(ArenaLayout{2, 0, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 9, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=9"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1, 4096}, 16, 8), "OURO_CUDA_SLOTS=1"));
+  // Not a power of two: messages 2^32 - 1 and 2^32 would share a slot (kernels/common/fifo.hpp).
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 3, 4096}, 16, 8), "OURO_CUDA_SLOTS=3: give a power of two"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 6, 4096}, 16, 8), "OURO_CUDA_SLOTS=6"));
+  CHECK_FALSE(layoutProblem(ArenaLayout{2, 1, 8, 4096}, 16, 8));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 100}, 16, 8), "OURO_CUDA_SLOT_BYTES=100"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 0}, 16, 8), "OURO_CUDA_SLOT_BYTES=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1u << 20, 1u << 20}, 16, 8), "under 2 GiB"));

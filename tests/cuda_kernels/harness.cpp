@@ -63,18 +63,26 @@ struct World {
   uint32_t* abortWord(int rank) const { return abort_words + size_t(rank) * 16; }
 };
 
-FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes) {
+FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes,
+                  uint32_t start, bool ll) {
   FifoView f;
   f.tail = arena.take<uint32_t>(64);
   f.head = arena.take<uint32_t>(64);
-  *f.tail = 0;
-  *f.head = 0;
+  *f.tail = start;
+  *f.head = start;
   f.slots = arena.take<std::byte>(size_t(stride) * slot_count);
   std::memset(f.slots, 0, size_t(stride) * slot_count);
   f.slot_count = slot_count;
   f.slot_stride = stride;
   f.header_bytes = header_bytes;
   f.slot_bytes = slot_bytes;
+  // The lines the messages start - slot_count .. start - 1 left in their slots (Case::counter_start).
+  if (ll)
+    for (uint32_t back = 1; back <= slot_count && back <= start; back++) {
+      const uint32_t message = start - back;
+      uint64_t* lines = reinterpret_cast<uint64_t*>(f.payload(message));
+      for (size_t i = 0; i < slot_bytes / sizeof(uint64_t); i++) lines[i] = uint64_t(message + 1) << 32;
+    }
   return f;
 }
 
@@ -97,10 +105,10 @@ void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
-        const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes);
+        const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes, c.counter_start, false);
         channels[s * c.nchannels + ch].to[r] = f;
         channels[r * c.nchannels + ch].from[s] = f;
-        const FifoView ll = makeFifo(arena, c.slot_count, ll_stride, 0, c.ll_slot_bytes);
+        const FifoView ll = makeFifo(arena, c.slot_count, ll_stride, 0, c.ll_slot_bytes, c.counter_start, true);
         channels[s * c.nchannels + ch].ll_to[r] = ll;
         channels[r * c.nchannels + ch].ll_from[s] = ll;
       }

@@ -17,7 +17,10 @@ std::optional<std::string> layoutProblem(const ArenaLayout& l, int max_ranks, in
     return strprintf("%d ranks: the CUDA executor connects at most %d ranks", l.nranks, max_ranks);
   if (l.nchannels < 1 || l.nchannels > max_channels)
     return strprintf("OURO_CUDA_CHANNELS=%d: give 1..%d", l.nchannels, max_channels);
-  if (l.slot_count < 2) return strprintf("OURO_CUDA_SLOTS=%u: give at least 2", l.slot_count);
+  if (l.slot_count < 2 || !kernels::validSlotCount(l.slot_count))
+    return strprintf("OURO_CUDA_SLOTS=%u: give a power of two, at least 2 (2, 4, 8, ...): the FIFOs' 32-bit counters "
+                     "wrap at 2^32, and only a power of two keeps two consecutive messages out of one slot there",
+                     l.slot_count);
   if (l.slot_bytes < 16 || l.slot_bytes % 16 != 0)
     return strprintf("OURO_CUDA_SLOT_BYTES=%u: give a multiple of 16 bytes, at least 16", l.slot_bytes);
   // At least 48: a checked call's first message on an LL FIFO, its hello, takes 6 lines
