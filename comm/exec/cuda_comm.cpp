@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/exec/device_launches.hpp"
 #include "comm/setup/bootstrap.hpp"
 #include "comm/setup/gpu_topology.hpp"
 #include "core/env.hpp"
@@ -67,7 +68,7 @@ void CudaComm::abort() {
   if (arena_) arena_->setAbort();
 }
 
-tc::Arena& CudaComm::ready(Communicator& c, int device) {
+tc::Arena& CudaComm::ready(Communicator& c, int device, const std::string& capturing) {
   if (arena_) {
     if (arena_->device() != device)
       raise(Result::kInvalidArgument,
@@ -78,6 +79,7 @@ tc::Arena& CudaComm::ready(Communicator& c, int device) {
   }
   const std::string who = strprintf("rank %d: CUDA executor set-up", c.rank());
   try {
+    if (!capturing.empty()) throw Error(Result::kInvalidUsage, captureProblem(CaptureState::kActive, false, capturing));
     setUp(c, device);
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(who);

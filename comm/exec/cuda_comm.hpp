@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "comm/setup/communicator.hpp"
 #include "transport/cuda/arena.hpp"
@@ -30,7 +31,9 @@ class CudaComm final : public ExecutorState {
 
   // The arena, set up at the first call (an exchange with every rank through the bootstrap store)
   // on `device`, the calling stream's; a later call from a stream on another device is refused.
-  transport::cuda::Arena& ready(Communicator& c, int device);
+  // `capturing`: the call's name when its stream is capturing a CUDA graph, where the set-up
+  // cannot run (it allocates and synchronizes): refused then, on every rank, until set up.
+  transport::cuda::Arena& ready(Communicator& c, int device, const std::string& capturing = "");
   uint64_t nextCall() { return ++calls_; }
   uint64_t calls() const { return calls_; }
   // The ring order (DriverCall::ring) in device memory, the same on every rank.

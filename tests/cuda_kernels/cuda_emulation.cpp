@@ -116,8 +116,19 @@ struct Stream::State {
   std::deque<std::function<void()>> queue;
   uint64_t launched = 0, completed = 0;
   bool stopping = false;
+  std::unique_ptr<Graph> capture;  // non-null between beginCapture and endCapture
   std::thread worker;
 };
+
+Graph::~Graph() {
+  for (auto& f : on_destroy_) f();
+}
+
+void Graph::launch(Stream& stream) {
+  for (const auto& w : work_) stream.enqueue(w);
+}
+
+void Graph::retain(std::function<void()> on_destroy) { on_destroy_.push_back(std::move(on_destroy)); }
 
 Stream::Stream() : state_(new State) {
   State* st = state_;
@@ -150,6 +161,10 @@ Stream::~Stream() {
 
 void Stream::enqueue(std::function<void()> work) {
   std::lock_guard lock(state_->mu);
+  if (state_->capture) {
+    state_->capture->work_.push_back(std::move(work));
+    return;
+  }
   state_->queue.push_back(std::move(work));
   state_->launched++;
   state_->cv.notify_all();
@@ -163,6 +178,21 @@ void Stream::synchronize() {
 bool Stream::idle() {
   std::lock_guard lock(state_->mu);
   return state_->queue.empty();
+}
+
+void Stream::beginCapture() {
+  std::lock_guard lock(state_->mu);
+  state_->capture = std::make_unique<Graph>();
+}
+
+std::unique_ptr<Graph> Stream::endCapture() {
+  std::lock_guard lock(state_->mu);
+  return std::move(state_->capture);
+}
+
+Graph* Stream::capturing() {
+  std::lock_guard lock(state_->mu);
+  return state_->capture.get();
 }
 
 uint64_t Stream::launched() {

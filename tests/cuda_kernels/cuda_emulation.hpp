@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -59,7 +61,32 @@ int threadsPerBlock(int preferred);
 void setResidency(int sms, int blocks_per_sm);
 int residentBlocks();
 
-// A CUDA stream: launches queued on it run in order, on a worker thread of its own.
+class Stream;
+
+// A CUDA graph made by stream capture (cudaStreamEndCapture): the work captured, each a copy taken
+// when it was enqueued (a kernel's arguments are baked in, as in a CUDA graph), replayed in order
+// by launch(), as often as wanted. retain() is cudaGraphRetainUserObject: the callbacks run when
+// the graph is destroyed (after its last replay has finished: destroy it once its streams are
+// synchronized, as CUDA asks).
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch(Stream& stream);  // cudaGraphLaunch: the captured work, queued on `stream`
+  void retain(std::function<void()> on_destroy);
+  size_t nodes() const { return work_.size(); }
+
+ private:
+  friend class Stream;
+  std::vector<std::function<void()>> work_;
+  std::vector<std::function<void()>> on_destroy_;
+};
+
+// A CUDA stream: launches queued on it run in order, on a worker thread of its own. Between
+// beginCapture() and endCapture() (cudaStreamBeginCapture/EndCapture) nothing runs: what is
+// enqueued goes into the graph being captured.
 class Stream {
  public:
   Stream();
@@ -69,9 +96,13 @@ class Stream {
 
   void synchronize();            // cudaStreamSynchronize
   bool idle();                   // cudaStreamQuery == cudaSuccess
-  uint64_t launched();           // launches queued so far
+  uint64_t launched();           // launches queued so far (captured ones excluded)
   uint64_t completed();          // launches that have finished
   void enqueue(std::function<void()> work);
+  void beginCapture();
+  std::unique_ptr<Graph> endCapture();
+  // The graph being captured (cudaStreamGetCaptureInfo's graph), or null when not capturing.
+  Graph* capturing();
 
  private:
   struct State;
