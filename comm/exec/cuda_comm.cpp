@@ -1,11 +1,15 @@
 #include "comm/exec/cuda_comm.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comm/exec/device_launches.hpp"
+#include "comm/exec/device_teardown.hpp"
 #include "comm/setup/bootstrap.hpp"
 #include "comm/setup/gpu_topology.hpp"
 #include "core/env.hpp"
@@ -58,6 +62,26 @@ CudaComm::~CudaComm() {
     const tc::CurrentDevice on(arena_->device());
     if (order_event_) cudaEventDestroy(order_event_);
     if (ring_device_) cudaFree(ring_device_);
+    // The executors (streams) went first, waiting for this rank's kernels: this rank no longer
+    // touches the peers' FIFOs. Its own go once no peer does (comm/exec/device_teardown.hpp).
+    arena_->closePeers();
+    const bool clean = !aborted_ && !arena_->aborted() && !comm_->progress().failed();
+    const double timeout = double(envInt("OURO_TIMEOUT_S"));
+    DeviceTeardown t;
+    t.store = &comm_->store();
+    t.prefix = comm_->prefix();
+    t.rank = comm_->rank();
+    t.pids = pids_;
+    t.pid = int64_t(::getpid());
+    // After a failure a peer may never destroy its communicator: wait a little, then keep the
+    // memory rather than free what it might still write.
+    t.wait_s = clean ? timeout : std::min(timeout > 0 ? timeout : 5.0, 5.0);
+    std::shared_ptr<tc::Arena> arena(std::move(arena_));
+    t.release = [arena](bool free) mutable {
+      if (!free) arena->keepFifosAllocated();
+      arena.reset();
+    };
+    retireDeviceFifos(std::move(t), processGone);
   } catch (const Error&) {
   }
 }
@@ -134,6 +158,8 @@ void CudaComm::setUp(Communicator& c, int device) {
   requireSame(c, who, "OURO_CHECK", c.planner().world().check ? "1" : "0",
               "with OURO_CHECK=1 every device collective exchanges its call's descriptor with every rank");
   ll_max_bytes_ = size_t(ll_max);
+  comm_ = &c;
+  for (const tc::DeviceIdentity& id : ids) pids_.push_back(id.pid);
   ranks_on_device_ = int(std::count_if(ids.begin(), ids.end(),
                                        [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(rank)].bus_id; }));
   const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");

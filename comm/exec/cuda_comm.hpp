@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/setup/communicator.hpp"
 #include "transport/cuda/arena.hpp"
@@ -64,6 +65,8 @@ class CudaComm final : public ExecutorState {
   int* ring_device_ = nullptr;
   size_t ll_max_bytes_ = 0;
   int ranks_on_device_ = 1;
+  Communicator* comm_ = nullptr;  // its owner, set with the arena (teardown needs its store)
+  std::vector<int64_t> pids_;     // every rank's process
 };
 
 }  // namespace ouro

@@ -81,6 +81,8 @@ class Progress {
   }
   // Marks the communicator failed and tells every peer; later calls fail at once.
   void fail(const std::string& reason);
+  // Whether an earlier failure left the communicator unusable.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Throws ouroInvalidUsage if an earlier failure left the communicator unusable.
   void requireUsable(const char* call) const {
     if (failed_.load(std::memory_order_acquire)) throwUnusable(call);

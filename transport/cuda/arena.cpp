@@ -163,15 +163,26 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
 Arena::~Arena() { release(); }
 
 void Arena::release() noexcept {
+  closePeers();
+  releaseOwn();
+}
+
+// With the device set to the arena's, and the caller's device given back after.
+namespace {
+struct OnDevice {
   int saved = -1;
-  if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
-  cudaSetDevice(options_.device);
-  struct Restore {
-    int saved;
-    ~Restore() {
-      if (saved >= 0) cudaSetDevice(saved);
-    }
-  } restore{saved};
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
+    cudaSetDevice(device);
+  }
+  ~OnDevice() {
+    if (saved >= 0) cudaSetDevice(saved);
+  }
+};
+}  // namespace
+
+void Arena::closePeers() noexcept {
+  const OnDevice on(options_.device);
   if (channels_device_) quietly(cudaFree(channels_device_), "cudaFree(channel table)");
   channels_device_ = nullptr;
   peer_aborts_device_ = nullptr;
@@ -187,8 +198,12 @@ void Arena::release() noexcept {
     }
     p = PeerMapping{};
   }
-  if (device_memory_ && own_device_) quietly(cudaFree(own_device_), "cudaFree(FIFOs)");
-  if (own_host_) {
+}
+
+void Arena::releaseOwn() noexcept {
+  const OnDevice on(options_.device);
+  if (device_memory_ && own_device_ && !keep_fifos_) quietly(cudaFree(own_device_), "cudaFree(FIFOs)");
+  if (own_host_) {  // a peer's mapping of the segment keeps its pages: unmapping ours is safe
     quietly(cudaHostUnregister(own_host_), "cudaHostUnregister(FIFOs)");
     ::munmap(own_host_, bytes_);
   }

@@ -72,6 +72,12 @@ class Arena {
   void setAbort();
   bool aborted() const;
 
+  // Teardown (comm/exec/device_teardown.hpp): this rank's kernels have ended; close its mappings
+  // of the peers' FIFOs and abort words, and free the channel table. The arena's own memory stays.
+  void closePeers() noexcept;
+  // Leaves this rank's FIFOs allocated when the arena goes (a peer might still write there).
+  void keepFifosAllocated() noexcept { keep_fifos_ = true; }
+
  private:
   struct PeerMapping {
     std::byte* device_ptr = nullptr;  // usable by this process's kernels
@@ -83,6 +89,7 @@ class Arena {
   static constexpr size_t kAbortBytes = 4096;  // one page: its own line, and what mmap maps
 
   void release() noexcept;
+  void releaseOwn() noexcept;
 
   ArenaOptions options_;
   bool device_memory_;
@@ -99,6 +106,7 @@ class Arena {
   void* abort_map_ = nullptr;
   uint32_t* abort_host_ = nullptr;   // in abort_map_, pinned and mapped for the kernels
   uint32_t* abort_device_ = nullptr;
+  bool keep_fifos_ = false;
 };
 
 }  // namespace ouro::transport::cuda
