@@ -20,6 +20,7 @@
 #include "kernels/cuda/launch.hpp"
 #include "transport/cuda/arena.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/pointer_memory.hpp"
 
 namespace ouro {
 namespace {
@@ -202,12 +203,9 @@ struct CudaExecutor::Impl {
   // Refuses a buffer in another GPU's memory (host and managed memory pass: every device reaches them).
   void requireOnDevice(const void* p, const std::string& who, const char* name) const {
     if (!p) return;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    const std::string why = tc::bufferDeviceProblem(who, name, attr.type == cudaMemoryTypeDevice, attr.device, device);
+    int owner = -1;
+    const bool in_device = tc::pointerMemory(p, &owner) == tc::PointerMemory::kDevice;
+    const std::string why = tc::bufferDeviceProblem(who, name, in_device, owner, device);
     if (!why.empty()) throw Error(Result::kInvalidArgument, why);
   }
 

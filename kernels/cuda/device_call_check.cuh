@@ -39,7 +39,7 @@ OURO_DEVICE_NOINLINE bool waitHelloSpace(const PrimsContext& x) {
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
     if (f.slot_bytes < kHelloLineBytes) return fail(x, DeviceFailure::kBadCall, p, true);
-    const uint32_t sent = dm::loadRelaxed(f.tail);
+    const uint32_t sent = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
     const uint64_t start = dm::clockNs();
     uint32_t turns = 0;
     while (sent - dm::loadAcquire(f.head) >= f.slot_count)
@@ -49,14 +49,15 @@ OURO_DEVICE_NOINLINE bool waitHelloSpace(const PrimsContext& x) {
 }
 
 // Every thread: its share of the hellos' lines (one 8-byte word of the stamp, two lines, per
-// peer and word). The tail each thread reads is this rank's own count, stable until countHellos.
+// peer and word). The LL count each thread reads is this rank's own (LocalCounters), stable until
+// countHellos.
 OURO_DEVICE_NOINLINE void writeHellos(const PrimsContext& x) {
   const int words = int(kCallStampWords);
   for (int i = dm::threadIndex(); i < x.nranks * words; i += dm::blockSize()) {
     const int p = i / words, w = i % words;
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
-    const uint32_t message = dm::loadRelaxed(f.tail);
+    const uint32_t message = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
     const uint64_t v = w < 2 ? x.stamp.descriptor[w] : x.stamp.call;
     uint64_t* lines = linesOf(f, message) + 2 * w;
     dm::storeLine(lines, makeLine(uint32_t(v), helloFlag(message)));
@@ -65,19 +66,19 @@ OURO_DEVICE_NOINLINE void writeHellos(const PrimsContext& x) {
   for (int p = 0; p < x.nranks; p++) {  // the LL clean-up (device_prims_common.cuh) is a hello's too
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
-    const uint32_t message = dm::loadRelaxed(f.tail);
+    const uint32_t message = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
     if (llCleanDue(message, f.slot_count)) cleanLines(f, message, 2 * kCallStampWords, helloFlag(message));
   }
 }
 
-// Thread 0, after the block's barrier that follows writeHellos: counts the hello on every link (the
-// LL tail is the sender's count, read by the sender only). An LL call's data follows it.
+// Thread 0, after the block's barrier that follows writeHellos: counts the hello on every link (in
+// this rank's LL counts, and in the block's when the call's data is LL too: it follows the hello).
 OURO_DEVICE_INLINE void countHellos(const PrimsContext& x, BlockState& s) {
   for (int p = 0; p < x.nranks; p++) {
     if (p == x.rank) continue;
-    const FifoView& f = x.channel->ll_to[p];
-    const uint32_t next = dm::loadRelaxed(f.tail) + 1;
-    dm::storeRelease(f.tail, next);
+    uint32_t* sent = &x.channel->counters->sent[1][p];
+    const uint32_t next = dm::loadRelaxed(sent) + 1;
+    dm::storeRelaxed(sent, next);
     if (x.protocol == DeviceProtocol::kLL) s.sent[p] = next;
   }
 }
@@ -126,7 +127,8 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
     for (int p = 0; p < x.nranks; p++) {
       if ((pending >> p & 1u) == 0) continue;
       const FifoView& f = x.channel->ll_from[p];
-      const uint32_t message = dm::loadRelaxed(f.head);  // (in the peer's memory: read only while a hello is late)
+      uint32_t* received = &x.channel->counters->received[1][p];
+      const uint32_t message = dm::loadRelaxed(received);
       const uint64_t* lines = linesOf(f, message);
       const uint32_t flag = helloFlag(message);
       uint64_t d0 = 0, d1 = 0, call = 0;
@@ -136,6 +138,7 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
         continue;
       }
       dm::storeRelease(f.head, message + 1);  // after this thread's reads of the hello's lines
+      dm::storeRelaxed(received, message + 1);
       if (x.protocol == DeviceProtocol::kLL) s.received[p] = message + 1;
       pending &= ~(1u << p);
       if (d0 != x.stamp.descriptor[0] || d1 != x.stamp.descriptor[1] || call != x.stamp.call)

@@ -10,8 +10,8 @@
 // bytes (two lines): whole elements of every dtype, so a thread folds its groups alone.
 //   send:    thread 0 waits until sent[p] - acquire(ll_to[p].head) < slot_count; barrier; every
 //            thread stores its lines into slot sent[p]; barrier; thread 0 counts the message
-//            (and stores it in the tail word, which only the sender reads, to carry its count
-//            across calls).
+//            (the count is kept in this rank's LocalCounters across calls; the FIFO's tail word
+//            is not used).
 //   receive: every thread polls its lines of slot received[p] until both flags are
 //            received[p] + 1 (one polling thread at a time also watches the abort word and the
 //            deadline for the block: keepSpinning), then uses the data; barrier; thread 0 release-stores
@@ -71,7 +71,7 @@ class LlPrims : public PrimsBlock {
  public:
   using PrimsBlock::PrimsBlock;
 
-  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer, x_.channel->ll_to, x_.channel->ll_from); }
+  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer); }
 
   // ---- the vocabulary (counts in elements of T) ----
 
@@ -136,7 +136,9 @@ class LlPrims : public PrimsBlock {
   OURO_DEVICE_INLINE bool waitSpace(int peer, size_t bytes) {
     return fits(peer, bytes, true) && PrimsBlock::waitSpace(x_.channel->ll_to[peer], peer);
   }
-  OURO_DEVICE_INLINE void countSent(int peer) { dm::storeRelease(x_.channel->ll_to[peer].tail, ++s_.sent[peer]); }
+  // An LL message needs no tail (its lines carry their flags): the count is this rank's alone,
+  // kept in the block and saved at the kernel's end.
+  OURO_DEVICE_INLINE void countSent(int peer) { ++s_.sent[peer]; }
 
   // ---- every thread: lines ----
 

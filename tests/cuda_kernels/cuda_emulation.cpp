@@ -60,6 +60,24 @@ thread_local bool t_yields = false;
 
 }  // namespace
 
+std::atomic<bool> g_counting{false};
+namespace {
+std::atomic<uint64_t> g_fences{0};
+std::atomic<uint64_t> g_accesses[17];  // by size in bytes, 1..16
+}  // namespace
+
+void setCounting(bool on) {
+  g_fences = 0;
+  for (auto& a : g_accesses) a = 0;
+  g_counting = on;
+}
+uint64_t systemFences() { return g_fences.load(); }
+uint64_t accessesOfSize(size_t bytes) { return bytes < 17 ? g_accesses[bytes].load() : 0; }
+void countFence() { g_fences.fetch_add(1, std::memory_order_relaxed); }
+void countAccess(size_t bytes) {
+  if (bytes < 17) g_accesses[bytes].fetch_add(1, std::memory_order_relaxed);
+}
+
 void setSeed(uint64_t seed) { g_seed = seed; }
 void setResidency(int sms, int blocks_per_sm) {
   {

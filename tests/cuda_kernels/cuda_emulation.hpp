@@ -44,7 +44,24 @@ extern thread_local dim3 gridDim;
 
 void __syncthreads();
 int __syncthreads_or(int predicate);
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+namespace ouro::cuda_emu {
+
+// What the kernels do, counted for tests that check a cost (off until setCounting(true)): system
+// fences, and typed accesses (loadUnit / storeUnit) by size in bytes.
+extern std::atomic<bool> g_counting;
+void setCounting(bool on);  // also resets the counts
+uint64_t systemFences();
+uint64_t accessesOfSize(size_t bytes);
+void countFence();
+void countAccess(size_t bytes);
+
+}  // namespace ouro::cuda_emu
+
+inline void __threadfence_system() {
+  if (ouro::cuda_emu::g_counting.load(std::memory_order_relaxed)) ouro::cuda_emu::countFence();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 namespace ouro::cuda_emu {
 
@@ -130,6 +147,7 @@ inline uint32_t loadAcquire(const uint32_t* p) {
 inline uint32_t loadRelaxed(const uint32_t* p) {
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 }
+inline void storeRelaxed(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
 inline void storeRelease(uint32_t* p, uint32_t v) {
   maybeYield();
   std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
@@ -163,6 +181,7 @@ uint64_t clockNs();
 void trapMisaligned(const void* p, size_t bytes);
 inline void requireAligned(const void* p, size_t bytes) {
   if (uintptr_t(p) % bytes != 0) trapMisaligned(p, bytes);
+  if (g_counting.load(std::memory_order_relaxed)) countAccess(bytes);
 }
 
 }  // namespace ouro::cuda_emu

@@ -92,13 +92,20 @@ FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t h
 size_t fifoArenaBytes(const Case& c) {
   const size_t n = size_t(c.nranks), channels = size_t(c.nchannels);
   const size_t fifo_bytes = 512 + (c.header_bytes + c.slot_bytes + c.ll_slot_bytes + 128) * size_t(c.slot_count);
-  return 4096 + channels * n * (sizeof(DeviceChannel) + 64) + channels * n * n * fifo_bytes;
+  return 4096 + channels * n * (sizeof(DeviceChannel) + sizeof(LocalCounters) + 128) + channels * n * n * fifo_bytes;
 }
 
 // Every FIFO of the world into `channels` ([rank * nchannels + channel]).
 void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
   const int n = c.nranks;
-  for (int i = 0; i < n * c.nchannels; i++) new (&channels[i]) DeviceChannel();
+  for (int i = 0; i < n * c.nchannels; i++) {
+    new (&channels[i]) DeviceChannel();
+    // Each rank's own counts of each channel, as its kernels keep them between calls.
+    channels[i].counters = arena.take<LocalCounters>(sizeof(LocalCounters));
+    for (auto* counts : {&channels[i].counters->sent, &channels[i].counters->received})
+      for (auto& proto : *counts)
+        for (uint32_t& v : proto) v = c.counter_start;
+  }
   const uint32_t stride = (c.header_bytes + c.slot_bytes + 63) / 64 * 64;
   const uint32_t ll_stride = (c.ll_slot_bytes + 63) / 64 * 64;
   for (int ch = 0; ch < c.nchannels; ch++)

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/device_call.hpp"
 #include "transport/cuda/arena_layout.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace ouro::transport::cuda {
 
@@ -81,9 +82,9 @@ class Arena {
  private:
   struct PeerMapping {
     std::byte* device_ptr = nullptr;  // usable by this process's kernels
-    void* host_map = nullptr;         // pinned host mode: the mmap'd segment
+    shm::Segment host_map;            // pinned host mode: the peer's segment, mapped here
     bool ipc = false;
-    void* abort_map = nullptr;        // the peer's abort word (its segment, mapped here)
+    shm::Segment abort_map;           // the peer's abort word (its segment, mapped here)
     uint32_t* abort_device = nullptr;
   };
   static constexpr size_t kAbortBytes = 4096;  // one page: its own line, and what mmap maps
@@ -95,15 +96,11 @@ class Arena {
   bool device_memory_;
   size_t bytes_;
   std::byte* own_device_ = nullptr;  // this rank's FIFOs as its kernels address them
-  void* own_host_ = nullptr;         // pinned host mode: the mmap'd segment
-  std::string shm_name_;
-  bool name_linked_ = false;
+  shm::Segment own_host_;            // pinned host mode: the FIFOs' segment
   std::vector<PeerMapping> peers_;
   kernels::cuda::DeviceChannel* channels_device_ = nullptr;
   uint32_t* const* peer_aborts_device_ = nullptr;  // in channels_device_'s allocation
-  std::string abort_name_;           // the abort word's shared-memory segment
-  bool abort_linked_ = false;
-  void* abort_map_ = nullptr;
+  shm::Segment abort_map_;           // the abort word's segment
   uint32_t* abort_host_ = nullptr;   // in abort_map_, pinned and mapped for the kernels
   uint32_t* abort_device_ = nullptr;
   bool keep_fifos_ = false;
