@@ -176,11 +176,30 @@ TEST_CASE("FIFO memory: device memory only when every peer's GPU reaches this on
   CHECK_FALSE(fifosInDeviceMemory(0, partial, false));
   CHECK(fifosInDeviceMemory(1, partial, false));
   CHECK(fifosInDeviceMemory(2, partial, false));
-  // Two ranks on one GPU: a device is not its own peer, so pinned host memory.
+  // Ranks on one GPU (issue #33): its own memory, a device-to-device copy away (it was pinned host
+  // memory, every byte crossing PCIe twice, since cudaDeviceCanAccessPeer says no for a device
+  // and itself).
   std::vector<DeviceIdentity> shared = {{"A", {}}, {"A", {}}};
-  CHECK_FALSE(fifosInDeviceMemory(0, shared, false));
-  CHECK_FALSE(fifosInDeviceMemory(1, shared, false));
+  CHECK(fifosInDeviceMemory(0, shared, false));
+  CHECK(fifosInDeviceMemory(1, shared, false));
+  CHECK_FALSE(fifosInDeviceMemory(0, shared, true));
+  // Two ranks on A and one on C, which cannot reach A: A's ranks go to host memory.
+  std::vector<DeviceIdentity> mixed = {{"A", {}}, {"A", {}}, {"C", {}}};
+  CHECK_FALSE(fifosInDeviceMemory(0, mixed, false));
   CHECK(fifosInDeviceMemory(0, {{"A", {}}}, false));  // one rank: nobody writes to it
+}
+
+// Ranks that are threads of one process reach each other's FIFOs by pointer: CUDA cannot open an
+// IPC handle its own process exported (it was tried, whatever the pid said); another GPU's
+// memory needs peer access first.
+TEST_CASE("FIFO access: IPC and shared memory between processes, pointers within one", "[cuda][placement]") {
+  CHECK(peerAccess(true, 10, 11, 0, 1) == PeerAccess::kIpcHandle);
+  CHECK(peerAccess(true, 10, 11, 0, 0) == PeerAccess::kIpcHandle);  // processes sharing a GPU
+  CHECK(peerAccess(false, 10, 11, 0, 1) == PeerAccess::kSharedMemory);
+  CHECK(peerAccess(true, 10, 10, 0, 0) == PeerAccess::kPointer);
+  CHECK(peerAccess(true, 10, 10, 0, 1) == PeerAccess::kPointerWithPeerAccess);
+  CHECK(peerAccess(false, 10, 10, 0, 1) == PeerAccess::kPointer);  // portable mapped host memory
+  CHECK(std::string(peerAccessName(PeerAccess::kPointerWithPeerAccess)) == "pointer with peer access (same process)");
 }
 
 TEST_CASE("device identity records round-trip and reject damage", "[cuda][placement]") {

@@ -197,6 +197,12 @@ std::string Arena::record() const {
     w.str(own_host_.name());
   }
   w.str(abort_map_.name());
+  // For a peer in this same process, which uses the pointers as they are (peerAccess).
+  w.u64(uint64_t(::getpid()));
+  w.u32(uint32_t(options_.device));
+  w.u64(reinterpret_cast<uint64_t>(own_device_));
+  w.u64(reinterpret_cast<uint64_t>(abort_host_));
+  w.u64(reinterpret_cast<uint64_t>(abort_device_));
   return w.take();
 }
 
@@ -213,26 +219,60 @@ void Arena::connect(const std::vector<std::string>& records) {
             "rank %d: rank %d's CUDA FIFOs take %llu bytes, this rank's %zu: every rank must set the same "
             "OURO_CUDA_CHANNELS, OURO_CUDA_SLOTS and OURO_CUDA_SLOT_BYTES",
             me, p, (unsigned long long)bytes, bytes_);
-    uint32_t kind = r.u32();
-    std::string payload = r.str(256);
+    const uint32_t kind = r.u32();
+    const std::string payload = r.str(256);
     const std::string abort_name = r.str(256);
+    const int64_t pid = int64_t(r.u64());
+    const int device = int(r.u32());
+    auto* fifos = reinterpret_cast<std::byte*>(r.u64());
+    auto* abort_host = reinterpret_cast<uint32_t*>(r.u64());
+    auto* abort_device = reinterpret_cast<uint32_t*>(r.u64());
     r.expectDone();
     PeerMapping& m = peers_[size_t(p)];
-    if (kind == kRecordDevice) {
-      cudaIpcMemHandle_t handle;
-      if (payload.size() != sizeof handle) raise(Result::kInternalError, "rank %d: bad CUDA IPC handle from rank %d", me, p);
-      std::memcpy(&handle, payload.data(), sizeof handle);
-      void* ptr = nullptr;
-      OURO_CUDA_HINT(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
-                     strprintf("mapping rank %d's CUDA FIFOs (set OURO_CUDA_FIFO_MEMORY=host to use pinned host memory)", p));
-      m.device_ptr = static_cast<std::byte*>(ptr);
-      m.ipc = true;
-    } else {
-      m.host_map = shm::Segment::open(payload, bytes_);
-      m.device_ptr = registerMapped(m.host_map.data(), bytes_);
+    const PeerAccess access = peerAccess(kind == kRecordDevice, int64_t(::getpid()), pid, options_.device, device);
+    switch (access) {
+      case PeerAccess::kPointerWithPeerAccess: {
+        // Kernels of this device write into the peer's device memory: once per device pair.
+        const cudaError_t err = cudaDeviceEnablePeerAccess(device, 0);
+        if (err == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();
+        else if (err != cudaSuccess)
+          raiseCuda(err, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__,
+                    strprintf("letting device %d write rank %d's FIFOs on device %d (set OURO_CUDA_FIFO_MEMORY=host "
+                              "to use pinned host memory)",
+                              options_.device, p, device));
+        [[fallthrough]];
+      }
+      case PeerAccess::kPointer:
+        m.device_ptr = fifos;
+        m.abort_device = abort_device;
+        m.abort_host = abort_host;
+        break;
+      case PeerAccess::kIpcHandle: {
+        cudaIpcMemHandle_t handle;
+        if (payload.size() != sizeof handle) raise(Result::kInternalError, "rank %d: bad CUDA IPC handle from rank %d", me, p);
+        std::memcpy(&handle, payload.data(), sizeof handle);
+        void* ptr = nullptr;
+        OURO_CUDA_HINT(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
+                       strprintf("mapping rank %d's CUDA FIFOs (set OURO_CUDA_FIFO_MEMORY=host to use pinned host "
+                                 "memory)",
+                                 p));
+        m.device_ptr = static_cast<std::byte*>(ptr);
+        m.ipc = true;
+        break;
+      }
+      case PeerAccess::kSharedMemory:
+        m.host_map = shm::Segment::open(payload, bytes_);
+        m.device_ptr = registerMapped(m.host_map.data(), bytes_);
+        break;
     }
-    m.abort_map = shm::Segment::open(abort_name, kAbortBytes);
-    m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map.data(), kAbortBytes));
+    if (!m.abort_device) {  // another process: map its abort word's segment
+      m.abort_map = shm::Segment::open(abort_name, kAbortBytes);
+      m.abort_host = reinterpret_cast<uint32_t*>(m.abort_map.data());
+      m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map.data(), kAbortBytes));
+    }
+    OURO_INFO("rank %d: rank %d's CUDA FIFOs (%s) reached by %s", me, p,
+               kind == kRecordDevice ? "device memory" : "pinned host memory", peerAccessName(access));
   }
   // Channel c: to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls
   // it locally); from[p] the one p writes in ours (its head in p's arena, written from here).
@@ -274,8 +314,7 @@ void Arena::unlinkNames() {
 void Arena::setAbort() {
   if (abort_host_) std::atomic_ref<uint32_t>(*abort_host_).store(1, std::memory_order_release);
   for (PeerMapping& p : peers_)
-    if (p.abort_map.data())
-      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(p.abort_map.data())).store(1, std::memory_order_release);
+    if (p.abort_host) std::atomic_ref<uint32_t>(*p.abort_host).store(1, std::memory_order_release);
 }
 
 bool Arena::aborted() const {

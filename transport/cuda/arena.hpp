@@ -12,7 +12,9 @@
 //      after every rank connected, unlinkNames() removes the shared-memory names.
 // FIFOs in device memory are shared with cudaIpcGetMemHandle / cudaIpcOpenMemHandle (peer access
 // enabled lazily by the open); FIFOs in pinned host memory are a POSIX shared-memory segment that
-// every process maps and registers with cudaHostRegister(cudaHostRegisterMapped).
+// every process maps and registers with cudaHostRegister(cudaHostRegisterMapped). A peer in the
+// same process (ranks that are threads) is reached by its pointers, with peer access enabled for
+// another GPU's memory (PeerAccess, arena_layout.hpp).
 #pragma once
 
 #include <cstddef>
@@ -84,7 +86,8 @@ class Arena {
     std::byte* device_ptr = nullptr;  // usable by this process's kernels
     shm::Segment host_map;            // pinned host mode: the peer's segment, mapped here
     bool ipc = false;
-    shm::Segment abort_map;           // the peer's abort word (its segment, mapped here)
+    shm::Segment abort_map;           // the peer's abort word (its segment, mapped here; none in this process)
+    uint32_t* abort_host = nullptr;   // the peer's abort word, as this process's host addresses it
     uint32_t* abort_device = nullptr;
   };
   static constexpr size_t kAbortBytes = 4096;  // one page: its own line, and what mmap maps

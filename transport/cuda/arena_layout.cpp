@@ -79,6 +79,22 @@ bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, boo
   return true;
 }
 
+PeerAccess peerAccess(bool device_memory, int64_t my_pid, int64_t peer_pid, int my_device, int peer_device) {
+  if (my_pid != peer_pid) return device_memory ? PeerAccess::kIpcHandle : PeerAccess::kSharedMemory;
+  // Mapped pinned host memory registered as portable is addressable from every device.
+  return device_memory && my_device != peer_device ? PeerAccess::kPointerWithPeerAccess : PeerAccess::kPointer;
+}
+
+const char* peerAccessName(PeerAccess access) {
+  switch (access) {
+    case PeerAccess::kIpcHandle: return "CUDA IPC";
+    case PeerAccess::kSharedMemory: return "shared memory";
+    case PeerAccess::kPointer: return "pointer (same process)";
+    case PeerAccess::kPointerWithPeerAccess: return "pointer with peer access (same process)";
+  }
+  return "?";
+}
+
 std::string encodeIdentity(const DeviceIdentity& id) {
   WireWriter w;
   w.str(id.bus_id);
@@ -87,6 +103,8 @@ std::string encodeIdentity(const DeviceIdentity& id) {
   w.u64(uint64_t(id.pid));
   w.u32(uint32_t(id.compute_mode));
   w.u32(id.mps ? 1u : 0u);
+  w.u32(uint32_t(id.visible.size()));
+  for (const auto& v : id.visible) w.str(v);
   return w.take();
 }
 
