@@ -62,7 +62,8 @@ constexpr Setting kSettings[] = {
     {"OURO_CUDA_SLOTS", "4", "slots per CUDA FIFO (a power of two)"},
     {"OURO_CUDA_SLOT_BYTES", "131072", "bytes per CUDA FIFO slot (the pipelining unit of the CUDA kernels; a multiple of 16)"},
     {"OURO_CUDA_LL_MAX_BYTES", "65536", "CUDA calls whose largest buffer is at most this many bytes use the LL protocol (flag-in-data lines: lower latency, half the bandwidth); larger ones the simple protocol; 0 = never LL. Every rank must set the same value"},
-    {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every peer's GPU has peer access to it, else in pinned host memory; host always uses pinned host memory"},
+    {"OURO_P2P_LEVEL", "PXB", "LOC|NVL|PIX|PXB|PHB|NODE|SYS: how far apart two GPUs may be for one to write the other's memory directly (CUDA FIFOs in device memory), as NCCL_P2P_LEVEL: the same GPU only, NVLink, a PCIe switch, through PCIe switches, a CPU's host bridge, a NUMA node, anywhere"},
+    {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every other rank's GPU may write there (the same GPU, or within OURO_P2P_LEVEL), else in pinned host memory; host always uses pinned host memory"},
     // Diagnostics.
     {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "comm/exec/device_teardown.hpp"
 #include "comm/setup/bootstrap.hpp"
 #include "comm/setup/gpu_topology.hpp"
+#include "comm/setup/p2p_level.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -118,6 +120,37 @@ tc::Arena& CudaComm::ready(Communicator& c, int device, const std::string& captu
   return *arena_;
 }
 
+// Makes this rank's arena, maps every peer's, and waits until every rank has mapped every arena
+// (then the shared-memory names can go). A rank that cannot map a peer's device memory (an IPC
+// open or peer access refused: ACS or an IOMMU in the path, a driver that forbids it) says so in
+// the exchange, and then every rank starts again with its FIFOs in pinned host memory, which
+// every GPU reaches, with a warning, rather than fail the job.
+std::unique_ptr<tc::Arena> CudaComm::connectArena(Communicator& c, const std::string& who, const tc::ArenaOptions& options,
+                                                  bool in_device) {
+  for (int attempt = 0;; attempt++) {
+    auto arena = std::make_unique<tc::Arena>(options, in_device);
+    std::string failure;
+    try {
+      arena->connect(storeAllGather(c, strprintf("arena%d/", attempt), arena->record(), who));
+    } catch (const Error& e) {
+      if (attempt > 0 || e.code() != Result::kUnhandledCudaError) throw;
+      failure = e.message();
+    }
+    const std::vector<std::string> mapped = storeAllGather(c, strprintf("mapped%d/", attempt), failure, who);
+    arena->unlinkNames();
+    int failed = -1;
+    for (int r = 0; r < c.size() && failed < 0; r++)
+      if (!mapped[size_t(r)].empty()) failed = r;
+    if (failed < 0) return arena;
+    OURO_WARN("%s: rank %d could not map a peer's device-memory FIFOs (%s); every rank's FIFOs go to pinned host "
+              "memory instead (set OURO_CUDA_FIFO_MEMORY=host to skip the attempt, or lower OURO_P2P_LEVEL)",
+              who.c_str(), failed, mapped[size_t(failed)].c_str());
+    arena->closePeers();  // nobody maps a peer's memory any more before anyone frees its own
+    storeAllGather(c, strprintf("unmapped%d/", attempt), "", who);
+    in_device = false;
+  }
+}
+
 void CudaComm::setUp(Communicator& c, int device) {
   const int rank = c.rank(), n = c.size();
   const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
@@ -162,14 +195,18 @@ void CudaComm::setUp(Communicator& c, int device) {
   for (const tc::DeviceIdentity& id : ids) pids_.push_back(id.pid);
   ranks_on_device_ = int(std::count_if(ids.begin(), ids.end(),
                                        [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(rank)].bus_id; }));
-  const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
-  auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
-  arena->connect(storeAllGather(c, "arena/", arena->record(), who));
-  storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
-  arena->unlinkNames();
-  // The all-gather ring and the broadcast chain follow NVLink (comm/setup/gpu_topology.hpp): every
-  // rank reads the same host topology and the same bus ids, so every rank computes the same order.
+  // Where each rank's FIFOs go follows the GPUs' paths (comm/setup/p2p_level.hpp, OURO_P2P_LEVEL);
+  // the ring follows NVLink. Every rank reads the same host topology and the same identities.
   const GpuTopology topo = loadGpuTopology();
+  const std::string level_text = envString("OURO_P2P_LEVEL");
+  const std::optional<P2pLevel> level = parseP2pLevel(level_text);
+  if (!level)
+    raise(Result::kInvalidArgument, "%s: OURO_P2P_LEVEL=%s: give LOC, NVL, PIX, PXB, PHB, NODE or SYS", who.c_str(),
+          level_text.c_str());
+  std::string why;
+  const bool in_device = fifosInDeviceMemory(rank, ids, topo, *level, memory == "host", &why);
+  OURO_INFO("%s: FIFOs in %s: %s", who.c_str(), in_device ? "device memory" : "pinned host memory", why.c_str());
+  std::unique_ptr<tc::Arena> arena = connectArena(c, who, tc::ArenaOptions{rank, device, layout}, in_device);
   std::vector<int> gpu_of_rank;
   for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
   const std::vector<int> ring = ringOrder(topo, gpu_of_rank);

@@ -55,6 +55,8 @@ class CudaComm final : public ExecutorState {
 
  private:
   void setUp(Communicator& c, int device);
+  std::unique_ptr<transport::cuda::Arena> connectArena(Communicator& c, const std::string& who,
+                                                       const transport::cuda::ArenaOptions& options, bool in_device);
 
   std::mutex mu_;  // arena_ against abort() from another thread
   std::unique_ptr<transport::cuda::Arena> arena_;

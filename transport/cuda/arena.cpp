@@ -99,13 +99,13 @@ DeviceIdentity identify(int device) {
   int count = 0;
   OURO_CUDA(cudaGetDeviceCount(&count));
   for (int d = 0; d < count; d++) {
+    char other[64] = {};
+    OURO_CUDA(cudaDeviceGetPCIBusId(other, sizeof other, d));
+    id.visible.push_back(other);
     if (d == device) continue;
     int can = 0;
     OURO_CUDA(cudaDeviceCanAccessPeer(&can, device, d));
-    if (!can) continue;
-    char other[64] = {};
-    OURO_CUDA(cudaDeviceGetPCIBusId(other, sizeof other, d));
-    id.reaches.push_back(other);
+    if (can) id.reaches.push_back(other);
   }
   return id;
 }

@@ -72,7 +72,7 @@ bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, boo
   if (force_host) return false;
   const DeviceIdentity& me = ranks[size_t(rank)];
   for (size_t p = 0; p < ranks.size(); p++) {
-    if (int(p) == rank) continue;
+    if (int(p) == rank || ranks[p].bus_id == me.bus_id) continue;  // a GPU reaches its own memory
     const auto& reach = ranks[p].reaches;
     if (std::find(reach.begin(), reach.end(), me.bus_id) == reach.end()) return false;
   }
@@ -153,6 +153,9 @@ DeviceIdentity decodeIdentity(const std::string& bytes, int rank) {
   id.pid = int64_t(r.u64());
   id.compute_mode = int(r.u32());
   id.mps = r.u32() != 0;
+  const uint32_t seen = r.u32();
+  if (seen > 1024) raise(Result::kInternalError, "CUDA device record of rank %d lists %u visible GPUs", rank, seen);
+  for (uint32_t i = 0; i < seen; i++) id.visible.push_back(r.str(64));
   r.expectDone();
   return id;
 }

@@ -117,6 +117,7 @@ std::string bufferDeviceProblem(const std::string& who, const char* name, bool i
 struct DeviceIdentity {
   std::string bus_id;                     // PCI bus id of the rank's GPU (comparable across processes)
   std::vector<std::string> reaches;       // bus ids of the GPUs this one can access as a peer
+  std::vector<std::string> visible = {};  // bus ids of every GPU the rank's process sees (its own too)
   int64_t pid = 0;                        // the rank's process (ranks may be threads of one)
   int compute_mode = 0;                   // cudaComputeMode of its GPU (3: EXCLUSIVE_PROCESS)
   bool mps = false;                       // an MPS control daemon serves this host (mpsActive())
