@@ -205,7 +205,7 @@ void CudaComm::setUp(Communicator& c, int device) {
           level_text.c_str());
   std::string why;
   const bool in_device = fifosInDeviceMemory(rank, ids, topo, *level, memory == "host", &why);
-  OURO_INFO("%s: FIFOs in %s: %s", who.c_str(), in_device ? "device memory" : "pinned host memory", why.c_str());
+  OURO_INFO("%s: FIFOs planned in %s: %s", who.c_str(), in_device ? "device memory" : "pinned host memory", why.c_str());
   std::unique_ptr<tc::Arena> arena = connectArena(c, who, tc::ArenaOptions{rank, device, layout}, in_device);
   std::vector<int> gpu_of_rank;
   for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
@@ -220,7 +220,7 @@ void CudaComm::setUp(Communicator& c, int device) {
   OURO_INFO(
       "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
       "calls up to %lld bytes), ring %s (%s), call check %s",
-      rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
+      rank, device, ids[size_t(rank)].bus_id.c_str(), arena->inDeviceMemory() ? "device memory" : "pinned host memory",
       layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
       topo.source.c_str(), c.planner().world().check ? "in the kernels" : "off (OURO_CHECK=0)");
   std::lock_guard lock(mu_);

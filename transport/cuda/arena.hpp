@@ -64,6 +64,7 @@ class Arena {
   void unlinkNames();
 
   int device() const { return options_.device; }
+  bool inDeviceMemory() const { return device_memory_; }
   const ArenaLayout& layout() const { return options_.layout; }
   const kernels::cuda::DeviceChannel* deviceChannels() const { return channels_device_; }
   uint32_t* abortWordDevice() const { return abort_device_; }
