@@ -7,6 +7,8 @@
 
 #if OURO_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "transport/cuda/pointer_memory.hpp"
 #endif
 
 namespace ouro {
@@ -25,12 +27,10 @@ BufferKind defaultPointerKind(const void* ptr) {
     return count > 0;
   }();
   if (!have_device) return BufferKind::kHost;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    return BufferKind::kHost;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? BufferKind::kDevice : BufferKind::kHost;
+  // Of the driver, not cudaPointerGetAttributes: that would make a context on device 0 for every
+  // host call of a process that never uses a GPU (transport/cuda/pointer_memory.hpp).
+  return transport::cuda::pointerMemory(ptr) == transport::cuda::PointerMemory::kHost ? BufferKind::kHost
+                                                                                      : BufferKind::kDevice;
 #else
   (void)ptr;
   return BufferKind::kHost;

@@ -1,12 +1,19 @@
 #include "comm/exec/cuda_comm.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "comm/exec/device_launches.hpp"
+#include "comm/exec/device_teardown.hpp"
 #include "comm/setup/bootstrap.hpp"
 #include "comm/setup/gpu_topology.hpp"
+#include "comm/setup/p2p_level.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -57,6 +64,26 @@ CudaComm::~CudaComm() {
     const tc::CurrentDevice on(arena_->device());
     if (order_event_) cudaEventDestroy(order_event_);
     if (ring_device_) cudaFree(ring_device_);
+    // The executors (streams) went first, waiting for this rank's kernels: this rank no longer
+    // touches the peers' FIFOs. Its own go once no peer does (comm/exec/device_teardown.hpp).
+    arena_->closePeers();
+    const bool clean = !aborted_ && !arena_->aborted() && !comm_->progress().failed();
+    const double timeout = double(envInt("OURO_TIMEOUT_S"));
+    DeviceTeardown t;
+    t.store = &comm_->store();
+    t.prefix = comm_->prefix();
+    t.rank = comm_->rank();
+    t.pids = pids_;
+    t.pid = int64_t(::getpid());
+    // After a failure a peer may never destroy its communicator: wait a little, then keep the
+    // memory rather than free what it might still write.
+    t.wait_s = clean ? timeout : std::min(timeout > 0 ? timeout : 5.0, 5.0);
+    std::shared_ptr<tc::Arena> arena(std::move(arena_));
+    t.release = [arena](bool free) mutable {
+      if (!free) arena->keepFifosAllocated();
+      arena.reset();
+    };
+    retireDeviceFifos(std::move(t), processGone);
   } catch (const Error&) {
   }
 }
@@ -67,7 +94,7 @@ void CudaComm::abort() {
   if (arena_) arena_->setAbort();
 }
 
-tc::Arena& CudaComm::ready(Communicator& c, int device) {
+tc::Arena& CudaComm::ready(Communicator& c, int device, const std::string& capturing) {
   if (arena_) {
     if (arena_->device() != device)
       raise(Result::kInvalidArgument,
@@ -78,6 +105,7 @@ tc::Arena& CudaComm::ready(Communicator& c, int device) {
   }
   const std::string who = strprintf("rank %d: CUDA executor set-up", c.rank());
   try {
+    if (!capturing.empty()) throw Error(Result::kInvalidUsage, captureProblem(CaptureState::kActive, false, capturing));
     setUp(c, device);
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(who);
@@ -90,6 +118,37 @@ tc::Arena& CudaComm::ready(Communicator& c, int device) {
     throw;
   }
   return *arena_;
+}
+
+// Makes this rank's arena, maps every peer's, and waits until every rank has mapped every arena
+// (then the shared-memory names can go). A rank that cannot map a peer's device memory (an IPC
+// open or peer access refused: ACS or an IOMMU in the path, a driver that forbids it) says so in
+// the exchange, and then every rank starts again with its FIFOs in pinned host memory, which
+// every GPU reaches, with a warning, rather than fail the job.
+std::unique_ptr<tc::Arena> CudaComm::connectArena(Communicator& c, const std::string& who, const tc::ArenaOptions& options,
+                                                  bool in_device) {
+  for (int attempt = 0;; attempt++) {
+    auto arena = std::make_unique<tc::Arena>(options, in_device);
+    std::string failure;
+    try {
+      arena->connect(storeAllGather(c, strprintf("arena%d/", attempt), arena->record(), who));
+    } catch (const Error& e) {
+      if (attempt > 0 || e.code() != Result::kUnhandledCudaError) throw;
+      failure = e.message();
+    }
+    const std::vector<std::string> mapped = storeAllGather(c, strprintf("mapped%d/", attempt), failure, who);
+    arena->unlinkNames();
+    int failed = -1;
+    for (int r = 0; r < c.size() && failed < 0; r++)
+      if (!mapped[size_t(r)].empty()) failed = r;
+    if (failed < 0) return arena;
+    OURO_WARN("%s: rank %d could not map a peer's device-memory FIFOs (%s); every rank's FIFOs go to pinned host "
+              "memory instead (set OURO_CUDA_FIFO_MEMORY=host to skip the attempt, or lower OURO_P2P_LEVEL)",
+              who.c_str(), failed, mapped[size_t(failed)].c_str());
+    arena->closePeers();  // nobody maps a peer's memory any more before anyone frees its own
+    storeAllGather(c, strprintf("unmapped%d/", attempt), "", who);
+    in_device = false;
+  }
 }
 
 void CudaComm::setUp(Communicator& c, int device) {
@@ -132,16 +191,22 @@ void CudaComm::setUp(Communicator& c, int device) {
   requireSame(c, who, "OURO_CHECK", c.planner().world().check ? "1" : "0",
               "with OURO_CHECK=1 every device collective exchanges its call's descriptor with every rank");
   ll_max_bytes_ = size_t(ll_max);
+  comm_ = &c;
+  for (const tc::DeviceIdentity& id : ids) pids_.push_back(id.pid);
   ranks_on_device_ = int(std::count_if(ids.begin(), ids.end(),
                                        [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(rank)].bus_id; }));
-  const bool in_device = tc::fifosInDeviceMemory(rank, ids, memory == "host");
-  auto arena = std::make_unique<tc::Arena>(tc::ArenaOptions{rank, device, layout}, in_device);
-  arena->connect(storeAllGather(c, "arena/", arena->record(), who));
-  storeAllGather(c, "mapped/", "", who);  // every rank has mapped every arena: the names can go
-  arena->unlinkNames();
-  // The all-gather ring and the broadcast chain follow NVLink (comm/setup/gpu_topology.hpp): every
-  // rank reads the same host topology and the same bus ids, so every rank computes the same order.
+  // Where each rank's FIFOs go follows the GPUs' paths (comm/setup/p2p_level.hpp, OURO_P2P_LEVEL);
+  // the ring follows NVLink. Every rank reads the same host topology and the same identities.
   const GpuTopology topo = loadGpuTopology();
+  const std::string level_text = envString("OURO_P2P_LEVEL");
+  const std::optional<P2pLevel> level = parseP2pLevel(level_text);
+  if (!level)
+    raise(Result::kInvalidArgument, "%s: OURO_P2P_LEVEL=%s: give LOC, NVL, PIX, PXB, PHB, NODE or SYS", who.c_str(),
+          level_text.c_str());
+  std::string why;
+  const bool in_device = fifosInDeviceMemory(rank, ids, topo, *level, memory == "host", &why);
+  OURO_INFO("%s: FIFOs planned in %s: %s", who.c_str(), in_device ? "device memory" : "pinned host memory", why.c_str());
+  std::unique_ptr<tc::Arena> arena = connectArena(c, who, tc::ArenaOptions{rank, device, layout}, in_device);
   std::vector<int> gpu_of_rank;
   for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
   const std::vector<int> ring = ringOrder(topo, gpu_of_rank);
@@ -155,7 +220,7 @@ void CudaComm::setUp(Communicator& c, int device) {
   OURO_INFO(
       "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
       "calls up to %lld bytes), ring %s (%s), call check %s",
-      rank, device, ids[size_t(rank)].bus_id.c_str(), in_device ? "device memory" : "pinned host memory",
+      rank, device, ids[size_t(rank)].bus_id.c_str(), arena->inDeviceMemory() ? "device memory" : "pinned host memory",
       layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
       topo.source.c_str(), c.planner().world().check ? "in the kernels" : "off (OURO_CHECK=0)");
   std::lock_guard lock(mu_);

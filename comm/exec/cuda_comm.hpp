@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "comm/setup/communicator.hpp"
 #include "transport/cuda/arena.hpp"
@@ -30,7 +32,9 @@ class CudaComm final : public ExecutorState {
 
   // The arena, set up at the first call (an exchange with every rank through the bootstrap store)
   // on `device`, the calling stream's; a later call from a stream on another device is refused.
-  transport::cuda::Arena& ready(Communicator& c, int device);
+  // `capturing`: the call's name when its stream is capturing a CUDA graph, where the set-up
+  // cannot run (it allocates and synchronizes): refused then, on every rank, until set up.
+  transport::cuda::Arena& ready(Communicator& c, int device, const std::string& capturing = "");
   uint64_t nextCall() { return ++calls_; }
   uint64_t calls() const { return calls_; }
   // The ring order (DriverCall::ring) in device memory, the same on every rank.
@@ -51,6 +55,8 @@ class CudaComm final : public ExecutorState {
 
  private:
   void setUp(Communicator& c, int device);
+  std::unique_ptr<transport::cuda::Arena> connectArena(Communicator& c, const std::string& who,
+                                                       const transport::cuda::ArenaOptions& options, bool in_device);
 
   std::mutex mu_;  // arena_ against abort() from another thread
   std::unique_ptr<transport::cuda::Arena> arena_;
@@ -61,6 +67,8 @@ class CudaComm final : public ExecutorState {
   int* ring_device_ = nullptr;
   size_t ll_max_bytes_ = 0;
   int ranks_on_device_ = 1;
+  Communicator* comm_ = nullptr;  // its owner, set with the arena (teardown needs its store)
+  std::vector<int64_t> pids_;     // every rank's process
 };
 
 }  // namespace ouro

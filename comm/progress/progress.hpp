@@ -85,6 +85,8 @@ class Progress {
   // its call number, size): a send no receive matched. Looked at once, at destroy; a message still
   // on the wire then is not seen, nor any on links that cannot look without receiving (InfiniBand).
   std::vector<std::string> unreceivedMessages() const;
+  // Whether an earlier failure left the communicator unusable.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Throws ouroInvalidUsage if an earlier failure left the communicator unusable.
   void requireUsable(const char* call) const {
     if (failed_.load(std::memory_order_acquire)) throwUnusable(call);

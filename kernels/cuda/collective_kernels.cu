@@ -55,7 +55,7 @@ OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared&
   prims.finishCall();
 }
 
-// Point-to-point for one block: channel b moves its part of the buffer (chunkRange over the
+// Point-to-point for one block: channel b moves its part of the buffer (alignedChunkRange over the
 // channels) in slices, as the collectives do; both sides compute the same parts and slices. No
 // call check: send/recv sizes are not compared (as on the host).
 template <class Bug>
@@ -74,7 +74,8 @@ OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, Kern
   dm::syncBlock();
   DevicePrims<unsigned char, Bug> prims(shared.context, shared.state);
   prims.init(p2p.peer);
-  const ElementRange part = chunkRange(p2p.count, p2p.nchannels, channel);
+  const size_t quantum = p2p.elem_bytes < 16 ? 16 / p2p.elem_bytes : 1;  // whole 16 bytes a part
+  const ElementRange part = alignedChunkRange(p2p.count, p2p.nchannels, channel, quantum);
   const size_t slices = sliceCount(part.count, p2p.slice_elems);
   std::byte* buffer = static_cast<std::byte*>(p2p.buffer);
   for (size_t j = 0; j < slices && !prims.failed(); j++) {
@@ -85,6 +86,7 @@ OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, Kern
     else
       prims.recv(p2p.peer, at, sl.count * p2p.elem_bytes);
   }
+  prims.saveCounters(p2p.peer, p2p.send);
 }
 
 template <typename T>

@@ -419,7 +419,8 @@ TEST_CASE("streaming stores give the same results; two ranks measure their cores
 
   // Bad values fail communicator creation on every rank, naming the setting.
   for (const auto& [name, value] : {std::pair<std::string, std::string>{"OURO_SHM_STREAM_STAGING", "sometimes"},
-                                    {"OURO_SHM_STREAM_OUTPUT_BYTES", "-1"}}) {
+                                    {"OURO_SHM_STREAM_OUTPUT_BYTES", "-1"},
+                                    {"OURO_SHM_SLOTS", "3"}}) {
     run = launch(2, kDefault, {"--mode", "matrix", "--colls", "allreduce"}, 120, {{name, value}});
     for (const auto& res : run.ranks) {
       INFO(run.label << ": " << test::describe(res));

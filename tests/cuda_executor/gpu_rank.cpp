@@ -54,7 +54,9 @@ ouroResult_t runCase(int kind, const float* in, float* out, size_t count, ouroRe
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --quick: fewer and smaller counts (under compute-sanitizer, tools/gpu-check-device.sh).
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
   // Skips only where there is no GPU (kernels/cuda/device_probe.hpp); a GPU it cannot use fails.
@@ -85,7 +87,9 @@ int main() {
 
   const Case cases[] = {{"allreduce", 0}, {"reducescatter", 1}, {"allgather", 2},
                         {"broadcast", 3}, {"reduce", 4},        {"alltoall", 5}};
-  const size_t counts[] = {0, 1, size_t(n) - 1 > 0 ? size_t(n) - 1 : 2, 1000, 333331, size_t(3) << 20};
+  const std::vector<size_t> counts =
+      quick ? std::vector<size_t>{1, 1000}
+            : std::vector<size_t>{0, 1, size_t(n) - 1 > 0 ? size_t(n) - 1 : 2, 1000, 333331, size_t(3) << 20};
   for (const Case& c : cases)
     for (size_t count : counts)
       for (ouroRedOp_t op : {ouroSum, ouroMax, ouroAvg}) {

@@ -63,18 +63,26 @@ struct World {
   uint32_t* abortWord(int rank) const { return abort_words + size_t(rank) * 16; }
 };
 
-FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes) {
+FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes,
+                  uint32_t start, bool ll) {
   FifoView f;
   f.tail = arena.take<uint32_t>(64);
   f.head = arena.take<uint32_t>(64);
-  *f.tail = 0;
-  *f.head = 0;
+  *f.tail = start;
+  *f.head = start;
   f.slots = arena.take<std::byte>(size_t(stride) * slot_count);
   std::memset(f.slots, 0, size_t(stride) * slot_count);
   f.slot_count = slot_count;
   f.slot_stride = stride;
   f.header_bytes = header_bytes;
   f.slot_bytes = slot_bytes;
+  // The lines the messages start - slot_count .. start - 1 left in their slots (Case::counter_start).
+  if (ll)
+    for (uint32_t back = 1; back <= slot_count && back <= start; back++) {
+      const uint32_t message = start - back;
+      uint64_t* lines = reinterpret_cast<uint64_t*>(f.payload(message));
+      for (size_t i = 0; i < slot_bytes / sizeof(uint64_t); i++) lines[i] = uint64_t(message + 1) << 32;
+    }
   return f;
 }
 
@@ -84,23 +92,30 @@ FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t h
 size_t fifoArenaBytes(const Case& c) {
   const size_t n = size_t(c.nranks), channels = size_t(c.nchannels);
   const size_t fifo_bytes = 512 + (c.header_bytes + c.slot_bytes + c.ll_slot_bytes + 128) * size_t(c.slot_count);
-  return 4096 + channels * n * (sizeof(DeviceChannel) + 64) + channels * n * n * fifo_bytes;
+  return 4096 + channels * n * (sizeof(DeviceChannel) + sizeof(LocalCounters) + 128) + channels * n * n * fifo_bytes;
 }
 
 // Every FIFO of the world into `channels` ([rank * nchannels + channel]).
 void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
   const int n = c.nranks;
-  for (int i = 0; i < n * c.nchannels; i++) new (&channels[i]) DeviceChannel();
+  for (int i = 0; i < n * c.nchannels; i++) {
+    new (&channels[i]) DeviceChannel();
+    // Each rank's own counts of each channel, as its kernels keep them between calls.
+    channels[i].counters = arena.take<LocalCounters>(sizeof(LocalCounters));
+    for (auto* counts : {&channels[i].counters->sent, &channels[i].counters->received})
+      for (auto& proto : *counts)
+        for (uint32_t& v : proto) v = c.counter_start;
+  }
   const uint32_t stride = (c.header_bytes + c.slot_bytes + 63) / 64 * 64;
   const uint32_t ll_stride = (c.ll_slot_bytes + 63) / 64 * 64;
   for (int ch = 0; ch < c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
-        const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes);
+        const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes, c.counter_start, false);
         channels[s * c.nchannels + ch].to[r] = f;
         channels[r * c.nchannels + ch].from[s] = f;
-        const FifoView ll = makeFifo(arena, c.slot_count, ll_stride, 0, c.ll_slot_bytes);
+        const FifoView ll = makeFifo(arena, c.slot_count, ll_stride, 0, c.ll_slot_bytes, c.counter_start, true);
         channels[s * c.nchannels + ch].ll_to[r] = ll;
         channels[r * c.nchannels + ch].ll_from[s] = ll;
       }

@@ -49,6 +49,11 @@ struct Case {
   int abort_after_ms = -1;    // the host sets every abort word after this long
   Mode mode = Mode::kThreads;
   std::vector<int> ring;      // DriverCall::ring (all-gather ring, broadcast chain); empty: rank order
+  // Every FIFO's counters start here instead of 0, as if this many messages had passed on each
+  // (test only: the 32-bit counters' wrap at 2^32 and the LL flags' at 2^31 are reached without
+  // sending them). LL slots hold lines of the messages before it (data 0, their flags), as the
+  // traffic that led there would have left them.
+  uint32_t counter_start = 0;
 };
 
 struct Outcome {

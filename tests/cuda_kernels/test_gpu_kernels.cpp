@@ -62,6 +62,8 @@ std::string runOnGpu(const Case& c, int odd_rank = -1) {
     return f;
   };
   std::vector<DeviceChannel> channels(size_t(n * c.nchannels));
+  for (DeviceChannel& ch : channels)  // each rank's own counts of each channel, zeroed
+    ch.counters = static_cast<LocalCounters*>(deviceAlloc(owned, sizeof(LocalCounters)));
   for (int ch = 0; ch < c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {

@@ -12,7 +12,9 @@
 //      after every rank connected, unlinkNames() removes the shared-memory names.
 // FIFOs in device memory are shared with cudaIpcGetMemHandle / cudaIpcOpenMemHandle (peer access
 // enabled lazily by the open); FIFOs in pinned host memory are a POSIX shared-memory segment that
-// every process maps and registers with cudaHostRegister(cudaHostRegisterMapped).
+// every process maps and registers with cudaHostRegister(cudaHostRegisterMapped). A peer in the
+// same process (ranks that are threads) is reached by its pointers, with peer access enabled for
+// another GPU's memory (PeerAccess, arena_layout.hpp).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,7 @@
 
 #include "kernels/cuda/device_call.hpp"
 #include "transport/cuda/arena_layout.hpp"
+#include "transport/shm/segment.hpp"
 
 namespace ouro::transport::cuda {
 
@@ -61,6 +64,7 @@ class Arena {
   void unlinkNames();
 
   int device() const { return options_.device; }
+  bool inDeviceMemory() const { return device_memory_; }
   const ArenaLayout& layout() const { return options_.layout; }
   const kernels::cuda::DeviceChannel* deviceChannels() const { return channels_device_; }
   uint32_t* abortWordDevice() const { return abort_device_; }
@@ -72,33 +76,38 @@ class Arena {
   void setAbort();
   bool aborted() const;
 
+  // Teardown (comm/exec/device_teardown.hpp): this rank's kernels have ended; close its mappings
+  // of the peers' FIFOs and abort words, and free the channel table. The arena's own memory stays.
+  void closePeers() noexcept;
+  // Leaves this rank's FIFOs allocated when the arena goes (a peer might still write there).
+  void keepFifosAllocated() noexcept { keep_fifos_ = true; }
+
  private:
   struct PeerMapping {
     std::byte* device_ptr = nullptr;  // usable by this process's kernels
-    void* host_map = nullptr;         // pinned host mode: the mmap'd segment
+    shm::Segment host_map;            // pinned host mode: the peer's segment, mapped here
     bool ipc = false;
-    void* abort_map = nullptr;        // the peer's abort word (its segment, mapped here)
+    shm::Segment abort_map;           // the peer's abort word (its segment, mapped here; none in this process)
+    uint32_t* abort_host = nullptr;   // the peer's abort word, as this process's host addresses it
     uint32_t* abort_device = nullptr;
   };
   static constexpr size_t kAbortBytes = 4096;  // one page: its own line, and what mmap maps
 
   void release() noexcept;
+  void releaseOwn() noexcept;
 
   ArenaOptions options_;
   bool device_memory_;
   size_t bytes_;
   std::byte* own_device_ = nullptr;  // this rank's FIFOs as its kernels address them
-  void* own_host_ = nullptr;         // pinned host mode: the mmap'd segment
-  std::string shm_name_;
-  bool name_linked_ = false;
+  shm::Segment own_host_;            // pinned host mode: the FIFOs' segment
   std::vector<PeerMapping> peers_;
   kernels::cuda::DeviceChannel* channels_device_ = nullptr;
   uint32_t* const* peer_aborts_device_ = nullptr;  // in channels_device_'s allocation
-  std::string abort_name_;           // the abort word's shared-memory segment
-  bool abort_linked_ = false;
-  void* abort_map_ = nullptr;
+  shm::Segment abort_map_;           // the abort word's segment
   uint32_t* abort_host_ = nullptr;   // in abort_map_, pinned and mapped for the kernels
   uint32_t* abort_device_ = nullptr;
+  bool keep_fifos_ = false;
 };
 
 }  // namespace ouro::transport::cuda
