@@ -246,29 +246,13 @@ OURO_HOST_DEVICE inline uint8_t floatToE5m2Bits(float f) {
   return uint8_t(sign | r);
 }
 
-// The type an element is combined in, and the conversions to and from it.
+// The type an element is combined in, and the conversions to and from it: the float formats
+// narrower than fp32, stored as bits, are combined in fp32; every other type in itself.
 template <typename T>
-struct ComputeTypeOf {
-  using type = T;
-};
-template <>
-struct ComputeTypeOf<Float16> {
-  using type = float;
-};
-template <>
-struct ComputeTypeOf<Bfloat16> {
-  using type = float;
-};
-template <>
-struct ComputeTypeOf<Float8e4m3> {
-  using type = float;
-};
-template <>
-struct ComputeTypeOf<Float8e5m2> {
-  using type = float;
-};
+inline constexpr bool kNarrowFloat = std::is_same_v<T, Float16> || std::is_same_v<T, Bfloat16> ||
+                                     std::is_same_v<T, Float8e4m3> || std::is_same_v<T, Float8e5m2>;
 template <typename T>
-using ComputeType = typename ComputeTypeOf<T>::type;
+using ComputeType = std::conditional_t<kNarrowFloat<T>, float, T>;
 
 template <typename T>
 OURO_HOST_DEVICE inline T widen(T v) {
