@@ -11,19 +11,15 @@
 
 #include <cuda_fp8.h>
 
-#include <cstdio>
 #include <string>
 
 #include "kernels/common/element_ops.hpp"
+#include "tests/kernels/reference.hpp"
 
 namespace ouro::kernels {
 namespace {
 
-std::string hex32(uint32_t v) {
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08x", v);
-  return text;
-}
+using test::hex;
 
 struct Compared {
   long checked = 0, differ = 0;
@@ -38,11 +34,11 @@ void compareNarrowing(uint32_t bits, Compared& e4m3, Compared& e5m2) {
   const uint8_t ouro4 = floatToE4m3Bits(x), ouro5 = floatToE5m2Bits(x);
   e4m3.checked++;
   if (cuda4 != ouro4 && e4m3.differ++ == 0)
-    e4m3.first = hex32(bits) + ": cuda " + std::to_string(cuda4) + ", ouro " + std::to_string(ouro4);
+    e4m3.first = hex(bits) + ": cuda " + std::to_string(cuda4) + ", ouro " + std::to_string(ouro4);
   if ((bits & 0x7fffffffu) == 0x7f800000u) return;  // E5M2 infinities: below
   e5m2.checked++;
   if (cuda5 != ouro5 && e5m2.differ++ == 0)
-    e5m2.first = hex32(bits) + ": cuda " + std::to_string(cuda5) + ", ouro " + std::to_string(ouro5);
+    e5m2.first = hex(bits) + ": cuda " + std::to_string(cuda5) + ", ouro " + std::to_string(ouro5);
 }
 
 TEST_CASE("fp32 to fp8 gives CUDA's __NV_SATFINITE bits for every non-NaN value", "[fp8][cuda]") {
