@@ -48,13 +48,16 @@ typedef enum {
   ouroFloat64 = 8,
   ouroDouble = 8,
   ouroBfloat16 = 9,
-  ouroNumTypes = 10
+  ouroFloat8e4m3 = 10, /* OCP FP8 E4M3 ("fn"): no infinities, NaN 0x7f/0xff, largest 448 */
+  ouroFloat8e5m2 = 11, /* OCP FP8 E5M2: IEEE-like, infinities, largest finite 57344 */
+  ouroNumTypes = 12
 } ouroDataType_t;
 
 /* Reproducible reductions: every reduced element is the left fold over the ranks in rank order,
  *   r = op(...op(op(x[0], x[1]), x[2])..., x[n-1]),
- * rounded to the dtype after every op (fp16/bf16 combined in fp32, rounded to nearest even), and
- * for ouroAvg divided by n once at the end (integers truncate toward zero). So a result depends only
+ * rounded to the dtype after every op (fp16/bf16/fp8 combined in fp32, rounded to nearest even;
+ * fp8 saturates a finite result past its largest value to that value), and for ouroAvg divided
+ * by n once at the end (integers truncate toward zero). So a result depends only
  * on the inputs, the dtype, the op and the number of ranks -- never on the algorithm (OURO_ALGO),
  * the transport, the collective (allreduce == allgather(reducescatter) == reduce, bit for bit), the
  * element's position or the call's count. docs/API.md "Reproducible reductions". */

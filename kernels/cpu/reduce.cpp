@@ -33,6 +33,8 @@ const cpu::TypeKernels& kernelsFor(DataType dtype) {
     case DataType::kFloat32: return cpu::float32Kernels();
     case DataType::kFloat64: return cpu::float64Kernels();
     case DataType::kBfloat16: return cpu::bfloat16Kernels();
+    case DataType::kFloat8e4m3: return cpu::float8e4m3Kernels();
+    case DataType::kFloat8e5m2: return cpu::float8e5m2Kernels();
   }
   OURO_ASSERT(isValidDataType(int(dtype)));
   return cpu::float32Kernels();

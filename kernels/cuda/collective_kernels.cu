@@ -3,7 +3,8 @@
 // b, the reduction op is dispatched at run time inside the fold (templating on the op too would
 // multiply the driver's code, and nvcc's time, by five for no measurable gain: the switch sits
 // outside the element loops). One byte-wise kernel moves point-to-point messages. nvcc compiles
-// exactly these 11 kernels: the bodies' planted-bug parameter is only ever NoPlantedBug here.
+// exactly these 13 kernels (12 dtypes, point-to-point): the bodies' planted-bug parameter is only
+// ever NoPlantedBug here.
 // The same source compiles as C++ against the host emulation (tests/cuda_kernels): see
 // kernels/cuda/device_model.hpp.
 #include <cstddef>
@@ -145,6 +146,8 @@ int launchCollectiveWith(const DeviceCall& call, void* stream) {
     case DataType::kFloat32: return Kernels::template collective<float>(grid, block, stream, call);
     case DataType::kFloat64: return Kernels::template collective<double>(grid, block, stream, call);
     case DataType::kBfloat16: return Kernels::template collective<Bfloat16>(grid, block, stream, call);
+    case DataType::kFloat8e4m3: return Kernels::template collective<Float8e4m3>(grid, block, stream, call);
+    case DataType::kFloat8e5m2: return Kernels::template collective<Float8e5m2>(grid, block, stream, call);
   }
   return kInvalidValue;
 }
@@ -182,7 +185,7 @@ int residentBlocks(int* blocks) {
                        &collectiveKernel<uint8_t>, &collectiveKernel<int32_t>, &collectiveKernel<uint32_t>,
                        &collectiveKernel<int64_t>, &collectiveKernel<uint64_t>, &collectiveKernel<Float16>,
                        &collectiveKernel<float>, &collectiveKernel<double>, &collectiveKernel<Bfloat16>,
-                       &pointToPointKernel);
+                       &collectiveKernel<Float8e4m3>, &collectiveKernel<Float8e5m2>, &pointToPointKernel);
 }
 
 int launchCollective(const DeviceCall& call, void* stream) {

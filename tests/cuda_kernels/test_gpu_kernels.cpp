@@ -182,7 +182,8 @@ int main() {
   };
   const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
                         {DataType::kInt8, RedOp::kProd},   {DataType::kBfloat16, RedOp::kMax},
-                        {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum}};
+                        {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum},
+                        {DataType::kFloat8e4m3, RedOp::kSum}, {DataType::kFloat8e5m2, RedOp::kAvg}};
   const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter,
                                     CollKind::kAllGather, CollKind::kBroadcast,
                                     CollKind::kReduce,    CollKind::kAllToAll};

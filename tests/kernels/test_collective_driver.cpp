@@ -249,16 +249,16 @@ std::vector<size_t> countsFor(Kind kind, int n, int nchannels, uint32_t slots, D
 }
 
 // Inputs for reductions: the reference's random elements (specials, NaN payloads, raw bits,
-// moderate values whose sums round), and for fp16/bf16 every fourth element a column where the
+// moderate values whose sums round), and for fp16/bf16/fp8 every fourth element a column where the
 // rounding points show: one rank holds 1 and the others half an ulp of 1 each, so every step's
 // sum is a tie (rounded to even: back to 1) while one rounding at the end, or a fold that adds
 // the halves first, gives more than 1.
 std::vector<std::vector<uint64_t>> reductionInputs(DataType t, int n, size_t elems, std::mt19937_64& rng) {
   std::vector<std::vector<uint64_t>> in;
   for (int r = 0; r < n; r++) in.push_back(test::randomElements(t, elems, rng));
-  if (test::isHalfWidth(t)) {
+  if (test::isNarrowFloat(t)) {
     const uint64_t one = test::encodeFloat(t, 1.0);
-    const uint64_t half_ulp = test::encodeFloat(t, std::ldexp(1.0, -(test::halfFormat(t).mantissa_bits + 1)));
+    const uint64_t half_ulp = test::encodeFloat(t, std::ldexp(1.0, -(test::narrowMantissaBits(t) + 1)));
     for (size_t i = 0; i < elems; i += 4)
       for (int r = 0; r < n; r++) in[size_t(r)][i] = r == int(i / 4 % size_t(n)) ? one : half_ulp;
   }
@@ -428,9 +428,9 @@ std::vector<Case> matrix(Case c, const std::vector<DataType>& types, const std::
   return cases;
 }
 
-TEST_CASE("the fp16/bf16 inputs make the rounding points and the fold order visible", "[driver]") {
+TEST_CASE("the fp16/bf16/fp8 inputs make the rounding points and the fold order visible", "[driver]") {
   std::mt19937_64 rng(11);
-  for (DataType t : {DataType::kFloat16, DataType::kBfloat16})
+  for (DataType t : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2})
     for (int n = 3; n <= 8; n++) {
       const auto in = reductionInputs(t, n, 400, rng);
       size_t once_differs = 0, order_differs = 0;

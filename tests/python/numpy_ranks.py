@@ -42,11 +42,13 @@ def refused(fn, words, name):
 comm = ouro.Comm.from_env()
 n, r = comm.size, comm.rank
 check(n >= 2 and 0 <= r < n, "rank and size from the environment")
-# ouro.Comm's numpy mapping comes from core/dtype.hpp's table by name: every type but bfloat16 maps,
-# to a numpy dtype of the table's size, and TYPES below covers them all.
+# ouro.Comm's numpy mapping comes from core/dtype.hpp's table by name: every type but the ones numpy
+# lacks (given as bits) maps, to a numpy dtype of the table's size, and TYPES below covers them all.
+BITS_ONLY = {"bfloat16": 2, "float8e4m3": 1, "float8e5m2": 1}
 table = ouro._ouro.dtypes()
-check([name for _, name, _ in table if name != "bfloat16"] == [np.dtype(t).name for t in TYPES], "dtype table names")
-check(all(np.dtype(name).itemsize == size for _, name, size in table if name != "bfloat16"), "dtype table sizes")
+check([name for _, name, _ in table if name not in BITS_ONLY] == [np.dtype(t).name for t in TYPES], "dtype table names")
+check(all(np.dtype(name).itemsize == size for _, name, size in table if name not in BITS_ONLY), "dtype table sizes")
+check({name: size for _, name, size in table if name in BITS_ONLY} == BITS_ONLY, "bits-only dtypes and sizes")
 check([name for _, name in ouro._ouro.ops()] == ["sum", "prod", "max", "min", "avg"], "op table names")
 for dtype in TYPES:
     stack = ranks_stack(10, dtype)
@@ -79,6 +81,20 @@ bf = (np.full(3, 1.0 + r, np.float32).view(np.uint32) >> 16).astype(np.uint16)  
 got = comm.allreduce(bf, dtype="bfloat16")
 check(np.array_equal((got.astype(np.uint32) << 16).view(np.float32), np.full(3, n * (n + 1) / 2, np.float32)),
       "bfloat16 given as uint16 bits")
+# fp8 as uint8 bits: E4M3 1+r (bits 0x38, 0x40, 0x44, ...) sums exactly for these world sizes; E5M2
+# 57344 saturates: twice the largest value is the largest value, not inf. Avg in E4M3 rounds once.
+e4m3 = {1.0: 0x38, 2.0: 0x40, 3.0: 0x44, 4.0: 0x48, 6.0: 0x4c, 10.0: 0x52}
+got = comm.allreduce(np.full(3, e4m3[1.0 + r], np.uint8), dtype="float8e4m3")
+check(got.dtype == np.uint8 and np.array_equal(got, np.full(3, e4m3[n * (n + 1) / 2], np.uint8)),
+      "float8e4m3 sum given as uint8 bits", f"{got}")
+got = comm.allreduce(np.full(2, 0x7b, np.uint8), dtype="float8e5m2")
+check(np.array_equal(got, np.full(2, 0x7b, np.uint8)), "float8e5m2 sum saturates at 57344", f"{got}")
+got = comm.allreduce(np.full(2, 0x7f if r == 0 else 0x38, np.uint8), op="max", dtype="float8e4m3")
+check(np.array_equal(got, np.full(2, 0x7f, np.uint8)), "float8e4m3 max propagates its NaN", f"{got}")
+refused(lambda: comm.allreduce(np.ones(3, np.uint16), dtype="float8e4m3"), ["float8e4m3", "uint8"],
+        "fp8 dtype on a 2-byte array refused")
+refused(lambda: comm.allreduce(np.ones(3, np.uint8), dtype="float8"), ["float8e4m3", "float8e5m2"],
+        "unknown bits-only dtype refused, the known ones named")
 i16 = np.arange(4, dtype=np.int16) + r
 comm.broadcast(i16, root=0)
 check(np.array_equal(i16, np.arange(4, dtype=np.int16)), "int16 broadcast as bytes")
