@@ -142,14 +142,6 @@ RedOp checkedOp(const Communicator& c, const char* call, int op) {
   return RedOp(op);
 }
 
-// TODO(#32): the CUDA executor's pre-multiplication (a kernel before the sum) is not written yet.
-void requireHostPreMultiply(Communicator& c, ouroComm_t comm, ouroStream_t stream, const char* call) {
-  Executor* s = streamFor(stream, comm, c, call);
-  if (s && s->buffers() == BufferKind::kDevice)
-    raise(Result::kInvalidUsage, "rank %d: %s: pre-multiplied sums (ouroRedOpCreatePreMulSum) run on host buffers "
-          "only in this build; on a CUDA stream, scale the input first and use ouroSum", c.rank(), call);
-}
-
 ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, int dtype, int op,
                         size_t send_blocks, size_t recv_blocks) {
   return guard(call, comm, [&] {
@@ -174,7 +166,6 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
     if (a.kind != CollKind::kBarrier)
       checkKinds(c, comm, stream, call, {{"sendbuff", send_bytes ? a.send : nullptr},
                                          {"recvbuff", recv_bytes && needs_recv ? a.recv : nullptr}});
-    if (a.premul.active) requireHostPreMultiply(c, comm, stream, call);
     if (t_group_depth > 0) {
       t_group.push_back({comm, stream, true, a, {}});
       return;
