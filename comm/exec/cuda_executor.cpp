@@ -111,6 +111,7 @@ struct CudaExecutor::Impl {
   struct Launch {
     cudaEvent_t event = nullptr;
     std::vector<Slot> slots;
+    uint64_t trace_op = 0;  // the flight recorder's entry, completed when the event is
   };
 
   Communicator& comm;
@@ -205,8 +206,13 @@ struct CudaExecutor::Impl {
 
   uint64_t timeoutNs() const { return timeout_s > 0 ? uint64_t(timeout_s) * 1'000'000'000u : 0; }
 
-  void record(std::vector<Slot> slots) {  // mu held
+  // mu held. The call's turn ends before its kernel does: the flight recorder's entry stays
+  // running until finishOldest sees the event.
+  void record(std::vector<Slot> slots) {
     Launch l;
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.deferEnd();
+    l.trace_op = recorder.current();
     if (!free_events.empty()) {
       l.event = free_events.back();
       free_events.pop_back();
@@ -232,6 +238,7 @@ struct CudaExecutor::Impl {
     Launch& l = launches.front();
     cudaError_t err = wait ? cudaEventSynchronize(l.event) : cudaEventQuery(l.event);
     if (err == cudaErrorNotReady) return false;
+    FlightRecorder& recorder = comm.progress().recorder();
     if (err != cudaSuccess) {
       cudaGetLastError();
       fail(Error(Result::kUnhandledCudaError,
@@ -242,9 +249,15 @@ struct CudaExecutor::Impl {
     } else {
       for (const Slot& slot : l.slots) {
         const kc::DeviceError rec = readRecord(*slot.record.host);
-        if (rec.failure != 0) fail(deviceError(comm.rank(), slot.what, rec, timeout_s));
+        if (rec.failure != 0) {
+          Error e = deviceError(comm.rank(), slot.what, rec, timeout_s);
+          recorder.fail(l.trace_op, e.message());
+          fail(std::move(e));
+        }
       }
     }
+    if (first_error) recorder.fail(l.trace_op, first_error->message());
+    recorder.end(l.trace_op);  // no effect once failed
     for (const Slot& slot : l.slots) records.giveBack(slot.record);
     free_events.push_back(l.event);
     launches.pop_front();
@@ -284,6 +297,10 @@ struct CudaExecutor::Impl {
     if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) return;
     requireResident(who, 1, plan.channels, cc.ranksOnDevice());
     comm.planner().note(plan, number);
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.noteCall(number);
+    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+                      plan.channels);
     const DeviceLinks links{arena.deviceChannels(), arena.abortWordDevice(), arena.peerAbortWordsDevice(), timeoutNs()};
     std::lock_guard lock(mu);
     Slot slot{records.take(), strprintf("%s #%llu", collName(a.kind), (unsigned long long)number)};

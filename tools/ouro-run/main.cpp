@@ -27,11 +27,14 @@
 #include <vector>
 
 #include "elastic_link.hpp"
+#include "failure_records.hpp"
 #include "node_link.hpp"
 #include "options.hpp"
 #include "ouro/ouro.h"
 #include "ouro/store.h"
+#include "run_dir.hpp"
 #include "signals.hpp"
+#include "status.hpp"
 #include "supervisor.hpp"
 
 namespace {
@@ -433,10 +436,31 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
   }
 }
 
+// The flight recorder's variables for a rank (issue #34): where it writes its record, and the
+// job's name in the file's.
+void addTraceEnv(const ouro::run::RunDir& dir, std::vector<std::pair<std::string, std::string>>* env) {
+  if (!dir.trace_dir.empty()) env->push_back({"OURO_TRACE_DIR", dir.trace_dir});
+  env->push_back({"OURO_JOB_ID", dir.job});
+}
+
+std::vector<int> localRanks(const ouro::run::Supervisor& supervisor) {
+  std::vector<int> out;
+  for (const auto& r : supervisor.rankStates()) out.push_back(r.rank);
+  return out;
+}
+
+std::vector<std::pair<int, pid_t>> ranksAndPids(const ouro::run::Supervisor& supervisor) {
+  std::vector<std::pair<int, pid_t>> out;
+  for (const auto& r : supervisor.rankStates()) out.push_back({r.rank, r.pid});
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ouro::run;
+  if (argc > 1 && std::string(argv[1]) == "--status")  // another terminal's question about a running job
+    return statusMain(std::vector<std::string>(argv + 2, argv + argc));
   StopSignals signals;  // first: before the store server's thread exists
   Options opt;
   try {
@@ -517,6 +541,7 @@ int main(int argc, char** argv) {
   const int world = opt.nnodes * opt.nproc_per_node;
   const std::vector<int> cpus = bindCpus(opt);
   const bool bind = !cpus.empty();
+  const RunDir run_dir = makeRunDir(jobName(token, url));
   std::vector<RankSpec> specs;
   for (int local = 0; local < opt.nproc_per_node; local++) {
     RankSpec s;
@@ -532,6 +557,7 @@ int main(int argc, char** argv) {
              {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
              {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"OURO_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
              {"TORCHELASTIC_MAX_RESTARTS", "0"}};
+    addTraceEnv(run_dir, &s.env);
     specs.push_back(std::move(s));
   }
 
@@ -546,6 +572,13 @@ int main(int argc, char** argv) {
     leave(1);  // ranks already started die with us (PR_SET_PDEATHSIG); the link thread may be mid-call
   }
   const std::string node_name = "node " + std::to_string(opt.node_rank);
+  // The flight records (issue #34): collected before a failure stops the ranks, analysed after;
+  // and the answers to `ouro-run --status` while the job runs.
+  writeJobFile(run_dir, url, token, opt.node_rank, opt.nnodes, ranksAndPids(supervisor));
+  FailureRecords records(run_dir, url, token, opt.node_rank, opt.nnodes);
+  supervisor.setBeforeStop([&] { records.collect(supervisor.rankStates()); });
+  auto responder = std::make_unique<StatusResponder>(
+      StatusResponder::Config{url, token, opt.node_rank, opt.nnodes, ranksAndPids(supervisor), {run_dir.trace_dir, run_dir.job}});
   // Both only look at or queue for NodeLink's thread: the supervising loop never blocks on node 0.
   auto poll_remote = [&]() -> std::optional<std::string> {
     if (!link) return std::nullopt;
@@ -607,6 +640,9 @@ int main(int argc, char** argv) {
     const std::string first = link->state().first_failure;
     if (!outcome.failure.empty() && !first.empty()) outcome.failure = first;
   }
+  responder.reset();
+  if (records.collected()) records.report(signals);
+  else if (outcome.failure.empty()) removeRunDir(run_dir, opt.node_rank, localRanks(supervisor));
   if (server) ouroStoreServerStop(server);
   if (!outcome.failure.empty() && !outcome.interrupted_by)
     std::fprintf(stderr, "ouro-run: job failed: %s\n", outcome.failure.c_str());
