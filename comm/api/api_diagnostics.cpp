@@ -51,7 +51,7 @@ void replicaHashes(const char* call, ouroComm_t comm, const void* buff, size_t b
   requireArg(bytes == 0 || buff != nullptr, "rank %d: %s: buff is NULL with %zu bytes; pass the buffer", c.rank(), call,
              bytes);
   finishStreamWork(stream, comm, call);  // the bytes as the stream's queued work leaves them
-  const uint64_t mine = replicaHashOf(buff, bytes, bytes ? pointerKind(buff) : BufferKind::kHost);
+  const BufferKind kind = bytes ? pointerKind(buff) : BufferKind::kHost;
   c.progress().requireUsable(call);
   const uint64_t ticket = c.issue();
   TraceCall traced;
@@ -60,6 +60,8 @@ void replicaHashes(const char* call, ouroComm_t comm, const void* buff, size_t b
   traced.count = sizeof(uint64_t);
   c.progress().recorder().issue(ticket, traced, false);
   c.runInTurn(ticket, [&] {
+    // Hashed in the call's turn: after every call issued before it (a host stream's included).
+    const uint64_t mine = replicaHashOf(buff, bytes, kind);
     HostState& state = HostState::of(c);
     std::vector<uint64_t> hashes;
     {

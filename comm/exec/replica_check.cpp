@@ -64,9 +64,13 @@ std::string replicaMismatch(const std::vector<uint64_t>& hashes) {
     return strprintf("rank%s %s (hash %016llx)", ranks.size() == 1 ? "" : "s", joinInts(ranks).c_str(),
                      (unsigned long long)h);
   };
+  // Listed by their lowest rank, as people read them.
+  std::vector<std::pair<uint64_t, const std::vector<int>*>> by_rank;
+  for (const auto& [h, ranks] : groups) by_rank.push_back({h, &ranks});
+  std::sort(by_rank.begin(), by_rank.end(), [](const auto& a, const auto& b) { return a.second->front() < b.second->front(); });
   std::string odd;
-  for (const auto& [h, ranks] : groups)
-    if (ties > 0 || &ranks != majority) odd += (odd.empty() ? "" : "; ") + group(h, ranks);
+  for (const auto& [h, ranks] : by_rank)
+    if (ties > 0 || ranks != majority) odd += (odd.empty() ? "" : "; ") + group(h, *ranks);
   if (ties > 0) return "they differ and no copy has a majority: " + odd;
   return odd + (groups.size() == 2 ? " differs" : " differ") + " from the majority, " +
          group(hashes[size_t(majority->front())], *majority);

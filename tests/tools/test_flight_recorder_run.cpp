@@ -233,3 +233,31 @@ TEST_CASE("bad input to ouro-trace and --status gets a clear message", "[flight_
   CHECK(contains(s.err, "refused this request: the job token differs"));
   CHECK(job.wait(60).exit_code == 0);
 }
+
+TEST_CASE("OURO_VERIFY checks outputs without changing them, and every rank must use the same value",
+          "[flight_recorder]") {
+  test::TempDir tmp;
+  const std::vector<std::string> args = {"-n", "3", traceRank(), "--calls", "30", "--count", "5000", "--dump"};
+  auto plain = test::runAll({ouroRun(args, {{"TMPDIR", tmp.path()}})}, 60)[0];
+  auto verified = test::runAll({ouroRun(args, {{"TMPDIR", tmp.path()}, {"OURO_VERIFY", "1"}})}, 60)[0];
+  INFO(test::describe(plain) << "\n" << test::describe(verified));
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(verified.exit_code == 0);
+  auto results = [](const std::string& out) {
+    std::vector<std::string> lines;
+    for (const std::string& l : sortedLines(out))
+      if (contains(l, "result sum")) lines.push_back(l);
+    return lines;
+  };
+  CHECK(results(plain.out) == results(verified.out));
+  CHECK(results(plain.out).size() == 3);
+  // Every rank must check the same calls: a rank with another OURO_VERIFY is refused at init.
+  auto r = test::runAll({ouroRun({"-n", "2", "sh", "-c", "OURO_VERIFY=$OURO_RANK exec " + traceRank()},
+                                 {{"TMPDIR", tmp.path()}})},
+                        60)[0];
+  INFO(test::describe(r));
+  CHECK(r.exit_code != 0);
+  CHECK(contains(r.err, "OURO_VERIFY=0"));
+  CHECK(contains(r.err, "OURO_VERIFY=1"));
+  CHECK(contains(r.err, "give every rank the same settings"));
+}

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <thread>
 
+#include "comm/exec/replica_check.hpp"
 #include "comm/progress/flight_recorder.hpp"
+#include "kernels/common/replica_hash.hpp"
 #include "comm/progress/trace_dump.hpp"
 #include "core/dtype.hpp"
 #include "tools/ouro-trace/trace_analysis.hpp"
@@ -239,4 +241,33 @@ TEST_CASE("trace files: damaged or foreign records are refused, naming the file 
   CHECK(message(bad_state).find("state 'sleepy' is not queued, running, done or failed") != std::string::npos);
   CHECK(message(std::string(good).replace(good.find("\"version\":1"), 11, "\"version\":7"))
             .find("record format 7") != std::string::npos);
+}
+
+TEST_CASE("replica hash: XXH64 as published, and the verdict on every rank's hashes") {
+  // XXH64 of the empty input, and of i*7+3 byte patterns (checked against libxxhash 0.8.1).
+  std::vector<unsigned char> b(1000);
+  for (size_t i = 0; i < b.size(); i++) b[i] = static_cast<unsigned char>(i * 7 + 3);
+  CHECK(kernels::xxh64::hash(b.data(), 0, 0) == 0xef46db3751d8e999ULL);
+  CHECK(kernels::xxh64::hash(b.data(), 1, 0) == 0x1f25c8d0bc1f4bb6ULL);
+  CHECK(kernels::xxh64::hash(b.data(), 31, 0) == 0xa2aa5f33cc4a6119ULL);
+  CHECK(kernels::xxh64::hash(b.data(), 33, 0) == 0x50a7cfc7ba588784ULL);
+  CHECK(kernels::xxh64::hash(b.data(), 100, 12345) == 0xacb8a02891fea7d2ULL);
+  CHECK(kernels::xxh64::hash(b.data(), 1000, 0) == 0x5f235fa033f1a3fbULL);
+  // Every bit counts, across chunk boundaries too.
+  std::vector<unsigned char> big(3 * kernels::kReplicaHashChunk + 5, 0x5a);
+  const uint64_t h = kernels::replicaHash(big.data(), big.size());
+  for (size_t at : {size_t(0), kernels::kReplicaHashChunk, big.size() - 1}) {
+    big[at] ^= 1;
+    CHECK(kernels::replicaHash(big.data(), big.size()) != h);
+    big[at] ^= 1;
+  }
+  CHECK(kernels::replicaHash(big.data(), big.size() - 1) != h);  // the length is in it
+
+  CHECK(replicaMismatch({7, 7, 7}).empty());
+  CHECK(replicaMismatch({7, 7, 9, 7}) ==
+        "rank 2 (hash 0000000000000009) differs from the majority, ranks 0, 1, 3 (hash 0000000000000007)");
+  CHECK(replicaMismatch({7, 8, 9, 7, 7}) == "rank 1 (hash 0000000000000008); rank 2 (hash 0000000000000009) differ "
+                                            "from the majority, ranks 0, 3, 4 (hash 0000000000000007)");
+  CHECK(replicaMismatch({7, 9}) ==
+        "they differ and no copy has a majority: rank 0 (hash 0000000000000007); rank 1 (hash 0000000000000009)");
 }

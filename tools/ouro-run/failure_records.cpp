@@ -100,6 +100,14 @@ void FailureRecords::report(StopSignals& signals) {
     }
   }
   const Analysis a = analyze(records);
+  bool pending = false;
+  for (const CommFinding& f : a.comms) pending = pending || f.pending;
+  if (!pending && missing.empty() && problems.empty() && !a.comms.empty()) {
+    // Every communicator idle, none failed: the failure was the program's own, not a collective's.
+    std::fprintf(stderr, "ouro-run: the flight records show no rank in a collective and none failed there (records in "
+                 "%s)\n", dir_.trace_dir.c_str());
+    return;
+  }
   std::string text = renderText(a);
   for (const std::string& p : problems) text += "note: " + p + "\n";
   if (!missing.empty())
