@@ -223,6 +223,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
   };
 
   const std::vector<int> cpus = bindCpus(opt);
+  const RunDir run_dir = makeRunDir(jobName(env_token, master));  // records of every round (issue #34)
   ouroStoreServer_t rank_server = nullptr;
   std::vector<int> members{0};
   for (int round = 0;; round++) {
@@ -306,12 +307,16 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
                {"GROUP_WORLD_SIZE", std::to_string(members.size())},
                {"OURO_RESTART_COUNT", rc},
                {"TORCHELASTIC_RESTART_COUNT", rc}, {"TORCHELASTIC_MAX_RESTARTS", mr}};
+      run_dir.addEnv(&s.env);
       specs.push_back(std::move(s));
     }
     const time_t round_start = time(nullptr);
     JobOutcome outcome;
     std::vector<pid_t> pids;
+    std::vector<int> local_ranks;
     bool lost_node0 = false;
+    // The round's flight records, through its own rank store; nodes by their place in the round.
+    FailureRecords records(run_dir, url, token, group_rank, int(members.size()));
     {
       Supervisor supervisor(opt.tag_output, opt.kill_timeout_s, signals.fd(), place);
       supervisor.setContinueOnFailure(opt.rank_failure == "continue");
@@ -322,6 +327,11 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         std::fprintf(stderr, "ouro-run: cannot start the ranks: %s\n", e.what());
         leave(1);
       }
+      writeJobFile(run_dir, url, token, group_rank, int(members.size()), supervisor.rankPids());
+      supervisor.setBeforeStop([&] { records.collect(supervisor.rankStates()); });
+      StatusResponder responder(StatusResponder::Config{url, token, group_rank, int(members.size()),
+                                                        supervisor.rankPids(), {run_dir.trace_dir, run_dir.job}});
+      local_ranks = supervisor.rankNumbers();
       auto poll_remote = [&]() -> std::optional<std::string> {
         if (!link) return std::nullopt;
         ElasticLink::State st = link->state();
@@ -339,6 +349,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
       outcome = supervisor.wait(poll_remote, on_local_failure);
       pids = supervisor.pids();
     }
+    if (records.collected()) records.report(signals);
     removeRoundSegments(pids, round_start);
     std::vector<int> others;
     for (int n : members)
@@ -399,6 +410,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
       }
     }
     if (failure.empty()) {
+      if (reasons.empty()) removeRunDir(run_dir, group_rank, local_ranks);  // a round failed: keep its records
       summary("job finished in round " + std::to_string(round));
       if (link) leaveJob(0, others);
       if (rank_server) ouroStoreServerStop(rank_server);
@@ -434,25 +446,6 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
     if (rank_server) ouroStoreServerStop(rank_server);
     return code;
   }
-}
-
-// The flight recorder's variables for a rank (issue #34): where it writes its record, and the
-// job's name in the file's.
-void addTraceEnv(const ouro::run::RunDir& dir, std::vector<std::pair<std::string, std::string>>* env) {
-  if (!dir.trace_dir.empty()) env->push_back({"OURO_TRACE_DIR", dir.trace_dir});
-  env->push_back({"OURO_JOB_ID", dir.job});
-}
-
-std::vector<int> localRanks(const ouro::run::Supervisor& supervisor) {
-  std::vector<int> out;
-  for (const auto& r : supervisor.rankStates()) out.push_back(r.rank);
-  return out;
-}
-
-std::vector<std::pair<int, pid_t>> ranksAndPids(const ouro::run::Supervisor& supervisor) {
-  std::vector<std::pair<int, pid_t>> out;
-  for (const auto& r : supervisor.rankStates()) out.push_back({r.rank, r.pid});
-  return out;
 }
 
 }  // namespace
@@ -557,7 +550,7 @@ int main(int argc, char** argv) {
              {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
              {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"OURO_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
              {"TORCHELASTIC_MAX_RESTARTS", "0"}};
-    addTraceEnv(run_dir, &s.env);
+    run_dir.addEnv(&s.env);
     specs.push_back(std::move(s));
   }
 
@@ -574,11 +567,11 @@ int main(int argc, char** argv) {
   const std::string node_name = "node " + std::to_string(opt.node_rank);
   // The flight records (issue #34): collected before a failure stops the ranks, analysed after;
   // and the answers to `ouro-run --status` while the job runs.
-  writeJobFile(run_dir, url, token, opt.node_rank, opt.nnodes, ranksAndPids(supervisor));
+  writeJobFile(run_dir, url, token, opt.node_rank, opt.nnodes, supervisor.rankPids());
   FailureRecords records(run_dir, url, token, opt.node_rank, opt.nnodes);
   supervisor.setBeforeStop([&] { records.collect(supervisor.rankStates()); });
   auto responder = std::make_unique<StatusResponder>(
-      StatusResponder::Config{url, token, opt.node_rank, opt.nnodes, ranksAndPids(supervisor), {run_dir.trace_dir, run_dir.job}});
+      StatusResponder::Config{url, token, opt.node_rank, opt.nnodes, supervisor.rankPids(), {run_dir.trace_dir, run_dir.job}});
   // Both only look at or queue for NodeLink's thread: the supervising loop never blocks on node 0.
   auto poll_remote = [&]() -> std::optional<std::string> {
     if (!link) return std::nullopt;
@@ -642,7 +635,7 @@ int main(int argc, char** argv) {
   }
   responder.reset();
   if (records.collected()) records.report(signals);
-  else if (outcome.failure.empty()) removeRunDir(run_dir, opt.node_rank, localRanks(supervisor));
+  else if (outcome.failure.empty()) removeRunDir(run_dir, opt.node_rank, supervisor.rankNumbers());
   if (server) ouroStoreServerStop(server);
   if (!outcome.failure.empty() && !outcome.interrupted_by)
     std::fprintf(stderr, "ouro-run: job failed: %s\n", outcome.failure.c_str());

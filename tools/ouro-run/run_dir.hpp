@@ -18,6 +18,11 @@ struct RunDir {
   std::string trace_dir;  // the ranks' OURO_TRACE_DIR: the user's own, or path
   std::string job;        // the ranks' OURO_JOB_ID: the user's own, or this job's
   bool user_trace_dir = false;
+  // A rank's variables for its flight recorder: OURO_TRACE_DIR and OURO_JOB_ID.
+  void addEnv(std::vector<std::pair<std::string, std::string>>* env) const {
+    if (!trace_dir.empty()) env->push_back({"OURO_TRACE_DIR", trace_dir});
+    env->push_back({"OURO_JOB_ID", job});
+  }
 };
 
 // The job's name, the same on every node: from the job's token and store address (a job on one

@@ -81,6 +81,18 @@ std::vector<Supervisor::RankState> Supervisor::rankStates() const {
   return out;
 }
 
+std::vector<std::pair<int, pid_t>> Supervisor::rankPids() const {
+  std::vector<std::pair<int, pid_t>> out;
+  for (const Child* c : children_) out.push_back({c->rank, c->pid});
+  return out;
+}
+
+std::vector<int> Supervisor::rankNumbers() const {
+  std::vector<int> out;
+  for (const Child* c : children_) out.push_back(c->rank);
+  return out;
+}
+
 void Supervisor::failureStops() {
   if (before_stop_) {
     auto f = std::move(before_stop_);

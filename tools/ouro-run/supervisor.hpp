@@ -55,6 +55,8 @@ class Supervisor {
     std::string ended;
   };
   std::vector<RankState> rankStates() const;
+  std::vector<std::pair<int, pid_t>> rankPids() const;  // rank, pid
+  std::vector<int> rankNumbers() const;
   ~Supervisor();
 
   void start(const std::vector<RankSpec>& ranks);
