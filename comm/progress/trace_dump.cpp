@@ -147,6 +147,16 @@ std::string safeName(std::string s) {
 }
 
 // ---- SIGUSR1 ----
+std::string markerPath() {
+  std::string dir;
+  {
+    std::lock_guard lock(registry().mu);
+    dir = registry().dir;
+  }
+  std::string name = dumpFileName();
+  return dir + "/" + name.substr(0, name.size() - 5) + ".sigusr1";  // .json -> .sigusr1
+}
+
 int g_signal_pipe[2] = {-1, -1};
 struct sigaction g_previous_action {};
 
@@ -195,9 +205,22 @@ void takeOverSigusr1() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGUSR1, &action, &g_previous_action);
   std::thread(signalThread).detach();
+  // Tells ouro-run that this process takes SIGUSR1 for its record (it sends it to no other: a
+  // program may use SIGUSR1 for something of its own): the record's name with .sigusr1, holding
+  // the pid.
+  const std::string marker = markerPath();
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    const std::string pid = std::to_string(getpid());
+    (void)!::write(fd, pid.data(), pid.size());
+    ::close(fd);
+  }
 }
 
-void dumpAtExit() { dumpToDir("exit", ""); }
+void dumpAtExit() {
+  dumpToDir("exit", "");
+  ::unlink(markerPath().c_str());
+}
 
 }  // namespace
 
@@ -216,6 +239,7 @@ void registerRecorder(FlightRecorder* recorder) {
     }
   }
   if (start) {
+    ::mkdir(r.dir.c_str(), 0700);  // one level, as dumpToDir: OURO_TRACE_DIR's parent must exist
     takeOverSigusr1();
     std::atexit(dumpAtExit);
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -65,6 +66,38 @@ std::string jobName(const std::string& token, const std::string& url) {
   return buf;
 }
 
+namespace {
+
+// Run directories of jobs that failed stay for their records; a week later, with their ouro-run
+// gone, they go.
+void pruneOldRunDirs(const std::string& root) {
+  constexpr time_t kKeepSeconds = 7 * 24 * 3600;
+  DIR* d = ::opendir(root.c_str());
+  if (!d) return;
+  std::vector<std::string> old;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name, path = root + "/" + n;
+    struct stat st {};
+    if (n == "." || n == ".." || ::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_mtime + kKeepSeconds < ::time(nullptr)) old.push_back(path);
+  }
+  ::closedir(d);
+  for (const std::string& path : old) {
+    try {
+      if (readJobFile(path).launcher_alive) continue;
+    } catch (const std::exception&) {
+    }
+    if (DIR* rd = ::opendir(path.c_str())) {
+      while (dirent* e = ::readdir(rd))
+        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ::unlink((path + "/" + e->d_name).c_str());
+      ::closedir(rd);
+    }
+    ::rmdir(path.c_str());
+  }
+}
+
+}  // namespace
+
 RunDir makeRunDir(const std::string& job) {
   RunDir d;
   const char* user_dir = std::getenv("OURO_TRACE_DIR");
@@ -74,6 +107,7 @@ RunDir makeRunDir(const std::string& job) {
   const std::string path = root + "/" + job;
   if (ownDirectory(root) && ownDirectory(path)) {
     d.path = path;
+    pruneOldRunDirs(root);
   } else {
     std::fprintf(stderr, "ouro-run: warning: cannot make the run directory %s (%s); ranks keep no flight records "
                  "in files and --status cannot find this job by it\n", path.c_str(), std::strerror(errno));

@@ -48,8 +48,14 @@ std::string recordPath(const GatherOptions& o, int rank) {
          ".json";
 }
 
-// Whether the process catches SIGUSR1 (SigCgt in /proc/PID/status): only then may it be sent.
-bool catchesSigusr1(pid_t pid) {
+// Whether ouro took SIGUSR1 in the process for its record: it says so in a marker beside the
+// record (comm/progress/trace_dump.cpp), and the process catches it (SigCgt in /proc/PID/status).
+// Only then may it be sent: its default action ends a process, and a program may use it for
+// something of its own.
+bool catchesSigusr1(const GatherOptions& o, int rank, pid_t pid) {
+  std::string marker = recordPath(o, rank);
+  marker = marker.substr(0, marker.size() - 5) + ".sigusr1";
+  if (std::atoi(readFile(marker).c_str()) != int(pid)) return false;
   std::istringstream in(readFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
   while (std::getline(in, line))
@@ -229,7 +235,8 @@ std::vector<std::string> gatherLocalRecords(const std::vector<LocalRank>& ranks,
   const int64_t asked_at = unixNs();
   std::vector<bool> asked(ranks.size(), false);
   for (size_t i = 0; i < ranks.size(); i++)
-    if (ranks[i].ended.empty() && !o.trace_dir.empty() && !processEnded(ranks[i].pid) && catchesSigusr1(ranks[i].pid))
+    if (ranks[i].ended.empty() && !o.trace_dir.empty() && !processEnded(ranks[i].pid) &&
+        catchesSigusr1(o, ranks[i].rank, ranks[i].pid))
       asked[i] = ::kill(ranks[i].pid, SIGUSR1) == 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
   for (;;) {
