@@ -8,7 +8,9 @@
 # and highest), in microseconds and percent.
 #
 #   bench/experiments/trace_cost.sh BUILD [ROUNDS]
-#   TRACE_COST_SIDES="on off" TRACE_COST_CONFIGS="shm 2" bench/experiments/trace_cost.sh build 9
+#   TRACE_COST_SIDES="on off" TRACE_COST_CONFIGS="shm 1,shm 2" TRACE_COST_SIZES=8 bench/experiments/trace_cost.sh build 15
+# (one rank: the call is a copy, so what the recorder adds to a call's own path shows without the
+# noise of waiting for a peer)
 #
 # The 8-byte calls take a fraction of a microsecond: each run times 20000 of them (after 2000
 # untimed), and the rounds' medians are what to read. Run it on an otherwise idle machine; it
@@ -18,6 +20,7 @@ build=${1:?usage: trace_cost.sh BUILD_DIR [ROUNDS]}
 rounds=${2:-7}
 IFS=, read -r -a configs <<<"${TRACE_COST_CONFIGS:-shm 2,shm 4}"
 read -r -a sides <<<"${TRACE_COST_SIDES:-on off verify1 verify100}"
+read -r -a sizes <<<"${TRACE_COST_SIZES:-8 16M}"
 for p in tools/ouro-run/ouro-run bench/ouro-bench; do
   [[ -x $build/$p ]] || { echo "trace_cost.sh: $build/$p is not built" >&2; exit 2; }
 done
@@ -41,7 +44,7 @@ for ((round = 1; round <= rounds; round++)); do
     n=${#sides[@]}
     for ((k = 0; k < n; k++)); do
       side=${sides[(k + round) % n]}
-      for size in 8 16M; do
+      for size in "${sizes[@]}"; do
         iters=(-n 20000 -w 2000)
         [[ $size == 16M ]] && iters=(-n 30 -w 5)
         env OURO_TRANSPORT="$transport" $(settings_of "$side") timeout 300 "$build/tools/ouro-run/ouro-run" -n "$ranks" \
