@@ -100,6 +100,9 @@ void FailureRecords::report(StopSignals& signals) {
     }
   }
   const Analysis a = analyze(records);
+  // No rank made a communicator (a program that failed before, or not an ouro program): the
+  // records add nothing to the failure ouro-run reports.
+  if (a.comms.empty() && missing.empty() && problems.empty()) return;
   bool pending = false;
   for (const CommFinding& f : a.comms) pending = pending || f.pending;
   if (!pending && missing.empty() && problems.empty() && !a.comms.empty()) {
