@@ -172,7 +172,7 @@ class FlightRecorder {
     std::atomic<uint8_t> state{0};
     std::atomic<uint64_t> t_enqueue{0}, t_start{0}, t_end{0};
   };
-  // kind 8 bits | dtype 8 | redop 8 | send 1 (bit 24+.. see .cpp) | peer 32: one store.
+  // One store: kind (bits 0-7), dtype (8-15), redop (16-23), send (24), transfers (25-31), peer (32-63).
   static uint64_t packDesc(const TraceCall& c) {
     return uint64_t(uint8_t(c.kind)) | uint64_t(uint8_t(c.dtype)) << 8 | uint64_t(uint8_t(c.redop)) << 16 |
            uint64_t(c.send ? 1 : 0) << 24 | uint64_t(uint32_t(c.transfers) & 0x7f) << 25 |
