@@ -35,14 +35,6 @@ bool writeFile(const std::string& path, const std::string& text, mode_t mode) {
   return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string field(const std::string& text, const std::string& key) {
   std::istringstream in(text);
   std::string line;
@@ -52,6 +44,14 @@ std::string field(const std::string& text, const std::string& key) {
 }
 
 }  // namespace
+
+std::string readWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 std::string runDirRoot() {
   const char* tmp = std::getenv("TMPDIR");
@@ -157,8 +157,16 @@ JobInfo readJobFile(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0)
     throw std::runtime_error(dir + " does not exist (a run directory is " + runDirRoot() + "/JOB, made by ouro-run)");
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(dir + " is not a directory");
-  std::string text;
-  for (int node = 0; node < 4096 && text.empty(); node++) text = readFile(dir + "/job.node" + std::to_string(node));
+  // The lowest node's job file (namespace hosts of one machine share the directory).
+  int lowest = -1;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      int node = -1;
+      if (std::sscanf(e->d_name, "job.node%d", &node) == 1 && node >= 0 && (lowest < 0 || node < lowest)) lowest = node;
+    }
+    ::closedir(d);
+  }
+  const std::string text = lowest < 0 ? "" : readWholeFile(dir + "/job.node" + std::to_string(lowest));
   if (text.empty())
     throw std::runtime_error(dir + " is not an ouro-run run directory of a running job (it has no job file; the "
                              "job may have ended)");
@@ -169,7 +177,7 @@ JobInfo readJobFile(const std::string& dir) {
   j.node_rank = std::atoi(field(text, "node_rank").c_str());
   j.nnodes = std::max(1, std::atoi(field(text, "nnodes").c_str()));
   j.launcher = pid_t(std::atoi(field(text, "launcher_pid").c_str()));
-  j.token = readFile(dir + "/token");
+  j.token = readWholeFile(dir + "/token");
   j.launcher_alive = j.launcher > 0 && (::kill(j.launcher, 0) == 0 || errno == EPERM);
   if (j.url.empty()) throw std::runtime_error(dir + "'s job file is damaged (no url)");
   return j;

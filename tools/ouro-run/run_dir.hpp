@@ -51,5 +51,7 @@ JobInfo readJobFile(const std::string& dir);
 std::vector<JobInfo> findRunningJobs();
 // ${TMPDIR:-/tmp}/ouro-run-UID
 std::string runDirRoot();
+// A file's bytes ("" when it cannot be read).
+std::string readWholeFile(const std::string& path);
 
 }  // namespace ouro::run

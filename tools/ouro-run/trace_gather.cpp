@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_dir.hpp"
+
 namespace ouro::run {
 namespace {
 
@@ -26,14 +28,6 @@ constexpr size_t kStackLines = 80;  // per rank: enough for the threads that mat
 int64_t unixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // As libouro names the files (comm/progress/trace_dump.cpp): [A-Za-z0-9._-] kept, the rest '_'.
@@ -55,8 +49,8 @@ std::string recordPath(const GatherOptions& o, int rank) {
 bool catchesSigusr1(const GatherOptions& o, int rank, pid_t pid) {
   std::string marker = recordPath(o, rank);
   marker = marker.substr(0, marker.size() - 5) + ".sigusr1";
-  if (std::atoi(readFile(marker).c_str()) != int(pid)) return false;
-  std::istringstream in(readFile("/proc/" + std::to_string(pid) + "/status"));
+  if (std::atoi(readWholeFile(marker).c_str()) != int(pid)) return false;
+  std::istringstream in(readWholeFile("/proc/" + std::to_string(pid) + "/status"));
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("SigCgt:", 0) == 0) {
@@ -113,7 +107,7 @@ const char* syscallName(long nr) {
 
 // "libouro.so.0+0x1234" for an address of the process, from its memory map.
 std::string whereIs(pid_t pid, unsigned long long pc) {
-  std::istringstream maps(readFile("/proc/" + std::to_string(pid) + "/maps"));
+  std::istringstream maps(readWholeFile("/proc/" + std::to_string(pid) + "/maps"));
   std::string line;
   while (std::getline(maps, line)) {
     unsigned long long lo = 0, hi = 0, offset = 0;
@@ -146,13 +140,13 @@ std::string procThreads(pid_t pid) {
   std::sort(tids.begin(), tids.end());
   for (int tid : tids) {
     const std::string t = base + "/" + std::to_string(tid);
-    std::string name = readFile(t + "/comm");
+    std::string name = readWholeFile(t + "/comm");
     while (!name.empty() && name.back() == '\n') name.pop_back();
-    const std::string stat = readFile(t + "/stat");
+    const std::string stat = readWholeFile(t + "/stat");
     const size_t paren = stat.rfind(')');
     const char state = paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
     std::string line = "thread " + std::to_string(tid) + " (" + name + "): ";
-    const std::string sc = readFile(t + "/syscall");
+    const std::string sc = readWholeFile(t + "/syscall");
     long nr = -2;
     unsigned long long args[6] = {}, sp = 0, pc = 0;
     if (std::sscanf(sc.c_str(), "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &args[0], &args[1], &args[2],
@@ -226,7 +220,7 @@ std::string hostName() {
 }
 
 bool processEnded(pid_t pid) {
-  const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = readWholeFile("/proc/" + std::to_string(pid) + "/stat");
   const size_t paren = stat.rfind(')');
   return paren == std::string::npos || (paren + 2 < stat.size() && stat[paren + 2] == 'Z');
 }
@@ -262,7 +256,7 @@ std::vector<std::string> gatherLocalRecords(const std::vector<LocalRank>& ranks,
     const bool ended = !r.ended.empty() || processEnded(r.pid);
     const std::string status = !r.ended.empty() ? r.ended : ended ? "ended" : "running";
     const std::string path = recordPath(o, r.rank);
-    const std::string text = o.trace_dir.empty() ? "" : readFile(path);
+    const std::string text = o.trace_dir.empty() ? "" : readWholeFile(path);
     json doc;
     try {
       doc = text.empty() ? json() : json::parse(text);
