@@ -208,6 +208,12 @@ struct CudaExecutor::Impl {
     }
     if (context != cudaSuccess) tc::raiseCuda(context, "cudaFree(nullptr) (creating the CUDA context)", __FILE__, __LINE__, "");
     launches = std::make_unique<DeviceLaunches>(runtime, c.rank(), timeout_s, [this](const Error& e) { fail(e); });
+    // A device call's flight-recorder entry ends when its kernel is seen done, not with its turn.
+    launches->onFinished([this](const DeviceLaunches::Slot& slot, const std::string* error) {
+      FlightRecorder& recorder = comm.progress().recorder();
+      if (error) recorder.fail(slot.trace_op, *error);
+      recorder.end(slot.trace_op);  // no effect once failed
+    });
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -338,9 +344,14 @@ struct CudaExecutor::Impl {
     }
     cc.nextCall();
     comm.planner().note(plan, number);
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.noteCall(number);
+    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+                      plan.channels);
     if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
     slots.push_back(std::move(slot));
+    traced(slots, graph);
     launches->launched(stream, std::move(slots), graph);
   }
 
@@ -422,7 +433,18 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaStreamWaitEvent(stream, join_events[index], 0));
       }
     if (!graph) cc.orderAfter(stream);
+    traced(slots, graph);
     launches->launched(stream, std::move(slots), graph);
+  }
+
+  // The call's turn ends before its kernel does: an eager launch's flight-recorder entry stays
+  // running until DeviceLaunches sees the kernel done (onFinished above). A captured call ends
+  // with its turn: it is in the graph, run at each replay.
+  void traced(std::vector<Slot>& slots, void* graph) {
+    if (graph) return;
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.deferEnd();
+    for (Slot& s : slots) s.trace_op = recorder.current();
   }
 };
 

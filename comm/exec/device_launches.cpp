@@ -158,14 +158,23 @@ bool DeviceLaunches::finishOldest(bool wait) {
   const bool done = runtime_.eventDone(l.event, wait, &error);
   if (!done && error.empty()) return false;
   if (!error.empty()) {
-    fail(Error(Result::kUnhandledCudaError,
-               strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart the "
-                         "process",
-                         rank_, l.slots.empty() ? "a call" : l.slots[0].what.c_str(), error.c_str())));
+    const Error e(Result::kUnhandledCudaError,
+                  strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart the "
+                            "process",
+                            rank_, l.slots.empty() ? "a call" : l.slots[0].what.c_str(), error.c_str()));
+    fail(e);
+    if (on_finished_)
+      for (const Slot& slot : l.slots) on_finished_(slot, &e.message());
   } else {
     for (const Slot& slot : l.slots) {
       const kc::DeviceError rec = readRecord(slot.record);
-      if (rec.failure != 0) fail(deviceError(rank_, slot.what, rec, timeout_s_));
+      if (rec.failure != 0) {
+        const Error e = deviceError(rank_, slot.what, rec, timeout_s_);
+        fail(e);
+        if (on_finished_) on_finished_(slot, &e.message());
+      } else if (on_finished_) {
+        on_finished_(slot, nullptr);
+      }
     }
   }
   for (const Slot& slot : l.slots) free_.push_back(slot.record);

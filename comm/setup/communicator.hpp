@@ -91,7 +91,15 @@ class Communicator {
       uint64_t next;
       ~Advance() { c->finishTurn(next); }
     } advance{this, ticket + 1};
-    op();
+    FlightRecorder& recorder = progress_->recorder();
+    recorder.begin(ticket);
+    try {
+      op();
+    } catch (const std::exception& e) {
+      recorder.failTurn(ticket, e.what());
+      throw;
+    }
+    recorder.endTurn(ticket);
   }
   void streamAdded() { streams_.fetch_add(1); }
   void streamRemoved() { streams_.fetch_sub(1); }
