@@ -22,20 +22,12 @@ std::string describeStamp(const kernels::cuda::CallStamp& stamp) {
   return callText(d);
 }
 
+// In rank order, so both ranks of a pair print one sentence.
 Error mismatchError(int rank, const std::string& what, const kernels::cuda::DeviceError& e) {
-  // "rank A calls X but rank B calls Y" in rank order, so both ranks of a pair print one sentence;
-  // a call number unlike this call's says the ranks are out of step.
-  auto side = [&](int r) {
-    const kernels::cuda::CallStamp& s = r == rank ? e.mine : e.theirs;
-    std::string text = strprintf("rank %d calls %s", r, describeStamp(s).c_str());
-    if (r != rank && s.call != e.mine.call) text += strprintf(" as its call #%llu", (unsigned long long)s.call);
-    return text;
-  };
-  const int low = rank < e.peer ? rank : e.peer, high = rank < e.peer ? e.peer : rank;
-  return Error(Result::kInvalidUsage,
-               strprintf("rank %d: %s (CUDA): the ranks disagree on this call: %s but %s; every rank must make the "
-                         "same calls in the same order",
-                         rank, what.c_str(), side(low).c_str(), side(high).c_str()));
+  const CallSide mine{rank, describeStamp(e.mine), e.mine.call}, theirs{e.peer, describeStamp(e.theirs), e.theirs.call};
+  const bool me_first = rank < e.peer;
+  return Error(Result::kInvalidUsage, disagreementMessage(rank, what + " (CUDA)", e.mine.call, me_first ? mine : theirs,
+                                                          me_first ? theirs : mine));
 }
 
 }  // namespace
