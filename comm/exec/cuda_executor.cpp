@@ -171,6 +171,8 @@ struct CudaExecutor::Impl {
     }
     if (context != cudaSuccess) tc::raiseCuda(context, "cudaFree(nullptr) (creating the CUDA context)", __FILE__, __LINE__, "");
     launches = std::make_unique<DeviceLaunches>(runtime, c.rank(), timeout_s, [this](const Error& e) { fail(e); });
+    // An aborted kernel's message says what stopped it when the proxy to other hosts knows.
+    launches->setAbortCause([this] { return CudaComm::of(comm).remoteFailure(); });
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -296,6 +298,7 @@ struct CudaExecutor::Impl {
       tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, slot.what);
     }
     cc.nextCall();
+    cc.launched();
     comm.planner().note(plan, number);
     if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
@@ -381,6 +384,7 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaStreamWaitEvent(stream, join_events[index], 0));
       }
     if (!graph) cc.orderAfter(stream);
+    cc.launched();
     launches->launched(stream, std::move(slots), graph);
   }
 };
