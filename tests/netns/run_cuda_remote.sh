@@ -34,17 +34,9 @@ main() {
   export OURO_CUDA_CHANNELS=2 OURO_CUDA_SLOTS=2 OURO_CUDA_SLOT_BYTES=1024 OURO_CUDA_LL_MAX_BYTES=512
   hosts_up cuda
 
-  local -a pids=()
-  local i master start=$SECONDS
-  master="$(addr 1):$STORE_PORT"
-  for ((i = 1; i <= NHOSTS; i++)); do
-    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
-      --master "$master" "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" >"$WORK/ouro-run-h$i.log" 2>&1 </dev/null &
-    pids+=($!)
-  done
-  for ((i = 1; i <= NHOSTS; i++)); do
-    wait_job "${pids[i - 1]}" "ouro-run-h$i" $((start + LIMIT_S * TIME_SCALE))
-  done
+  local start=$SECONDS
+  JOB_LIMIT_S=$((LIMIT_S * TIME_SCALE))
+  run_job_on_hosts ouro-run "$ouro_run" "${args[@]}"
   check_results remote
   # Every rank reached the 4 ranks of the other hosts through the proxy, over TCP.
   local r want
