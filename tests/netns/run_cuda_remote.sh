@@ -15,8 +15,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TEST_NAME="netns CUDA ranks across hosts (emulated)"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
-# 864 calls (216 collective/dtype/op x 2 counts... x 2): about 20 s of the ranks' time on 2 shared
-# cores; past this bound it counts as a hang.
+# 432 calls per rank (216 collective x dtype x op, 2 counts each): 3-4 s on the shared 2-core
+# development machine; past this bound it counts as a hang.
 readonly LIMIT_S=150
 
 main() {
