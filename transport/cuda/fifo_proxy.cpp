@@ -376,13 +376,15 @@ void FifoProxy::run() {
       last = nowNs();
       continue;
     }
-    // In flight: a credit or a consumption is due.
+    // In flight: a credit or a consumption is due (unless this rank's device work was stopped:
+    // then nothing of it will come).
     bool busy = false;
-    for (const PeerState& p : peers_) {
-      if (p.dead) continue;
-      for (const Out& o : p.out) busy |= o.sent != o.acked;
-      for (const In& in : p.in) busy |= in.received != in.credited;
-    }
+    if (!abort_word_ || loadAcquire(abort_word_) == 0)
+      for (const PeerState& p : peers_) {
+        if (p.dead) continue;
+        for (const Out& o : p.out) busy |= o.sent != o.acked;
+        for (const In& in : p.in) busy |= in.received != in.credited;
+      }
     if (busy || nowNs() - last < kSpinNs) {
       std::this_thread::yield();
       continue;
