@@ -214,6 +214,8 @@ struct CudaExecutor::Impl {
       if (error) recorder.fail(slot.trace_op, *error);
       recorder.end(slot.trace_op);  // no effect once failed
     });
+    // An aborted kernel's message says what stopped it when the proxy to other hosts knows.
+    launches->setAbortCause([this] { return CudaComm::of(comm).remoteFailure(); });
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -343,6 +345,7 @@ struct CudaExecutor::Impl {
       tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, slot.what);
     }
     cc.nextCall();
+    cc.launched();
     comm.planner().note(plan, number);
     FlightRecorder& recorder = comm.progress().recorder();
     recorder.noteCall(number);
@@ -434,6 +437,7 @@ struct CudaExecutor::Impl {
       }
     if (!graph) cc.orderAfter(stream);
     traced(slots, graph);
+    cc.launched();
     launches->launched(stream, std::move(slots), graph);
   }
 

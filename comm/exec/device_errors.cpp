@@ -45,7 +45,8 @@ CallDescriptor stampDescriptor(const kernels::cuda::CallStamp& stamp) {
   return d;
 }
 
-Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& e, int64_t timeout_s) {
+Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& e, int64_t timeout_s,
+                  const std::string& abort_cause) {
   using kernels::cuda::DeviceFailure;
   const std::string where =
       e.peer >= 0 ? strprintf("rank %d (channel %d, %s)", e.peer, e.channel,
@@ -59,6 +60,11 @@ Error deviceError(int rank, const std::string& what, const kernels::cuda::Device
                              "same order, or raise OURO_TIMEOUT_S; then destroy the communicator (ouroCommAbort)",
                              rank, what.c_str(), (long long)timeout_s, where.c_str(), e.peer));
     case DeviceFailure::kAborted:
+      if (!abort_cause.empty())
+        return Error(Result::kRemoteError,
+                     strprintf("rank %d: %s (CUDA) was aborted while waiting for %s: %s; destroy the communicator "
+                               "(ouroCommAbort) and create a new one",
+                               rank, what.c_str(), where.c_str(), abort_cause.c_str()));
       return Error(Result::kRemoteError,
                    strprintf("rank %d: %s (CUDA) was aborted while waiting for %s: the communicator was aborted "
                              "(ouroCommAbort) or an earlier call of this rank failed (see its log); destroy it "

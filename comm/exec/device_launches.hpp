@@ -91,6 +91,10 @@ class DeviceLaunches {
   DeviceLaunches(const DeviceLaunches&) = delete;
   DeviceLaunches& operator=(const DeviceLaunches&) = delete;
 
+  // What says why an aborted kernel was stopped, when something outside the kernels knows (the
+  // proxy to the ranks on other hosts): "" when nothing does.
+  void setAbortCause(std::function<std::string()> cause) { abort_cause_ = std::move(cause); }
+
   // A cleared record for a launch about to be enqueued: for an eager launch (graph null) from the
   // pool, else owned by `graph` from the graph records (Error kInvalidUsage when kGraphRecords are
   // in use: too many captured calls alive at once).
@@ -135,6 +139,9 @@ class DeviceLaunches {
   const int64_t timeout_s_;
   std::function<void(const Error&)> on_failure_;
   Finished on_finished_;
+  std::function<std::string()> abort_cause_;
+  // The record's failure as the user's error (deviceError, with the abort's cause).
+  Error recordError(const std::string& what, const kernels::cuda::DeviceError& rec) const;
   std::deque<Launch> launches_;  // eager, oldest first
   std::vector<ErrorRecord> free_;
   std::vector<ErrorRecord> chunks_;

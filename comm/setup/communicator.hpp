@@ -44,6 +44,8 @@ class Communicator {
   int size() const { return nranks_; }
   int localRank() const { return membership_.local_rank; }
   int localCount() const { return membership_.local_count; }
+  // Every rank's record (host, address, process) and which share this host.
+  const Membership& membership() const { return membership_; }
 
   // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
   std::unique_ptr<Communicator> split(int color, int key);
