@@ -1,5 +1,6 @@
 #include "dtypes.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -66,5 +67,56 @@ uint16_t floatToBfloat16(float value) {
 }
 
 float bfloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+
+namespace {
+
+// The shape of an fp8 format: mantissa bits, the exponent of its smallest normal binade, its
+// largest finite value, and whether the top exponent holds infinities (E5M2) or values (E4M3).
+struct Float8Shape {
+  int mantissa_bits, min_exponent;
+  double max_finite;
+  bool has_infinity;
+};
+Float8Shape shapeOf(DType t) {
+  if (t == DType::kFloat8e4m3) return {3, -6, 448.0, false};
+  return {2, -14, 57344.0, true};
+}
+
+}  // namespace
+
+// By arithmetic on doubles: the value is rounded to a multiple of its binade's quantum with
+// nearbyint (ties to even under the default rounding mode), then the bits are read off.
+uint8_t doubleToFloat8(DType t, double value) {
+  const Float8Shape f = shapeOf(t);
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value)) return uint8_t(sign | (f.has_infinity ? 0x7e : 0x7f));
+  const double magnitude = std::fabs(value);
+  if (std::isinf(value) && f.has_infinity) return uint8_t(sign | 0x7c);
+  const int max_field = f.has_infinity ? 30 : 15;  // exponent field of the largest finite value
+  const uint8_t max_bits = uint8_t((max_field << f.mantissa_bits) | (f.has_infinity ? 3 : 6));
+  if (magnitude >= f.max_finite) return uint8_t(sign | max_bits);
+  int e = 0;
+  std::frexp(magnitude, &e);  // magnitude = m * 2^e, m in [0.5, 1)
+  const int exponent = std::max(e - 1, f.min_exponent);
+  const double quantum = std::ldexp(1.0, exponent - f.mantissa_bits);
+  const double rounded = std::nearbyint(magnitude / quantum) * quantum;
+  if (rounded >= f.max_finite) return uint8_t(sign | max_bits);
+  if (rounded < std::ldexp(1.0, f.min_exponent))  // subnormal (or zero): exponent field 0
+    return uint8_t(sign | int(rounded / std::ldexp(1.0, f.min_exponent - f.mantissa_bits)));
+  std::frexp(rounded, &e);
+  const int field = e - f.min_exponent;  // the binade 2^(e-1): field 1 is min_exponent
+  const int mantissa = int((std::ldexp(rounded, 1 - e) - 1.0) * double(1 << f.mantissa_bits));
+  return uint8_t(sign | (field << f.mantissa_bits) | mantissa);
+}
+
+double float8ToDouble(DType t, uint8_t bits) {
+  const Float8Shape f = shapeOf(t);
+  const double sign = (bits & 0x80) ? -1.0 : 1.0;
+  const int field = (bits & 0x7f) >> f.mantissa_bits, mantissa = bits & ((1 << f.mantissa_bits) - 1);
+  if (f.has_infinity && field == 31) return mantissa ? std::nan("") : sign * INFINITY;
+  if (!f.has_infinity && (bits & 0x7f) == 0x7f) return std::nan("");
+  if (field == 0) return sign * std::ldexp(double(mantissa), f.min_exponent - f.mantissa_bits);
+  return sign * std::ldexp(double(mantissa + (1 << f.mantissa_bits)), field - 1 + f.min_exponent - f.mantissa_bits);
+}
 
 }  // namespace ouro::bench

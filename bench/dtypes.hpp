@@ -1,7 +1,8 @@
 // ouro-bench's element types and reduction operators are core/dtype.hpp's (one table: names,
 // sizes, aliases, numeric values equal to ouro.h's and NCCL's). That header is free of the rest of
 // ouro, so the harness still links no ouro and the peers' benchmark programs (MPI, Gloo) share it.
-// Here: the lists `-d all` and `-o all` run, and the fp16/bf16 conversions the inputs and checks use.
+// Here: the lists `-d all` and `-o all` run, and the fp16/bf16/fp8 conversions the inputs and checks
+// use.
 #pragma once
 
 #include <cstddef>
@@ -23,5 +24,10 @@ uint16_t floatToHalf(float value);
 float halfToFloat(uint16_t bits);
 uint16_t floatToBfloat16(float value);
 float bfloat16ToFloat(uint16_t bits);
+
+// OCP FP8 E4M3 ("fn") and E5M2, round-to-nearest-even, saturating a finite value past the largest
+// one to it (448, 57344) as ouro does; E5M2 keeps infinities, and a NaN stays NaN.
+uint8_t doubleToFloat8(DType t, double value);  // t: kFloat8e4m3 or kFloat8e5m2
+double float8ToDouble(DType t, uint8_t bits);
 
 }  // namespace ouro::bench

@@ -21,6 +21,8 @@ int64_t valueRange(DType t, int nranks) {
     case DType::kInt8: limit = 127; break;
     case DType::kUint8: limit = 255; break;
     case DType::kBfloat16: limit = 256; break;
+    case DType::kFloat8e4m3: limit = 16; break;  // every integer up to 16 is an E4M3 value
+    case DType::kFloat8e5m2: limit = 8; break;   // and up to 8 an E5M2 value
     default: break;
   }
   return std::max<int64_t>(1, limit / std::max(nranks, 1));
@@ -40,8 +42,12 @@ void storeElement(DType t, void* buffer, size_t i, double v) {
     case DType::kFloat32: static_cast<float*>(buffer)[i] = float(v); return;
     case DType::kFloat64: static_cast<double*>(buffer)[i] = v; return;
     case DType::kBfloat16: static_cast<uint16_t*>(buffer)[i] = floatToBfloat16(float(v)); return;
+    case DType::kFloat8e4m3:
+    case DType::kFloat8e5m2: static_cast<uint8_t*>(buffer)[i] = doubleToFloat8(t, v); return;
   }
 }
+
+bool isFloat8(DType t) { return t == DType::kFloat8e4m3 || t == DType::kFloat8e5m2; }
 
 // The element's bits, widened to 64 (for comparing and for ULP distances).
 uint64_t elementBits(DType t, const void* buffer, size_t i) {
@@ -65,7 +71,9 @@ uint64_t ulpDistance(DType t, uint64_t a, uint64_t b) {
 
 // The reduction of the ranks' inputs at send index i, in the type's arithmetic. Integers wrap
 // like the implementations do (computed in 64 bits, truncated by storeElement); floats are
-// exact because the inputs are small integers.
+// exact because the inputs are small integers. fp8 holds few integers (up to 16 in E4M3, 8 in
+// E5M2), so past 16 or 8 ranks its sums round: there the check follows ouro's rank-order fold,
+// rounded to the type after every step (only ouro reduces fp8; the peers refuse it).
 double reduceAt(const CheckCase& c, size_t i) {
   if (isFloatingType(c.dtype)) {
     double acc = inputValue(c, 0, i);
@@ -78,6 +86,7 @@ double reduceAt(const CheckCase& c, size_t i) {
         case RedOp::kMax: acc = std::max(acc, v); break;
         case RedOp::kMin: acc = std::min(acc, v); break;
       }
+      if (isFloat8(c.dtype)) acc = float8ToDouble(c.dtype, doubleToFloat8(c.dtype, acc));
     }
     if (c.op == RedOp::kAvg) acc /= c.nranks;
     return acc;
@@ -141,6 +150,8 @@ void fillPoison(DType dtype, void* buffer, size_t count) {
     case DType::kInt8: poison = -128; break;
     case DType::kUint8: poison = 255; break;
     case DType::kFloat16: poison = 30000; break;
+    case DType::kFloat8e4m3: poison = 448; break;    // the largest value: results stay far below
+    case DType::kFloat8e5m2: poison = 57344; break;  // (|sums| <= nranks, products +-2)
     case DType::kFloat32:
     case DType::kFloat64:
     case DType::kBfloat16: poison = 1e30; break;

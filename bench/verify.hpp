@@ -4,8 +4,9 @@
 // Inputs are small integers, so every reduction is exact in any order and any precision the
 // type has (bf16 included): a result can be checked at 0 ULP whatever algorithm or peer made
 // it. Sums use |x| <= max(1, L / nranks) with L the largest integer the type holds exactly (256
-// for bf16, 2048 for fp16, ...); products are +-1 everywhere except one factor 2 per element;
-// max/min use the same range. Floating avg is allowed 2 ULP (the division rounds once in the
+// for bf16, 2048 for fp16, 16 and 8 for fp8 E4M3 and E5M2, ...); products are +-1 everywhere
+// except one factor 2 per element; max/min use the same range. fp8 sums over more ranks than L
+// round; they are checked against ouro's rank-order fold, rounded after every step. Floating avg is allowed 2 ULP (the division rounds once in the
 // implementation's precision); integer avg truncates toward zero as ouro and NCCL do.
 #pragma once
 

@@ -23,8 +23,10 @@ enum class DataType : int {
   kFloat32 = 7,
   kFloat64 = 8,
   kBfloat16 = 9,
+  kFloat8e4m3 = 10,  // OCP FP8 E4M3 ("fn": no infinities), NCCL's ncclFloat8e4m3
+  kFloat8e5m2 = 11,  // OCP FP8 E5M2 (IEEE-like), NCCL's ncclFloat8e5m2
 };
-constexpr int kNumDataTypes = 10;
+constexpr int kNumDataTypes = 12;
 
 enum class RedOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
 constexpr int kNumRedOps = 5;
@@ -34,7 +36,7 @@ constexpr bool isValidRedOp(int v) { return v >= 0 && v < kNumRedOps; }
 
 struct DataTypeInfo {
   DataType type;
-  const char* name;  // canonical: "int8", ..., "bfloat16"
+  const char* name;  // canonical: "int8", ..., "bfloat16", "float8e4m3", "float8e5m2"
   size_t size;       // bytes per element
   bool floating;
   bool is_signed;    // floating types count as signed
@@ -47,9 +49,11 @@ inline constexpr DataTypeInfo kDataTypes[kNumDataTypes] = {
     {DataType::kInt64, "int64", 8, false, true},     {DataType::kUint64, "uint64", 8, false, false},
     {DataType::kFloat16, "float16", 2, true, true},  {DataType::kFloat32, "float32", 4, true, true},
     {DataType::kFloat64, "float64", 8, true, true},  {DataType::kBfloat16, "bfloat16", 2, true, true},
+    {DataType::kFloat8e4m3, "float8e4m3", 1, true, true}, {DataType::kFloat8e5m2, "float8e5m2", 1, true, true},
 };
 
-// The nccl-tests / C spellings parseDataType accepts besides the canonical names.
+// The nccl-tests / C spellings parseDataType accepts besides the canonical names (nccl-tests
+// calls the fp8 types f8e4m3 and f8e5m2; PyTorch float8_e4m3fn and float8_e5m2).
 struct DataTypeAlias {
   std::string_view name;
   DataType type;
@@ -58,6 +62,9 @@ inline constexpr DataTypeAlias kDataTypeAliases[] = {
     {"char", DataType::kInt8},    {"int", DataType::kInt32},     {"half", DataType::kFloat16},
     {"fp16", DataType::kFloat16}, {"float", DataType::kFloat32}, {"fp32", DataType::kFloat32},
     {"double", DataType::kFloat64}, {"fp64", DataType::kFloat64}, {"bf16", DataType::kBfloat16},
+    {"fp8e4m3", DataType::kFloat8e4m3}, {"f8e4m3", DataType::kFloat8e4m3}, {"e4m3", DataType::kFloat8e4m3},
+    {"float8_e4m3fn", DataType::kFloat8e4m3}, {"fp8e5m2", DataType::kFloat8e5m2}, {"f8e5m2", DataType::kFloat8e5m2},
+    {"e5m2", DataType::kFloat8e5m2}, {"float8_e5m2", DataType::kFloat8e5m2},
 };
 
 // Indexed by the numeric value: "sum", "prod", "max", "min", "avg".

@@ -37,7 +37,7 @@ constexpr Setting kSettings[] = {
     {"OURO_TCP_CONGESTION", "auto", "auto|system|NAME: auto replaces a pacing default (bbr) by cubic, else reno; system keeps the kernel's"},
     {"OURO_TCP_SLOTS", "4", "messages a TCP link may have in flight per direction"},
     {"OURO_SHM_SLOT_BYTES", "131072", "bytes per shared-memory FIFO slot (the pipelining unit over shm links); unset in a job that spans hosts, at least OURO_TCP_SLOT_BYTES (calls are sliced by the smallest slot of any link)"},
-    {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO"},
+    {"OURO_SHM_SLOTS", "4", "slots per shared-memory FIFO (a power of two)"},
     {"OURO_SHM_STAGING_BYTES", "524288", "bytes per staging buffer of the one-host direct algorithms (two per rank)"},
     {"OURO_SHM_STREAM_OUTPUT_BYTES", "16777216", "one-host direct all-reduce: outputs of at least this many bytes per rank are written with non-temporal stores, around the cache (0 = never)"},
     {"OURO_SHM_STREAM_STAGING", "auto", "auto/always/never: one-host direct algorithms copy into the staging buffers with non-temporal stores, around the cache; auto = when the two ranks' cores measure a cache-line round trip of 200 ns to 2 us (far apart; logged at info level)"},
@@ -60,12 +60,18 @@ constexpr Setting kSettings[] = {
     // CUDA executor (device buffers on streams from ouroStreamFromCuda).
     {"OURO_CUDA_DEVICE", "", "GPU this process uses (default: local rank modulo the GPUs it sees; several ranks may share one)"},
     {"OURO_CUDA_CHANNELS", "4", "thread blocks (channels) per CUDA collective, each with its own FIFOs to every peer (1..8)"},
-    {"OURO_CUDA_SLOTS", "4", "slots per CUDA FIFO"},
+    {"OURO_CUDA_SLOTS", "4", "slots per CUDA FIFO (a power of two)"},
     {"OURO_CUDA_SLOT_BYTES", "131072", "bytes per CUDA FIFO slot (the pipelining unit of the CUDA kernels; a multiple of 16)"},
     {"OURO_CUDA_LL_MAX_BYTES", "65536", "CUDA calls whose largest buffer is at most this many bytes use the LL protocol (flag-in-data lines: lower latency, half the bandwidth); larger ones the simple protocol; 0 = never LL. Every rank must set the same value"},
-    {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every peer's GPU has peer access to it, else in pinned host memory; host always uses pinned host memory"},
+    {"OURO_P2P_LEVEL", "PXB", "LOC|NVL|PIX|PXB|PHB|NODE|SYS: how far apart two GPUs may be for one to write the other's memory directly (CUDA FIFOs in device memory), as NCCL_P2P_LEVEL: the same GPU only, NVLink, a PCIe switch, through PCIe switches, a CPU's host bridge, a NUMA node, anywhere"},
+    {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every other rank's GPU may write there (the same GPU, or within OURO_P2P_LEVEL), else in pinned host memory; host always uses pinned host memory"},
     // Diagnostics.
     {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},
+    // The flight recorder and replica checks (issue #34; docs/LAUNCHER.md "When a job hangs").
+    {"OURO_TRACE_CALLS", "2000", "calls each communicator keeps in its flight recorder (sequence, collective, plan, times, state, error); 0 turns the recorder off"},
+    {"OURO_TRACE_DIR", "", "directory each rank writes its flight record to (ouro-trace-JOB-rankR-HOST.json) when a communicator fails, on SIGUSR1 and at exit; ouro-run sets its own run directory; unset: no files"},
+    {"OURO_JOB_ID", "", "names the job in flight-record files (ouro-run sets it; default SLURM_JOB_ID, TORCHELASTIC_RUN_ID, else job)"},
+    {"OURO_VERIFY", "0", "N > 0: every Nth all-reduce, all-gather and broadcast of a communicator checks that its output has the same bits on every rank (a 64-bit hash all-gathered); a difference fails the call with ouroReplicaMismatch naming the ranks. Every rank must use the same value"},
 };
 
 std::string rawValue(const char* name) {

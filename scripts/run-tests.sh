@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up (with the test-only packages), builds and runs the whole test suite, then prints one
-# summary line "N passed, N failed, N skipped". Exit status 0 only when nothing failed.
+# summary line "N passed, N failed, N skipped (REASON: N, ...)". A test may skip only for missing
+# hardware (no GPU, no RDMA device): any other skip counts as a failure, named above the line
+# (scripts/skip_reasons.py). Exit status 0 only when nothing failed.
 #   scripts/run-tests.sh [meson test args]           the suite in ./build
 #   scripts/run-tests.sh --after-main [args]         the README's flow, what .ci/run runs: first
 #       scripts/run-main.sh (the README's first command) on this clone, then the suite; a failed
@@ -26,6 +28,26 @@ for a in "$@"; do
     *) args+=("$a") ;;
   esac
 done
+
+# Sorts the skips of the run whose testlog.json is $1 by reason (scripts/skip_reasons.py): only a
+# missing GPU or RDMA device may skip on a machine setup.sh prepared. Sets the globals skipped (those
+# skips), unexpected_skips (every other skip, which the callers count as failures, each named on
+# stderr) and skip_reasons ("no GPU: 5, no RDMA device: 1").
+sort_skips() {
+  local out
+  out=$(/usr/bin/python3 scripts/skip_reasons.py "$1")
+  skipped=$(awk '$1 == "allowed" {print $2}' <<<"$out")
+  unexpected_skips=$(awk '$1 == "unexpected" {print $2}' <<<"$out")
+  skip_reasons=$(sed -n 's/^reasons //p' <<<"$out")
+  skipped=${skipped:-0} unexpected_skips=${unexpected_skips:-0}
+}
+
+# "N passed, N failed, N skipped", with the skips' reasons when there are any.
+summary_line() {  # passed failed skipped reasons
+  local line="$1 passed, $2 failed, $3 skipped"
+  [[ -n $4 ]] && line+=" ($4)"
+  echo "$line"
+}
 
 # Reads meson test's closing counts from $1 into the globals passed and failed and skipped.
 count_results() {
@@ -68,8 +90,9 @@ if ((${#modes[@]} == 0)); then
   count_results "$log"
   rm -f "$log"
   rm -rf "$XDG_CACHE_HOME"
-  failed=$((failed + main_failed))
-  echo "$passed passed, $failed failed, $skipped skipped"
+  sort_skips build/meson-logs/testlog.json
+  failed=$((failed + main_failed + unexpected_skips))
+  summary_line "$passed" "$failed" "$skipped" "$skip_reasons"
   ((failed == 0 && status == 0))
   exit
 fi
@@ -125,7 +148,9 @@ for mode in "${modes[@]}"; do
   status=${PIPESTATUS[0]}
   count_results "$log"
   rm -f "$log"
-  echo "run-tests.sh: $mode: $passed passed, $failed failed, $skipped skipped"
+  sort_skips "$dir/meson-logs/testlog.json"
+  failed=$((failed + unexpected_skips))
+  echo "run-tests.sh: $mode: $(summary_line "$passed" "$failed" "$skipped" "$skip_reasons")"
   total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
   total_skipped=$((total_skipped + skipped))
   ((status != 0)) && status_all=$status

@@ -17,10 +17,10 @@ packages=(meson ninja-build g++ pkg-config catch2 libhwloc-dev hwloc-nox libibve
           nlohmann-json3-dev)
 test_packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev slurm-wlm munge
                python3-torch libtorch-dev gnuplot-nox procps psmisc nftables clang libclang-rt-14-dev)
-no_build=0 configure_only=0 no_install=0 builddir=build
+no_build=0 configure_only=0 no_install=0 builddir=build tests=0
 while (($#)); do
   case $1 in
-    --tests) packages+=("${test_packages[@]}") ;;
+    --tests) packages+=("${test_packages[@]}"); tests=1 ;;
     --no-build) no_build=1 ;;
     --configure-only) configure_only=1 ;;
     --no-install) no_install=1 ;;
@@ -47,12 +47,23 @@ fi
 
 ((no_build)) && exit 0
 
+# Every feature whose packages this script installs is enabled, so a package that is missing or
+# broken stops the configure with its name instead of a feature (and its tests) vanishing from the
+# build. The test-only features (torch, the peer benchmarks) are enabled when --tests installs them.
+# hwloc and ibverbs are compiled in (rdma-core is a package); an RDMA device is hardware, which only
+# the tests that need one check for.
+setup_args=(-Dhwloc=enabled -Dibverbs=enabled -Dpython=enabled -Dtrainer=enabled)
+if ((tests)); then
+  setup_args+=(-Dtorch=enabled -Dpeers=enabled)
+else
+  setup_args+=(-Dtorch=auto -Dpeers=auto)
+fi
 # CUDA 13 lives outside Debian's paths; meson 1.0.1 finds nvcc only on PATH.
 # With nvcc there, the CUDA kernels are required (a broken CUDA setup fails here, not silently).
-setup_args=(-Dcuda=auto)
+setup_args+=(-Dcuda=auto)
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH=/usr/local/cuda/bin:$PATH
-  setup_args=(-Dcuda=enabled)
+  setup_args[-1]=-Dcuda=enabled
 fi
 
 # What meson can find. Every optional feature (python and ouro.torch, CUDA, ibverbs, hwloc, the

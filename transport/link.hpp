@@ -63,6 +63,9 @@ class Link {
     (void)out;
     return Peek::kUnsupported;
   }
+  // As peekHeader, but never starts a connection (a lazy TCP link only takes one its peer made):
+  // for looking at what arrived when the communicator ends.
+  virtual Peek peekArrived(MessageHeader* out) { return peekHeader(out); }
 
   // Copy-saving variants (TCP, where every byte already costs two kernel copies):
   // - postSendFrom sends `data` itself rather than the slot trySendSlot returned (which must still

@@ -15,7 +15,7 @@
 //   sendrecv: Gloo's point-to-point unbound buffers (what torch.distributed's send/recv use);
 //     one rank copies to itself, since a Gloo context has no pair to itself.
 // float16 reduces with gloo::float16's arithmetic (fp32 step, rounded to half each time);
-// bfloat16 only moves (Gloo has no such type), and avg is not a Gloo reduction.
+// bfloat16 and the fp8 types only move (Gloo has no such types), and avg is not a Gloo reduction.
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -83,8 +83,8 @@ std::chrono::milliseconds timeoutFromEnv() {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-// Calls f with a value of the C++ type Gloo uses for `t`: bfloat16 moves as uint16_t (no
-// arithmetic on it ever happens, supports() says so).
+// Calls f with a value of the C++ type Gloo uses for `t`: bfloat16 moves as uint16_t and the fp8
+// types as uint8_t (no arithmetic on them ever happens, supports() says so).
 template <typename F>
 void withType(DType t, F&& f) {
   switch (t) {
@@ -98,7 +98,10 @@ void withType(DType t, F&& f) {
     case DType::kFloat32: return f(float{});
     case DType::kFloat64: return f(double{});
     case DType::kBfloat16: return f(uint16_t{});
+    case DType::kFloat8e4m3:
+    case DType::kFloat8e5m2: return f(uint8_t{});
   }
+  throw std::logic_error("gloo backend: no C++ type for dtype " + std::to_string(int(t)));
 }
 
 template <typename T>
@@ -178,7 +181,7 @@ class GlooBackend final : public Backend {
 
   bool supports(Collective c, DType t, RedOp op) const override {
     if (!isReduction(c)) return true;
-    return t != DType::kBfloat16 && op != RedOp::kAvg;
+    return t != DType::kBfloat16 && t != DType::kFloat8e4m3 && t != DType::kFloat8e5m2 && op != RedOp::kAvg;
   }
 
   void run(const OpArgs& a) override {

@@ -204,7 +204,9 @@ class MpiBackend final : public Backend {
       case DType::kFloat32: return MPI_FLOAT;
       case DType::kFloat64: return MPI_DOUBLE;
       case DType::kFloat16:
-      case DType::kBfloat16: return MPI_DATATYPE_NULL;
+      case DType::kBfloat16:
+      case DType::kFloat8e4m3:
+      case DType::kFloat8e5m2: return MPI_DATATYPE_NULL;
     }
     return MPI_DATATYPE_NULL;
   }
@@ -212,6 +214,7 @@ class MpiBackend final : public Backend {
   // Collectives that only move data need the element width, not its meaning.
   static MPI_Datatype movableType(DType t) {
     if (t == DType::kFloat16 || t == DType::kBfloat16) return MPI_UINT16_T;
+    if (t == DType::kFloat8e4m3 || t == DType::kFloat8e5m2) return MPI_UINT8_T;
     return reducibleType(t);
   }
 

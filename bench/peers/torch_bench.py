@@ -56,6 +56,10 @@ DTYPES = {
 }
 ALIASES = {"half": "float16", "float": "float32", "double": "float64", "bf16": "bfloat16",
            "char": "int8", "int": "int32"}
+# ouro's types (core/dtype.hpp) that torch 1.13 has no tensor type for, with their aliases.
+NO_TORCH_TYPE = {name: kind for kind, names in (("float8e4m3", ("float8e4m3", "fp8e4m3", "f8e4m3", "e4m3")),
+                                                ("float8e5m2", ("float8e5m2", "fp8e5m2", "f8e5m2", "e5m2")))
+                 for name in names}
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 GUARD_BYTE, GUARD_BYTES, BUDGET_MIN_ITERS = 0xA5, 256, 5
 AVERAGES = ["rank0", "mean", "min", "max"]
@@ -150,6 +154,11 @@ def parse_args(argv):
             o["ops"] = OPS if value == "all" else [value]
         elif flag == "d":
             value = ALIASES.get(value, value)
+            if value in NO_TORCH_TYPE:
+                kind = NO_TORCH_TYPE[value]
+                raise UsageError(f"bad value '{value}' for {arg}: {kind} has no tensor type in torch 1.13 (float8 "
+                                 f"dtypes came in torch 2.1), so this script cannot run it (ouro-bench -d {kind} "
+                                 f"can); expected one of {', '.join(DTYPES)} or all")
             if value != "all" and value not in DTYPES:
                 raise bad("a type name such as float32, bfloat16, int8, or all")
             o["dtypes"] = list(DTYPES) if value == "all" else [value]

@@ -9,6 +9,7 @@
 #include "comm/api/api_guard.hpp"
 #include "comm/exec/buffer_kinds.hpp"
 #include "comm/api/handles.hpp"
+#include "comm/api/redops.hpp"
 #include "comm/exec/host_executor.hpp"
 #include "comm/exec/host_state.hpp"
 #include "core/strings.hpp"
@@ -87,6 +88,30 @@ Executor* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char
   return h;
 }
 
+// What the flight recorder keeps of an operation (comm/progress/flight_recorder.hpp).
+TraceCall traceCallOf(const Operation& op, ouroStream_t stream) {
+  TraceCall t;
+  t.stream = reinterpret_cast<uintptr_t>(stream);
+  if (op.collective) {
+    t.kind = op.args.kind;
+    t.dtype = op.args.kind == CollKind::kBarrier ? -1 : int(op.args.dtype);
+    t.redop = op.args.reduces() ? int(op.args.op) : -1;
+    t.peer = op.args.root;
+    t.count = op.args.count;
+    return t;
+  }
+  // A group of transfers: its bytes, and the peer of a lone send or recv.
+  t.kind = CollKind::kSendRecv;
+  t.dtype = int(DataType::kUint8);
+  t.transfers = int(std::min<size_t>(op.transfers.size(), 127));
+  for (const Transfer& tr : op.transfers) t.count += tr.bytes;
+  if (op.transfers.size() == 1) {
+    t.peer = op.transfers[0].peer;
+    t.send = op.transfers[0].send;
+  }
+  return t;
+}
+
 // Runs op now on this thread (stream NULL) or hands it to the stream's executor, in issue order.
 // The blocking path (the latency-critical one) allocates nothing.
 void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& op) {
@@ -94,6 +119,7 @@ void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& 
   Executor* s = streamFor(stream, comm, c, call);
   c.progress().requireUsable(call);
   uint64_t ticket = c.issue();
+  c.progress().recorder().issue(ticket, traceCallOf(op, stream), s != nullptr);
   if (s) return s->enqueue(ticket, std::move(op));
   c.runInTurn(ticket, [&] {
     if (op.collective)
@@ -146,7 +172,12 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
   return guard(call, comm, [&] {
     Communicator& c = requireCommunicator(comm, call);
     a.dtype = a.kind == CollKind::kBarrier ? DataType::kUint8 : checkedType(c, call, dtype);
-    if (a.reduces()) a.op = checkedOp(c, call, op);
+    if (a.reduces() && op >= kNumRedOps) {
+      a.premul = preMultiplyFor(comm, c, call, op, a.dtype);
+      a.op = RedOp::kSum;
+    } else if (a.reduces()) {
+      a.op = checkedOp(c, call, op);
+    }
     if (a.kind == CollKind::kBroadcast || a.kind == CollKind::kReduce)
       requireArg(a.root >= 0 && a.root < c.size(), "rank %d: %s: root %d is out of range for %d ranks (0..%d)",
                  c.rank(), call, a.root, c.size(), c.size() - 1);
@@ -234,21 +265,21 @@ extern "C" {
 
 ouroResult_t ouroAllReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype,
                            ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
-  CollArgs a{CollKind::kAllReduce, sendbuff, recvbuff, count, {}, {}, -1};
+  CollArgs a{CollKind::kAllReduce, sendbuff, recvbuff, count, {}, {}, -1, {}};
   return collective("ouroAllReduce", comm, stream, a, datatype, op, 1, 1);
 }
 
 ouroResult_t ouroReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ouroDataType_t datatype,
                                ouroRedOp_t op, ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
-  CollArgs a{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, {}, {}, -1};
+  CollArgs a{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, {}, {}, -1, {}};
   return collective("ouroReduceScatter", comm, stream, a, datatype, op, c ? size_t(c->size()) : 1, 1);
 }
 
 ouroResult_t ouroAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ouroDataType_t datatype,
                            ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
-  CollArgs a{CollKind::kAllGather, sendbuff, recvbuff, sendcount, {}, {}, -1};
+  CollArgs a{CollKind::kAllGather, sendbuff, recvbuff, sendcount, {}, {}, -1, {}};
   return collective("ouroAllGather", comm, stream, a, datatype, ouroSum, 1, c ? size_t(c->size()) : 1);
 }
 
@@ -257,13 +288,13 @@ ouroResult_t ouroBroadcast(const void* sendbuff, void* recvbuff, size_t count, o
   Communicator* c = liveCommunicatorOrNull(comm);
   // Only the root's sendbuff is read (as NCCL); other ranks may pass NULL.
   const void* send = (c && c->rank() != root) ? recvbuff : sendbuff;
-  CollArgs a{CollKind::kBroadcast, send, recvbuff, count, {}, {}, root};
+  CollArgs a{CollKind::kBroadcast, send, recvbuff, count, {}, {}, root, {}};
   return collective("ouroBroadcast", comm, stream, a, datatype, ouroSum, 1, 1);
 }
 
 ouroResult_t ouroReduce(const void* sendbuff, void* recvbuff, size_t count, ouroDataType_t datatype, ouroRedOp_t op,
                         int root, ouroComm_t comm, ouroStream_t stream) {
-  CollArgs a{CollKind::kReduce, sendbuff, recvbuff, count, {}, {}, root};
+  CollArgs a{CollKind::kReduce, sendbuff, recvbuff, count, {}, {}, root, {}};
   return collective("ouroReduce", comm, stream, a, datatype, op, 1, 1);
 }
 
@@ -271,12 +302,12 @@ ouroResult_t ouroAllToAll(const void* sendbuff, void* recvbuff, size_t count, ou
                           ouroComm_t comm, ouroStream_t stream) {
   Communicator* c = liveCommunicatorOrNull(comm);
   size_t n = c ? size_t(c->size()) : 1;
-  CollArgs a{CollKind::kAllToAll, sendbuff, recvbuff, count, {}, {}, -1};
+  CollArgs a{CollKind::kAllToAll, sendbuff, recvbuff, count, {}, {}, -1, {}};
   return collective("ouroAllToAll", comm, stream, a, datatype, ouroSum, n, n);
 }
 
 ouroResult_t ouroBarrier(ouroComm_t comm) {
-  CollArgs a{CollKind::kBarrier, nullptr, nullptr, 0, {}, {}, -1};
+  CollArgs a{CollKind::kBarrier, nullptr, nullptr, 0, {}, {}, -1, {}};
   return collective("ouroBarrier", comm, nullptr, a, ouroUint8, ouroSum, 1, 1);
 }
 
@@ -314,6 +345,12 @@ ouroResult_t ouroRecvAny(void* recvbuff, size_t count, ouroDataType_t datatype, 
     checkKinds(c, comm, nullptr, call, {{"recvbuff", bytes ? recvbuff : nullptr}});
     c.progress().requireUsable(call);
     const uint64_t ticket = c.issue();
+    TraceCall traced;
+    traced.kind = CollKind::kSendRecv;
+    traced.dtype = int(DataType::kUint8);
+    traced.count = bytes;
+    traced.transfers = 1;  // a receive from any rank: peer -1
+    c.progress().recorder().issue(ticket, traced, false);
     int source = -1;
     c.runInTurn(ticket, [&] { source = runHostRecvAny(c, static_cast<std::byte*>(recvbuff), bytes); });
     *peer = source;
@@ -416,6 +453,15 @@ ouroResult_t ouroStreamDestroy(ouroStream_t stream) {
 }  // extern "C"
 
 namespace ouro::api {
+
+// ouroCommCheckReplicas (api_diagnostics.cpp): the work queued on `stream` first, so the bytes are
+// what it left; the stream must be comm's. Throws what the stream's work failed with.
+void finishStreamWork(ouroStream_t stream, ouroComm_t comm, const char* call) {
+  Communicator& c = requireCommunicator(comm, call);
+  Executor* s = streamFor(stream, comm, c, call);
+  if (s)
+    if (auto e = s->synchronize()) throw *e;
+}
 
 // Called by ouroCommDestroy/ouroCommAbort before the communicator goes: queued work finishes
 // (or, after an abort, fails at once) and the streams' handles become invalid.

@@ -5,6 +5,7 @@
 
 #include "comm/api/api_guard.hpp"
 #include "comm/api/handles.hpp"
+#include "comm/api/redops.hpp"
 #include "comm/setup/init_method.hpp"
 #include "comm/setup/launch_env.hpp"
 #include "core/env.hpp"
@@ -129,18 +130,29 @@ ouroResult_t ouroCommShrink(ouroComm_t comm, int nexclude, const int* excluded_r
 
 ouroResult_t ouroCommDestroy(ouroComm_t comm) {
   return guard("ouroCommDestroy", comm, [&] {
-    requireCommunicator(comm, "ouroCommDestroy");
+    // Detached first: a call another thread is making on comm finishes before anything goes, and
+    // later calls are refused. Then queued work finishes and the streams go.
+    std::unique_ptr<Communicator> c = detachCommunicator(comm, "ouroCommDestroy");
     destroyStreamsOf(comm);  // waits for queued work
-    takeCommunicator(comm, "ouroCommDestroy").reset();
+    forgetRedOpsOf(comm);
+    c.reset();
   });
 }
 
 ouroResult_t ouroCommAbort(ouroComm_t comm) {
   return guard("ouroCommAbort", comm, [&] {
-    requireCommunicator(comm, "ouroCommAbort").abort();  // queued work now fails at once
+    // Safe while another thread's call waits on comm: the abort makes that wait fail at once, and
+    // the communicator is freed only after the call has left it.
+    requireCommunicator(comm, "ouroCommAbort").abort();  // queued and waiting work now fails at once
+    std::unique_ptr<Communicator> c = detachCommunicator(comm, "ouroCommAbort");
     destroyStreamsOf(comm);
-    takeCommunicator(comm, "ouroCommAbort").reset();
+    forgetRedOpsOf(comm);
+    c.reset();
   });
+}
+
+ouroResult_t ouroCommRevoke(ouroComm_t comm) {
+  return guard("ouroCommRevoke", comm, [&] { requireCommunicator(comm, "ouroCommRevoke").abort("ouroCommRevoke"); });
 }
 
 ouroResult_t ouroCommCount(ouroComm_t comm, int* count) {

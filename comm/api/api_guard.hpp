@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "comm/api/handles.hpp"
 #include "core/error.hpp"
 #include "ouro/ouro.h"
 
@@ -15,6 +16,7 @@ void recordError(ouroComm_t comm, const std::string& msg);
 
 template <typename Body>
 ouroResult_t guard(const char* call, ouroComm_t comm, Body&& body) noexcept {
+  CallPin pin(comm);  // a destroy or abort on another thread waits for this call to leave comm
   try {
     body();
     return ouroSuccess;

@@ -1,6 +1,8 @@
 #include "comm/api/handles.hpp"
 
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -43,10 +45,13 @@ Communicator& requireCommunicator(ouroComm_t comm, const char* call) {
   return *c;
 }
 
-std::unique_ptr<Communicator> takeCommunicator(ouroComm_t comm, const char* call) {
+std::unique_ptr<Communicator> detachCommunicator(ouroComm_t comm, const char* call) {
   requireCommunicator(comm, call);
-  Communicator* c = comm->impl.exchange(nullptr, std::memory_order_acq_rel);
+  Communicator* c = comm->impl.exchange(nullptr, std::memory_order_seq_cst);
   if (!c) raise(Result::kInvalidUsage, "%s: the communicator was already destroyed", call);
+  // Another thread's call (one that began before the exchange) may still be inside; after an
+  // abort its waits fail at once, otherwise it finishes as usual.
+  while (comm->calls.load(std::memory_order_seq_cst) > 1) std::this_thread::sleep_for(std::chrono::microseconds(50));
   return std::unique_ptr<Communicator>(c);
 }
 

@@ -1,11 +1,14 @@
 #include "comm/exec/buffer_kinds.hpp"
 
 #include <atomic>
+#include <cstring>
 
 #include "core/strings.hpp"
 
 #if OURO_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "transport/cuda/pointer_memory.hpp"
 #endif
 
 namespace ouro {
@@ -24,12 +27,10 @@ BufferKind defaultPointerKind(const void* ptr) {
     return count > 0;
   }();
   if (!have_device) return BufferKind::kHost;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    return BufferKind::kHost;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? BufferKind::kDevice : BufferKind::kHost;
+  // Of the driver, not cudaPointerGetAttributes: that would make a context on device 0 for every
+  // host call of a process that never uses a GPU (transport/cuda/pointer_memory.hpp).
+  return transport::cuda::pointerMemory(ptr) == transport::cuda::PointerMemory::kHost ? BufferKind::kHost
+                                                                                      : BufferKind::kDevice;
 #else
   (void)ptr;
   return BufferKind::kHost;
@@ -44,6 +45,19 @@ BufferKind pointerKind(const void* ptr) { return g_pointer_kind.load(std::memory
 
 PointerKindFn setPointerKindFunction(PointerKindFn fn) {
   return g_pointer_kind.exchange(fn ? fn : &defaultPointerKind);
+}
+
+void copyToHost(void* dst, const void* src, size_t bytes) {
+#if OURO_HAVE_CUDA
+  if (pointerKind(src) == BufferKind::kDevice) {
+    const cudaError_t rc = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    if (rc != cudaSuccess)
+      raise(Result::kUnhandledCudaError, "cudaMemcpy of %zu bytes from device memory %p: %s", bytes, src,
+            cudaGetErrorString(rc));
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
 }
 
 BufferKind checkBufferKinds(int rank, const char* call, std::initializer_list<NamedBuffer> buffers,

@@ -18,6 +18,10 @@ BufferKind pointerKind(const void* ptr);
 // Replaces the classification (nullptr restores the default); returns the previous one. Tests only.
 PointerKindFn setPointerKindFunction(PointerKindFn fn);
 
+// Copies `bytes` from src, in host or device memory (pointerKind), to host memory at dst; for a
+// scalar read when a host call runs (a pre-multiplied sum's ouroScalarDevice scalar).
+void copyToHost(void* dst, const void* src, size_t bytes);
+
 struct NamedBuffer {
   const char* name;  // "sendbuff"
   const void* ptr;   // nullptr: not used by this call (skipped)

@@ -13,12 +13,14 @@
 #include "comm/exec/cuda_comm.hpp"
 #include "comm/exec/cuda_device_call.hpp"
 #include "comm/exec/device_errors.hpp"
+#include "comm/exec/device_launches.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
 #include "kernels/cuda/launch.hpp"
 #include "transport/cuda/arena.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/pointer_memory.hpp"
 
 namespace ouro {
 namespace {
@@ -26,12 +28,12 @@ namespace {
 namespace tc = transport::cuda;
 namespace kc = kernels::cuda;
 
-// DeviceError records in mapped pinned memory, allocated this many at a time: one per launch in
-// flight, so the host never waits for a kernel to free one.
-constexpr size_t kRecordsPerChunk = 1024;
-
 #if OURO_HAVE_CUDA_KERNELS
 int launchCollectiveKernel(const kc::DeviceCall& call, void* stream) { return kc::launchCollective(call, stream); }
+int launchPremultiplyKernel(void* out, const void* in, size_t count, DataType dtype, const void* scalar_on_device,
+                            const void* scalar_bytes, void* stream) {
+  return kc::launchPremultiply(out, in, count, int(dtype), scalar_on_device, scalar_bytes, stream);
+}
 int residentKernelBlocks(int* blocks) { return kc::residentBlocks(blocks); }
 int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
   return kc::launchPointToPoint(p2p, stream);
@@ -45,58 +47,118 @@ int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
         "with -Dcuda=enabled on a tree that has kernels/cuda/meson.build");
 }
 int launchCollectiveKernel(const kc::DeviceCall&, void*) { noKernels(); }
+int launchPremultiplyKernel(void*, const void*, size_t, DataType, const void*, const void*, void*) { noKernels(); }
 int launchPointToPointKernel(const kc::DevicePointToPoint&, void*) { noKernels(); }
 int residentKernelBlocks(int*) { noKernels(); }
 #endif
 
-// The kernel wrote the record through the bus; the completed event orders it before this read.
-kc::DeviceError readRecord(const kc::DeviceError& r) {
-  kc::DeviceError out;
-  std::memcpy(&out, const_cast<const kc::DeviceError*>(&r), sizeof out);
-  return out;
-}
-
-// The DeviceError records of one executor's launches: mapped pinned host memory the kernels write
-// and the host reads once the launch's event completed. Taken per launch and given back when the
-// launch is finished; more are allocated when all are in use (never waiting for a kernel).
-class ErrorRecords {
+// LaunchRuntime (comm/exec/device_launches.hpp) over CUDA: mapped pinned records, a pool of events,
+// capture state, and graph-owned records through a CUDA user object.
+class CudaLaunchRuntime final : public LaunchRuntime {
  public:
-  struct Record {
-    kc::DeviceError* host = nullptr;    // what the host reads
-    kc::DeviceError* device = nullptr;  // what the kernel writes
-  };
-  ErrorRecords() = default;
-  ErrorRecords(const ErrorRecords&) = delete;
-  ErrorRecords& operator=(const ErrorRecords&) = delete;
-  ~ErrorRecords() {
-    for (void* chunk : chunks_) cudaFreeHost(chunk);
+  ~CudaLaunchRuntime() override {
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   }
-
-  // A cleared record (no failure, no peer).
-  Record take() {
-    if (free_.empty()) grow();
-    const Record r = free_.back();
-    free_.pop_back();
-    std::memset(static_cast<void*>(r.host), 0, sizeof(kc::DeviceError));
-    r.host->peer = -1;
-    return r;
-  }
-  void giveBack(const Record& r) { free_.push_back(r); }
-
- private:
-  void grow() {
+  ErrorRecord allocateRecords(size_t n) override {
     void* host = nullptr;
-    OURO_CUDA(cudaHostAlloc(&host, kRecordsPerChunk * sizeof(kc::DeviceError),
-                            cudaHostAllocMapped | cudaHostAllocPortable));
-    chunks_.push_back(host);
+    OURO_CUDA(cudaHostAlloc(&host, n * sizeof(kc::DeviceError), cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(host, 0, n * sizeof(kc::DeviceError));
     void* device = nullptr;
     OURO_CUDA(cudaHostGetDevicePointer(&device, host, 0));
-    for (size_t i = kRecordsPerChunk; i-- > 0;)
-      free_.push_back({static_cast<kc::DeviceError*>(host) + i, static_cast<kc::DeviceError*>(device) + i});
+    return {static_cast<kc::DeviceError*>(host), static_cast<kc::DeviceError*>(device)};
+  }
+  void freeRecords(const ErrorRecord& chunk) override { cudaFreeHost(chunk.host); }
+  CaptureState captureState(void* stream, void** graph) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t g = nullptr;
+    OURO_CUDA(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, nullptr, &g));
+    *graph = g;
+    if (status == cudaStreamCaptureStatusActive) return CaptureState::kActive;
+    return status == cudaStreamCaptureStatusInvalidated ? CaptureState::kInvalidated : CaptureState::kNone;
+  }
+  void* recordEvent(void* stream) override {
+    cudaEvent_t e = nullptr;
+    if (!free_events_.empty()) {
+      e = free_events_.back();
+      free_events_.pop_back();
+    } else {
+      OURO_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    const cudaError_t err = cudaEventRecord(e, static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) {
+      free_events_.push_back(e);
+      tc::raiseCuda(err, "cudaEventRecord", __FILE__, __LINE__, "");
+    }
+    return e;
+  }
+  bool eventDone(void* event, bool wait, std::string* error) override {
+    auto e = static_cast<cudaEvent_t>(event);
+    return settled(wait ? cudaEventSynchronize(e) : cudaEventQuery(e), error);
+  }
+  void releaseEvent(void* event) override { free_events_.push_back(static_cast<cudaEvent_t>(event)); }
+  bool streamDone(void* stream, bool wait, std::string* error) override {
+    auto s = static_cast<cudaStream_t>(stream);
+    return settled(wait ? cudaStreamSynchronize(s) : cudaStreamQuery(s), error);
+  }
+  void onGraphDestroyed(void* graph, std::function<void()> release) override {
+    auto* held = new std::function<void()>(std::move(release));
+    cudaUserObject_t object = nullptr;
+    const cudaError_t err = cudaUserObjectCreate(&object, held, &runRelease, 1, cudaUserObjectNoDestructorSync);
+    if (err != cudaSuccess) {
+      delete held;
+      tc::raiseCuda(err, "cudaUserObjectCreate", __FILE__, __LINE__, "keeping a captured call's error record with its graph");
+    }
+    // The graph takes our reference: the object (and `release`) goes when the graph does.
+    OURO_CUDA(cudaGraphRetainUserObject(static_cast<cudaGraph_t>(graph), object, 1, cudaGraphUserObjectMove));
   }
 
-  std::vector<void*> chunks_;
-  std::vector<Record> free_;
+ private:
+  static void runRelease(void* held) {
+    auto* f = static_cast<std::function<void()>*>(held);
+    (*f)();
+    delete f;
+  }
+  static bool settled(cudaError_t err, std::string* error) {
+    if (err == cudaSuccess) return true;
+    if (err == cudaErrorNotReady) return false;
+    cudaGetLastError();
+    *error = tc::cudaErrorText(err);
+    return false;
+  }
+
+  std::vector<cudaEvent_t> free_events_;
+};
+
+// A pre-multiplied sum's input on the device (ouroRedOpCreatePreMulSum): the user's input times its
+// scalar in memory allocated on the call's stream (cudaMallocAsync: captured into a graph, the
+// memory belongs to the graph), freed on the stream after the collective's kernel. args() is the
+// call to run: a sum over that memory, or the call itself when it is no pre-multiplied sum.
+class PreMultiplied {
+ public:
+  PreMultiplied(const CollArgs& given, int nranks, cudaStream_t stream, const std::string& who)
+      : args_(given), stream_(stream) {
+    if (!given.premul.active) return;
+    const size_t elements = given.kind == CollKind::kReduceScatter ? given.count * size_t(nranks) : given.count;
+    args_.premul = {};
+    if (elements == 0) return;
+    OURO_CUDA(cudaMallocAsync(&scaled_, elements * given.elementBytes(), stream));
+    const int rc = launchPremultiplyKernel(scaled_, given.send, elements, given.dtype,
+                                           given.premul.immediate ? nullptr : given.premul.scalar,
+                                           given.premul.value, stream);
+    if (rc != 0) tc::raiseCuda(cudaError_t(rc), "launchPremultiply", __FILE__, __LINE__, who);
+    args_.send = scaled_;
+  }
+  ~PreMultiplied() {
+    if (scaled_) cudaFreeAsync(scaled_, stream_);
+  }
+  PreMultiplied(const PreMultiplied&) = delete;
+  PreMultiplied& operator=(const PreMultiplied&) = delete;
+  const CollArgs& args() const { return args_; }
+
+ private:
+  CollArgs args_;
+  cudaStream_t stream_;
+  void* scaled_ = nullptr;
 };
 
 }  // namespace
@@ -104,24 +166,15 @@ class ErrorRecords {
 void requireCudaDevice(int rank, const char* call) { tc::deviceCountOrThrow(strprintf("rank %d: %s", rank, call)); }
 
 struct CudaExecutor::Impl {
-  struct Slot {
-    ErrorRecords::Record record;
-    std::string what;  // the call, for messages ("allreduce #3", "send #2 to rank 1")
-  };
-  struct Launch {
-    cudaEvent_t event = nullptr;
-    std::vector<Slot> slots;
-  };
+  using Slot = DeviceLaunches::Slot;
 
   Communicator& comm;
   cudaStream_t stream;
   int device;
   int64_t timeout_s;
   std::mutex mu;
-  ErrorRecords records;
-  std::deque<Launch> launches;  // oldest first
-  std::vector<cudaEvent_t> free_events;
-  std::optional<Error> first_error;
+  CudaLaunchRuntime runtime;
+  std::unique_ptr<DeviceLaunches> launches;  // eager and captured launches, until read
   // Send/recv groups: one stream per (peer, direction), so transfers to different peers progress
   // together and transfers on one FIFO stay in order.
   std::map<int, cudaStream_t> side_streams;
@@ -132,6 +185,14 @@ struct CudaExecutor::Impl {
   Impl(Communicator& c, void* s)
       : comm(c), stream(static_cast<cudaStream_t>(s)), device(deviceOf(c, stream)), timeout_s(envInt("OURO_TIMEOUT_S")) {
     const tc::CurrentDevice on(device);
+    // Making the executor allocates (its records, an event): not inside a capture.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    OURO_CUDA(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone)
+      raise(Result::kInvalidUsage,
+            "rank %d: ouroStreamFromCuda: the CUDA stream is capturing a graph, and making the ouro stream allocates, "
+            "which a capture forbids; call ouroStreamFromCuda before cudaStreamBeginCapture",
+            c.rank());
     // This process's context on the device: refused when another process holds the GPU in
     // EXCLUSIVE_PROCESS mode (ranks sharing a GPU need MPS there, or the DEFAULT mode).
     const cudaError_t context = cudaFree(nullptr);
@@ -146,7 +207,15 @@ struct CudaExecutor::Impl {
             c.rank(), device, mode == cudaComputeModeExclusiveProcess ? " in EXCLUSIVE_PROCESS compute mode" : "");
     }
     if (context != cudaSuccess) tc::raiseCuda(context, "cudaFree(nullptr) (creating the CUDA context)", __FILE__, __LINE__, "");
-    records.giveBack(records.take());  // the first chunk now, not at the first call
+    launches = std::make_unique<DeviceLaunches>(runtime, c.rank(), timeout_s, [this](const Error& e) { fail(e); });
+    // A device call's flight-recorder entry ends when its kernel is seen done, not with its turn.
+    launches->onFinished([this](const DeviceLaunches::Slot& slot, const std::string* error) {
+      FlightRecorder& recorder = comm.progress().recorder();
+      if (error) recorder.fail(slot.trace_op, *error);
+      recorder.end(slot.trace_op);  // no effect once failed
+    });
+    // An aborted kernel's message says what stopped it when the proxy to other hosts knows.
+    launches->setAbortCause([this] { return CudaComm::of(comm).remoteFailure(); });
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -179,12 +248,9 @@ struct CudaExecutor::Impl {
   // Refuses a buffer in another GPU's memory (host and managed memory pass: every device reaches them).
   void requireOnDevice(const void* p, const std::string& who, const char* name) const {
     if (!p) return;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    const std::string why = tc::bufferDeviceProblem(who, name, attr.type == cudaMemoryTypeDevice, attr.device, device);
+    int owner = -1;
+    const bool in_device = tc::pointerMemory(p, &owner) == tc::PointerMemory::kDevice;
+    const std::string why = tc::bufferDeviceProblem(who, name, in_device, owner, device);
     if (!why.empty()) throw Error(Result::kInvalidArgument, why);
   }
 
@@ -194,9 +260,8 @@ struct CudaExecutor::Impl {
     cudaSetDevice(device);
     {
       std::lock_guard lock(mu);
-      while (!launches.empty()) finishOldest(true);
+      launches.reset();  // waits for the eager launches
     }
-    for (cudaEvent_t e : free_events) cudaEventDestroy(e);
     for (cudaEvent_t e : join_events) cudaEventDestroy(e);
     if (fork_event) cudaEventDestroy(fork_event);
     for (auto& [key, s] : side_streams) cudaStreamDestroy(s);
@@ -205,50 +270,23 @@ struct CudaExecutor::Impl {
 
   uint64_t timeoutNs() const { return timeout_s > 0 ? uint64_t(timeout_s) * 1'000'000'000u : 0; }
 
-  void record(std::vector<Slot> slots) {  // mu held
-    Launch l;
-    if (!free_events.empty()) {
-      l.event = free_events.back();
-      free_events.pop_back();
-    } else {
-      OURO_CUDA(cudaEventCreateWithFlags(&l.event, cudaEventDisableTiming));
-    }
-    l.slots = std::move(slots);
-    OURO_CUDA(cudaEventRecord(l.event, stream));
-    launches.push_back(std::move(l));
+  // The first failure of this executor's kernels: this rank's later kernels end at once, and the
+  // communicator fails (mu held).
+  void fail(const Error& e) {
+    OURO_INFO("%s", e.message().c_str());
+    CudaComm::of(comm).abort();
+    comm.progress().fail(e.message());
   }
 
-  void fail(Error e) {  // mu held
-    if (!first_error) {
-      OURO_INFO("%s", e.message().c_str());
-      CudaComm::of(comm).abort();  // this rank's later kernels end at once
-      comm.progress().fail(e.message());
-      first_error = std::move(e);
-    }
-  }
-
-  // Completes the oldest launch: false when it is still running and !wait. mu held.
-  bool finishOldest(bool wait) {
-    Launch& l = launches.front();
-    cudaError_t err = wait ? cudaEventSynchronize(l.event) : cudaEventQuery(l.event);
-    if (err == cudaErrorNotReady) return false;
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      fail(Error(Result::kUnhandledCudaError,
-                 strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart "
-                           "the process",
-                           comm.rank(), l.slots.empty() ? "a call" : l.slots[0].what.c_str(),
-                           tc::cudaErrorText(err).c_str())));
-    } else {
-      for (const Slot& slot : l.slots) {
-        const kc::DeviceError rec = readRecord(*slot.record.host);
-        if (rec.failure != 0) fail(deviceError(comm.rank(), slot.what, rec, timeout_s));
-      }
-    }
-    for (const Slot& slot : l.slots) records.giveBack(slot.record);
-    free_events.push_back(l.event);
-    launches.pop_front();
-    return true;
+  // The communicator's arena, set up at its first device call, and the graph `stream` is
+  // capturing into (null: none). A call that cannot be captured is refused before anything is
+  // enqueued, so the capture stays valid: a capture that was already invalidated, or a first
+  // device call inside a capture (CudaComm::ready refuses it on every rank).
+  tc::Arena& ready(CudaComm& cc, const std::string& who, void** graph) {
+    const CaptureState state = runtime.captureState(stream, graph);
+    if (state == CaptureState::kInvalidated) throw Error(Result::kInvalidUsage, captureProblem(state, true, who));
+    if (state != CaptureState::kActive) *graph = nullptr;
+    return cc.ready(comm, device, state == CaptureState::kActive ? who : std::string());
   }
 
   cudaStream_t sideStream(int key, size_t index) {  // mu held
@@ -269,47 +307,69 @@ struct CudaExecutor::Impl {
   // Enqueues the call's kernel and returns: nothing here waits for a peer or for the GPU (the
   // ranks' agreement on the call is checked by the kernel, kernels/cuda/device_call_check.cuh).
   // Only the first device call of a communicator waits, for the FIFOs' set-up with every rank.
-  void collective(const CollArgs& a) {
+  void collective(const CollArgs& given) {
     const std::string misaligned =
-        deviceBufferAlignmentProblem(a, strprintf("rank %d: %s", comm.rank(), collName(a.kind)));
+        deviceBufferAlignmentProblem(given, strprintf("rank %d: %s", comm.rank(), collName(given.kind)));
     if (!misaligned.empty()) throw Error(Result::kInvalidArgument, misaligned);
-    const std::string who = strprintf("rank %d: %s", comm.rank(), collName(a.kind));
-    requireOnDevice(a.send, who, "send");
-    requireOnDevice(a.recv, who, "receive");
+    const std::string who = strprintf("rank %d: %s", comm.rank(), collName(given.kind));
+    requireOnDevice(given.send, who, "send");
+    requireOnDevice(given.recv, who, "receive");
     const tc::CurrentDevice on(device);
     CudaComm& cc = CudaComm::of(comm);
-    tc::Arena& arena = cc.ready(comm, device);
-    const uint64_t number = cc.nextCall();
+    void* graph = nullptr;
+    tc::Arena& arena = ready(cc, who, &graph);
+    // A pre-multiplied sum: the input times the scalar into stream-ordered memory (a graph owns
+    // it when captured), then the call runs as a sum over it, as on the host path.
+    PreMultiplied scaled(given, comm.size(), stream, who);
+    const CollArgs& a = scaled.args();
     const Plan plan = comm.planner().planDevice(a, deviceFacts(arena.layout(), cc.llMaxBytes(), cc.ringDevice()));
-    if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) return;
+    if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) {
+      cc.nextCall();  // nothing to launch, but the call counts on every rank
+      return;
+    }
     requireResident(who, 1, plan.channels, cc.ranksOnDevice());
-    comm.planner().note(plan, number);
+    // The call's number is taken only once its kernel is enqueued: a call refused on the way (above,
+    // or its record or launch below) must not leave this rank a number ahead of its peers.
+    const uint64_t number = cc.calls() + 1;
     const DeviceLinks links{arena.deviceChannels(), arena.abortWordDevice(), arena.peerAbortWordsDevice(), timeoutNs()};
     std::lock_guard lock(mu);
-    Slot slot{records.take(), strprintf("%s #%llu", collName(a.kind), (unsigned long long)number)};
+    // A captured call keeps the stamp and record it has now at every replay (a replay repeats the
+    // captured calls, so every rank replaying the same graphs in the same order agrees); it is
+    // ordered with the communicator's other work by the caller's streams, as NCCL's are.
+    Slot slot = launches->take(strprintf("%s #%llu", collName(a.kind), (unsigned long long)number), graph);
     const kc::DeviceCall call = deviceCollectiveCall(a, plan, comm.rank(), comm.size(), number, links, slot.record.device);
-    cc.orderBefore(stream);
+    if (!graph) cc.orderBefore(stream);
     const int rc = launchCollectiveKernel(call, stream);
     if (rc != 0) {
-      records.giveBack(slot.record);
+      launches->giveBack(slot, graph);
       tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, slot.what);
     }
-    cc.orderAfter(stream);
+    cc.nextCall();
+    cc.launched();
+    comm.planner().note(plan, number);
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.noteCall(number);
+    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+                      plan.channels);
+    if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
     slots.push_back(std::move(slot));
-    record(std::move(slots));
+    traced(slots, graph);
+    launches->launched(stream, std::move(slots), graph);
   }
 
   void transfers(std::vector<Transfer>& ts) {
     for (const Transfer& t : ts) requireOnDevice(t.buffer, strprintf("rank %d: %s", comm.rank(), t.what.c_str()), "message");
     const tc::CurrentDevice on(device);
     CudaComm& cc = CudaComm::of(comm);
-    tc::Arena& arena = cc.ready(comm, device);
+    void* graph = nullptr;
+    tc::Arena& arena = ready(cc, strprintf("rank %d: %s", comm.rank(), ts.empty() ? "send/recv" : ts.front().what.c_str()),
+                             &graph);
     const tc::ArenaLayout& l = arena.layout();
     const DeviceFacts facts = deviceFacts(l, cc.llMaxBytes(), cc.ringDevice());
     const int me = comm.rank();
     std::lock_guard lock(mu);
-    cc.orderBefore(stream);
+    if (!graph) cc.orderBefore(stream);
     // Sends to self pair with receives from self in order (as on the host): device copies.
     std::vector<Transfer*> self_sends, self_recvs, remote;
     for (Transfer& t : ts) {
@@ -355,7 +415,7 @@ struct CudaExecutor::Impl {
       p.abort_word = arena.abortWordDevice();
       p.peer_abort_words = arena.peerAbortWordsDevice();
       p.timeout_ns = timeoutNs();
-      slots.push_back(Slot{records.take(), t->what});
+      slots.push_back(launches->take(t->what, graph));
       p.error = slots.back().record.device;
       cudaStream_t s = stream;
       if (fork) {
@@ -366,7 +426,7 @@ struct CudaExecutor::Impl {
       }
       const int rc = launchPointToPointKernel(p, s);
       if (rc != 0) {
-        for (const Slot& slot : slots) records.giveBack(slot.record);
+        for (const Slot& slot : slots) launches->giveBack(slot, graph);
         tc::raiseCuda(cudaError_t(rc), "launchPointToPoint", __FILE__, __LINE__, t->what);
       }
     }
@@ -375,8 +435,20 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaEventRecord(join_events[index], side_streams[key]));
         OURO_CUDA(cudaStreamWaitEvent(stream, join_events[index], 0));
       }
-    cc.orderAfter(stream);
-    record(std::move(slots));
+    if (!graph) cc.orderAfter(stream);
+    traced(slots, graph);
+    cc.launched();
+    launches->launched(stream, std::move(slots), graph);
+  }
+
+  // The call's turn ends before its kernel does: an eager launch's flight-recorder entry stays
+  // running until DeviceLaunches sees the kernel done (onFinished above). A captured call ends
+  // with its turn: it is in the graph, run at each replay.
+  void traced(std::vector<Slot>& slots, void* graph) {
+    if (graph) return;
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.deferEnd();
+    for (Slot& s : slots) s.trace_op = recorder.current();
   }
 };
 
@@ -403,15 +475,12 @@ void CudaExecutor::enqueue(uint64_t ticket, Operation op) {
 
 bool CudaExecutor::idle() {
   std::lock_guard lock(impl_->mu);
-  while (!impl_->launches.empty())
-    if (!impl_->finishOldest(false)) return false;
-  return true;
+  return impl_->launches->idle(impl_->stream);
 }
 
 std::optional<Error> CudaExecutor::synchronize() {
   std::lock_guard lock(impl_->mu);
-  while (!impl_->launches.empty()) impl_->finishOldest(true);
-  return std::exchange(impl_->first_error, std::nullopt);
+  return impl_->launches->synchronize(impl_->stream);
 }
 
 }  // namespace ouro

@@ -6,6 +6,7 @@
 
 #include "comm/setup/connect.hpp"
 #include "comm/progress/topology.hpp"
+#include "comm/progress/trace_dump.hpp"
 #include "comm/setup/model_calibration.hpp"
 #include "core/env.hpp"
 #include "core/error.hpp"
@@ -18,7 +19,14 @@ namespace ouro {
 Communicator::Communicator(std::shared_ptr<store::Store> store, std::string prefix, int rank, int nranks)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), nranks_(nranks) {}
 
-Communicator::~Communicator() = default;
+// A send that no receive matched is a bug in the program (MPI tools report it too): say so, naming
+// the sender, instead of dropping the message silently with the links. Never waits for anything.
+Communicator::~Communicator() {
+  if (!progress_) return;
+  for (const std::string& m : progress_->unreceivedMessages())
+    OURO_WARN("rank %d: ouroCommDestroy: %s; every ouroSend needs a matching ouroRecv, and the message is "
+              "dropped with the communicator", rank_, m.c_str());
+}
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store> store, std::string prefix, int rank,
                                                    int nranks, Deadline deadline, const char* what) {
@@ -47,6 +55,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
     throw;
   }
   comm->store_->idle();
+  // The flight recorder joins the process's records under the communicator's key, which every
+  // rank of it shares (comm/progress/trace_dump.hpp).
+  comm->progress_->recorder().identify(comm->prefix_, rank, nranks);
+  trace::registerRecorder(&comm->progress_->recorder());
   OURO_INFO("%s: rank %d of %d ready (local rank %d of %d on %s) via %s", what, rank, nranks,
             comm->membership_.local_rank, comm->membership_.local_count, self.hostname.c_str(),
             comm->store_->describe().c_str());
@@ -96,11 +108,11 @@ void Communicator::setTimeoutSeconds(double seconds) {
   progress_->setTimeoutNs(int64_t(seconds * 1e9));
 }
 
-void Communicator::abort() {
-  OURO_INFO("rank %d: communicator aborted (ouroCommAbort)", rank_);
+void Communicator::abort(const char* call) {
+  OURO_INFO("rank %d: communicator aborted (%s)", rank_, call);
   for (auto& state : executor_state_)
     if (state) state->abort();  // kernels still running stop at their next poll
-  if (progress_) progress_->fail(strprintf("rank %d called ouroCommAbort", rank_));
+  if (progress_) progress_->fail(strprintf("rank %d called %s", rank_, call), "abort");
 }
 
 // Waiters re-check every millisecond, so a turn published without the lock (finishTurn while no

@@ -6,6 +6,7 @@
 #include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
+#include "kernels/common/fifo.hpp"
 #include "transport/ib/ib_probe.hpp"
 #include "transport/ib/ib_transport.hpp"
 #include "transport/tcp/tcp_lazy.hpp"
@@ -51,8 +52,13 @@ void shmConnect(ConnectContext& ctx, const std::vector<int>& peers) {
   layout.staging_bytes = size_t(envInt("OURO_SHM_STAGING_BYTES"));
   layout.slots = int(envInt("OURO_SHM_SLOTS"));
   layout.slot_bytes = shmSlotBytes(ctx, ctx.maxRanksPerHost() < ctx.nranks);  // the world spans hosts
-  if (layout.slots < 2 || layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
-    raise(Result::kInvalidArgument, "OURO_SHM_SLOTS must be >= 2 and OURO_SHM_SLOT_BYTES, OURO_SHM_STAGING_BYTES >= 4096");
+  if (layout.slots < 2 || !kernels::validSlotCount(uint32_t(layout.slots)))
+    raise(Result::kInvalidArgument,
+          "rank %d: OURO_SHM_SLOTS=%d: must be a power of two, at least 2 (2, 4, 8, ...): the FIFOs' 32-bit counters wrap "
+          "at 2^32, and only a power of two keeps two consecutive messages out of one slot there",
+          rank, layout.slots);
+  if (layout.slot_bytes < 4096 || layout.staging_bytes < 4096)
+    raise(Result::kInvalidArgument, "OURO_SHM_SLOT_BYTES and OURO_SHM_STAGING_BYTES must be >= 4096");
   auto threshold = [&](const char* name) {
     const int64_t bytes = envInt(name);
     if (bytes < 0) raise(Result::kInvalidArgument, "rank %d: %s=%lld: must be >= 0 (0 = never)", rank, name, (long long)bytes);
@@ -94,7 +100,9 @@ size_t shmWorldSlotBytes(const ConnectContext& ctx, bool same_host_pair, bool cr
 
 // ---- InfiniBand: ranks on other hosts, when both ends have a usable RDMA port ----
 
-transport::ib::IbSettings ibSettings() {
+}  // namespace
+
+transport::ib::IbSettings ibSettingsFromEnv() {
   transport::ib::IbSettings s;
   s.hca = envString("OURO_IB_HCA");
   s.gid_index = int(envInt("OURO_IB_GID_INDEX"));
@@ -109,6 +117,8 @@ transport::ib::IbSettings ibSettings() {
   return s;
 }
 
+namespace {
+
 // Every rank with peers on other hosts says whether it offers InfiniBand, so both ends of a pair
 // decide alike (one without a device makes the pair use TCP, or fails OURO_TRANSPORT=ib).
 void ibSetup(ConnectContext& ctx) {
@@ -118,7 +128,7 @@ void ibSetup(ConnectContext& ctx) {
   std::string mine = transport::ib::unavailableReason();
   if (mine.empty()) {
     try {
-      ctx.ib_fabric = transport::ib::IbFabric::open(ibSettings());
+      ctx.ib_fabric = transport::ib::IbFabric::open(ibSettingsFromEnv());
     } catch (const Error& e) {
       // A bad setting or a failing device (not a missing one) fails the job: say so to every
       // rank, whose waits would otherwise last until the timeout.

@@ -29,7 +29,10 @@ typedef enum {
   ouroInProgress = 7,
   ouroTimeout = 8,
   ouroUnavailable = 9,
-  ouroNumResults = 10
+  /* Extension (issue #34, ouro/diagnostics.h): bytes that must be identical on every rank are not;
+   * the message names the ranks that differ from the majority. */
+  ouroReplicaMismatch = 10,
+  ouroNumResults = 11
 } ouroResult_t;
 
 typedef enum {
@@ -48,17 +51,36 @@ typedef enum {
   ouroFloat64 = 8,
   ouroDouble = 8,
   ouroBfloat16 = 9,
-  ouroNumTypes = 10
+  ouroFloat8e4m3 = 10, /* OCP FP8 E4M3 ("fn"): no infinities, NaN 0x7f/0xff, largest 448 */
+  ouroFloat8e5m2 = 11, /* OCP FP8 E5M2: IEEE-like, infinities, largest finite 57344 */
+  ouroNumTypes = 12
 } ouroDataType_t;
 
 /* Reproducible reductions: every reduced element is the left fold over the ranks in rank order,
  *   r = op(...op(op(x[0], x[1]), x[2])..., x[n-1]),
- * rounded to the dtype after every op (fp16/bf16 combined in fp32, rounded to nearest even), and
- * for ouroAvg divided by n once at the end (integers truncate toward zero). So a result depends only
+ * rounded to the dtype after every op (fp16/bf16/fp8 combined in fp32, rounded to nearest even;
+ * fp8 saturates a finite result past its largest value to that value), and for ouroAvg divided
+ * by n once at the end (integers truncate toward zero). So a result depends only
  * on the inputs, the dtype, the op and the number of ranks -- never on the algorithm (OURO_ALGO),
  * the transport, the collective (allreduce == allgather(reducescatter) == reduce, bit for bit), the
  * element's position or the call's count. docs/API.md "Reproducible reductions". */
-typedef enum { ouroSum = 0, ouroProd = 1, ouroMax = 2, ouroMin = 3, ouroAvg = 4, ouroNumOps = 5 } ouroRedOp_t;
+/* ouroNumOps is also the first value ouroRedOpCreatePreMulSum hands out; ouroMaxRedOp keeps such
+ * values inside the enum's range in C++ (as NCCL's ncclMaxRedOp does). */
+typedef enum {
+  ouroSum = 0,
+  ouroProd = 1,
+  ouroMax = 2,
+  ouroMin = 3,
+  ouroAvg = 4,
+  ouroNumOps = 5,
+  ouroMaxRedOp = 0x7fffffff
+} ouroRedOp_t;
+
+/* Where the scalar of ouroRedOpCreatePreMulSum lives (NCCL's ncclScalarResidence_t values). */
+typedef enum {
+  ouroScalarDevice = 0,       /* read when the reduction runs: device memory, or host memory for host calls */
+  ouroScalarHostImmediate = 1 /* host memory, read before ouroRedOpCreatePreMulSum returns */
+} ouroScalarResidence_t;
 
 typedef struct ouroComm* ouroComm_t;
 typedef struct ouroStream* ouroStream_t; /* NULL: the call blocks until done (host buffers) */
@@ -91,6 +113,10 @@ ouroResult_t ouroCommSplit(ouroComm_t comm, int color, int key, ouroComm_t* newc
 ouroResult_t ouroCommShrink(ouroComm_t comm, int nexclude, const int* excluded_ranks, ouroComm_t* newcomm);
 ouroResult_t ouroCommDestroy(ouroComm_t comm); /* waits for queued work, frees everything */
 ouroResult_t ouroCommAbort(ouroComm_t comm);   /* local and immediate; peers then fail with ouroRemoteError */
+/* NCCL's ncclCommRevoke: stops comm's work now as ouroCommAbort does (calls waiting on other threads
+ * and queued work fail at once, peers fail with ouroRemoteError), but keeps comm for ouroCommShrink
+ * and ouroCommDestroy. Later calls on it get ouroInvalidUsage. An extension of the API. */
+ouroResult_t ouroCommRevoke(ouroComm_t comm);
 ouroResult_t ouroCommCount(ouroComm_t comm, int* count);
 ouroResult_t ouroCommUserRank(ouroComm_t comm, int* rank);
 ouroResult_t ouroCommLocalRank(ouroComm_t comm, int* local_rank); /* rank among processes on this host */
@@ -105,6 +131,15 @@ ouroResult_t ouroCommPlanAllReduce(ouroComm_t comm, size_t count, ouroDataType_t
 /* The cost model's parameters in words and where they came from (the probe, its cache, OURO_MODEL,
  * the defaults), or "off"; cut to text_len-1 bytes. */
 ouroResult_t ouroCommModelDescribe(ouroComm_t comm, char* text, size_t text_len);
+
+/* ---- reduction operators (an extension of the API, as NCCL's ncclRedOpCreatePreMulSum) ---- */
+/* A sum whose every input element is first multiplied by *scalar (of datatype) on its own rank and
+ * rounded to datatype (fp16/bf16/fp8 multiplied in fp32), then folded in rank order as ouroSum.
+ * The op is a value >= ouroNumOps, valid on comm and for datatype only, until ouroRedOpDestroy.
+ * Each rank may pass its own scalar. docs/API.md "Pre-multiplied sums". */
+ouroResult_t ouroRedOpCreatePreMulSum(ouroRedOp_t* op, void* scalar, ouroDataType_t datatype,
+                                      ouroScalarResidence_t residence, ouroComm_t comm);
+ouroResult_t ouroRedOpDestroy(ouroRedOp_t op, ouroComm_t comm);
 
 /* ---- streams ---- */
 ouroResult_t ouroStreamCreate(ouroComm_t comm, ouroStream_t* stream); /* host work queue, in issue order */

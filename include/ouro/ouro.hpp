@@ -31,12 +31,19 @@ inline void check(ouroResult_t rc, ouroComm_t comm = nullptr) {
   if (rc != ouroSuccess) throw Exception(rc, ouroGetLastError(comm));
 }
 
-// 16-bit floating types as storage, for spans of fp16 / bf16 data.
+// 16- and 8-bit floating types as storage, for spans of fp16 / bf16 / fp8 data (the bits; ouro
+// widens them to fp32 to reduce, docs/API.md "Types and reductions").
 struct half {
   uint16_t bits;
 };
 struct bfloat16 {
   uint16_t bits;
+};
+struct float8e4m3 {  // OCP FP8 E4M3 ("fn")
+  uint8_t bits;
+};
+struct float8e5m2 {  // OCP FP8 E5M2
+  uint8_t bits;
 };
 
 template <typename T>
@@ -52,6 +59,8 @@ constexpr ouroDataType_t dataTypeOf() {
   else if constexpr (std::is_same_v<U, float>) return ouroFloat32;
   else if constexpr (std::is_same_v<U, double>) return ouroFloat64;
   else if constexpr (std::is_same_v<U, bfloat16>) return ouroBfloat16;
+  else if constexpr (std::is_same_v<U, float8e4m3>) return ouroFloat8e4m3;
+  else if constexpr (std::is_same_v<U, float8e5m2>) return ouroFloat8e5m2;
   else static_assert(sizeof(T) == 0, "no ouro data type for this element type");
 }
 

@@ -102,14 +102,17 @@ class CollectiveDriver {
   OURO_HOST_DEVICE const std::byte* in(size_t element) const { return c_.in + element * c_.elem_bytes; }
   OURO_HOST_DEVICE std::byte* out(size_t element) const { return c_.out + element * c_.elem_bytes; }
 
+  // Chunks and channel parts start at whole 16 bytes from where the range starts
+  // (alignedChunkRange), so they keep the buffer's alignment against the slots.
+  OURO_HOST_DEVICE size_t quantum() const { return c_.elem_bytes < 16 ? 16 / c_.elem_bytes : 1; }
   // Chunk q of the "long" buffer: the all-reduce count cut into n chunks, or block q of n blocks.
   OURO_HOST_DEVICE ElementRange chunkOf(bool blocks, int q) const {
     if (blocks) return ElementRange{size_t(q) * c_.count, c_.count};
-    return chunkRange(c_.count, c_.nranks, q);
+    return alignedChunkRange(c_.count, c_.nranks, q, quantum());
   }
   // This channel's part of a range: channels split every chunk the same way.
   OURO_HOST_DEVICE ElementRange part(ElementRange r) const {
-    ElementRange sub = chunkRange(r.count, c_.nchannels, c_.channel);
+    ElementRange sub = alignedChunkRange(r.count, c_.nchannels, c_.channel, quantum());
     return ElementRange{r.offset + sub.offset, sub.count};
   }
   // Every rank walks the same number of slices: those of the largest part (chunk 0's part: the

@@ -52,6 +52,21 @@ OURO_HOST_DEVICE constexpr ElementRange chunkRange(size_t count, int parts, int 
   return {i * base + (i < extra ? i : extra), base + (i < extra ? 1 : 0)};
 }
 
+// As chunkRange, in whole units of `quantum` elements (the last non-empty chunk takes what is left):
+// every chunk starts a multiple of `quantum` elements from the range's start. The collective
+// driver cuts its chunks and channel parts so, with `quantum` the elements of 16 bytes, so that a
+// slice starts at the same address modulo 16 in the caller's buffer as in a slot, and the fold and
+// copies move 16-byte packs: cut at single elements, an fp16 chunk of odd length put every later
+// chunk two bytes off the slots and the fold element by element (issue #33). Chunk 0 is still the
+// longest. quantum 1 is chunkRange.
+OURO_HOST_DEVICE constexpr ElementRange alignedChunkRange(size_t count, int parts, int index, size_t quantum) {
+  const size_t units = (count + quantum - 1) / quantum;
+  const ElementRange u = chunkRange(units, parts, index);
+  const size_t begin = u.offset * quantum < count ? u.offset * quantum : count;
+  const size_t end = (u.offset + u.count) * quantum < count ? (u.offset + u.count) * quantum : count;
+  return {begin, end - begin};
+}
+
 // Slices of at most slice_elems elements, numbered from the chunk's start; slice `index` of a
 // chunk shorter than the others may be short or empty (count 0), so every rank iterates the same
 // number of slices: ringSliceCount of the largest chunk.

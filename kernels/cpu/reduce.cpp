@@ -33,6 +33,8 @@ const cpu::TypeKernels& kernelsFor(DataType dtype) {
     case DataType::kFloat32: return cpu::float32Kernels();
     case DataType::kFloat64: return cpu::float64Kernels();
     case DataType::kBfloat16: return cpu::bfloat16Kernels();
+    case DataType::kFloat8e4m3: return cpu::float8e4m3Kernels();
+    case DataType::kFloat8e5m2: return cpu::float8e5m2Kernels();
   }
   OURO_ASSERT(isValidDataType(int(dtype)));
   return cpu::float32Kernels();
@@ -85,6 +87,21 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     k.two(acc, at(0), at(1), len);
     for (int s = 2; s < n - 1; s++) k.two(acc, acc, at(s), len);
     (streaming ? k.twoStreaming : k.two)(out + offset, acc, at(n - 1), len);
+  }
+}
+
+// The scalar is replicated over one tile, and each tile of the input is multiplied by it with
+// the vectorised ouroProd kernel, so every dtype's rounding is the one its products have.
+void premultiply(void* dst, const void* src, size_t count, DataType dtype, const void* scalar) {
+  const cpu::OpKernels& k = opKernelsFor(dtype, RedOp::kProd);
+  const size_t size = kernelsFor(dtype).element_size;
+  alignas(64) unsigned char scalars[kTileBytes];
+  const size_t tile = kTileBytes / size;
+  for (size_t i = 0; i < tile; i++) std::memcpy(scalars + i * size, scalar, size);
+  for (size_t begin = 0; begin < count; begin += tile) {
+    const size_t len = count - begin < tile ? count - begin : tile;
+    k.two(static_cast<unsigned char*>(dst) + begin * size, static_cast<const unsigned char*>(src) + begin * size,
+          scalars, len);
   }
 }
 

@@ -1,6 +1,7 @@
-// Host reductions for every dtype x op of API.md, vectorised. fp16 and bf16 are widened to fp32,
-// combined, and rounded back (round-to-nearest-even) after every combination of two values:
-// "once per reduction step", whichever function computes it.
+// Host reductions for every dtype x op of API.md, vectorised. fp16, bf16 and fp8 are widened to
+// fp32, combined, and rounded back (round-to-nearest-even; fp8 saturating at its largest finite
+// value) after every combination of two values: "once per reduction step", whichever function
+// computes it.
 // Integer ops wrap like unsigned arithmetic (no UB on overflow). Avg is a sum here; the caller
 // finishes it with finishAvg once the last contribution is in.
 // NaN, max/min and signed-zero rules: kernels/common/element_ops.hpp (max/min propagate NaN,
@@ -30,11 +31,15 @@ enum class WritePolicy { kCached, kStreaming };
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
                 WritePolicy store = WritePolicy::kCached);
 
+// dst[i] = src[i] * *scalar (one element of dtype), as one ouroProd step (fp16/bf16 multiplied in
+// fp32 and rounded once): the first step of a pre-multiplied sum. dst may equal src.
+void premultiply(void* dst, const void* src, size_t count, DataType dtype, const void* scalar);
+
 // memcpy (dst and src must not overlap) with the given store.
 void copy(void* dst, const void* src, size_t bytes, WritePolicy store);
 
 // Avg's last step: dst[i] = dst[i] / nranks (integers truncate toward zero; floats divide in their
-// own precision, fp16/bf16 in fp32 with one rounding).
+// own precision, fp16/bf16/fp8 in fp32 with one rounding).
 void finishAvg(void* dst, size_t count, DataType dtype, int nranks);
 
 // The instruction sets the reductions were compiled for, e.g. "AVX-512 vectors, F16C fp16

@@ -135,5 +135,7 @@ const TypeKernels& float32Kernels();                // reduce_float.cpp
 const TypeKernels& float64Kernels();                // reduce_float.cpp
 const TypeKernels& float16Kernels();                // reduce_float16.cpp
 const TypeKernels& bfloat16Kernels();               // reduce_bfloat16.cpp
+const TypeKernels& float8e4m3Kernels();             // reduce_float8.cpp
+const TypeKernels& float8e5m2Kernels();             // reduce_float8.cpp
 
 }  // namespace ouro::kernels::cpu

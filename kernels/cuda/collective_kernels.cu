@@ -3,11 +3,13 @@
 // b, the reduction op is dispatched at run time inside the fold (templating on the op too would
 // multiply the driver's code, and nvcc's time, by five for no measurable gain: the switch sits
 // outside the element loops). One byte-wise kernel moves point-to-point messages. nvcc compiles
-// exactly these 11 kernels: the bodies' planted-bug parameter is only ever NoPlantedBug here.
+// exactly these 13 kernels (12 dtypes, point-to-point): the bodies' planted-bug parameter is only
+// ever NoPlantedBug here.
 // The same source compiles as C++ against the host emulation (tests/cuda_kernels): see
 // kernels/cuda/device_model.hpp.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.hpp"
 #include "kernels/common/collective_driver.hpp"
@@ -55,7 +57,7 @@ OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared&
   prims.finishCall();
 }
 
-// Point-to-point for one block: channel b moves its part of the buffer (chunkRange over the
+// Point-to-point for one block: channel b moves its part of the buffer (alignedChunkRange over the
 // channels) in slices, as the collectives do; both sides compute the same parts and slices. No
 // call check: send/recv sizes are not compared (as on the host).
 template <class Bug>
@@ -74,7 +76,8 @@ OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, Kern
   dm::syncBlock();
   DevicePrims<unsigned char, Bug> prims(shared.context, shared.state);
   prims.init(p2p.peer);
-  const ElementRange part = chunkRange(p2p.count, p2p.nchannels, channel);
+  const size_t quantum = p2p.elem_bytes < 16 ? 16 / p2p.elem_bytes : 1;  // whole 16 bytes a part
+  const ElementRange part = alignedChunkRange(p2p.count, p2p.nchannels, channel, quantum);
   const size_t slices = sliceCount(part.count, p2p.slice_elems);
   std::byte* buffer = static_cast<std::byte*>(p2p.buffer);
   for (size_t j = 0; j < slices && !prims.failed(); j++) {
@@ -85,6 +88,7 @@ OURO_DEVICE_INLINE void runPointToPointBlock(const DevicePointToPoint& p2p, Kern
     else
       prims.recv(p2p.peer, at, sl.count * p2p.elem_bytes);
   }
+  prims.saveCounters(p2p.peer, p2p.send);
 }
 
 template <typename T>
@@ -143,6 +147,8 @@ int launchCollectiveWith(const DeviceCall& call, void* stream) {
     case DataType::kFloat32: return Kernels::template collective<float>(grid, block, stream, call);
     case DataType::kFloat64: return Kernels::template collective<double>(grid, block, stream, call);
     case DataType::kBfloat16: return Kernels::template collective<Bfloat16>(grid, block, stream, call);
+    case DataType::kFloat8e4m3: return Kernels::template collective<Float8e4m3>(grid, block, stream, call);
+    case DataType::kFloat8e5m2: return Kernels::template collective<Float8e5m2>(grid, block, stream, call);
   }
   return kInvalidValue;
 }
@@ -180,11 +186,66 @@ int residentBlocks(int* blocks) {
                        &collectiveKernel<uint8_t>, &collectiveKernel<int32_t>, &collectiveKernel<uint32_t>,
                        &collectiveKernel<int64_t>, &collectiveKernel<uint64_t>, &collectiveKernel<Float16>,
                        &collectiveKernel<float>, &collectiveKernel<double>, &collectiveKernel<Bfloat16>,
-                       &pointToPointKernel);
+                       &collectiveKernel<Float8e4m3>, &collectiveKernel<Float8e5m2>, &pointToPointKernel);
 }
 
 int launchCollective(const DeviceCall& call, void* stream) {
   return launchCollectiveWith<ShippedKernels>(call, stream);
+}
+
+// ---- pre-multiplied sums (ouroRedOpCreatePreMulSum) on device buffers ----
+
+namespace {
+
+// out[i] = in[i] * scalar, one ouroProd step of element_ops: the arithmetic the host executor's
+// kernels::premultiply does, so a device call's products have the host call's bits. The scalar is
+// read here, when the kernel runs, from `scalar_on_device` (ouroScalarDevice), else it is `scalar`.
+template <typename T>
+OURO_GLOBAL void premultiplyKernel(T* out, const T* in, size_t count, const T* scalar_on_device, T scalar,
+                                   int nblocks) {
+  const T s = scalar_on_device ? *scalar_on_device : scalar;
+  const size_t stride = size_t(nblocks) * size_t(dm::blockSize());
+  for (size_t i = size_t(dm::blockIndex()) * size_t(dm::blockSize()) + size_t(dm::threadIndex()); i < count; i += stride)
+    out[i] = reduceElement<RedOp::kProd>(in[i], s);
+}
+
+template <typename T>
+int launchPremultiplyAs(void* out, const void* in, size_t count, const void* scalar_on_device, const void* scalar_bytes,
+                        void* stream) {
+  T scalar{};  // unused when the kernel reads the scalar from device memory
+  if (scalar_bytes) std::memcpy(&scalar, scalar_bytes, sizeof(T));
+  const int threads = dm::launchThreadsPerBlock(kThreadsPerBlock);
+  const size_t wanted = (count + size_t(threads) - 1) / size_t(threads);
+  const int nblocks = int(wanted < 1024 ? (wanted ? wanted : 1) : 1024);
+  return OURO_LAUNCH_KERNEL(&premultiplyKernel<T>, dim3(unsigned(nblocks)), dim3(unsigned(threads)), stream,
+                            static_cast<T*>(out), static_cast<const T*>(in), count,
+                            static_cast<const T*>(scalar_on_device), scalar, nblocks);
+}
+
+}  // namespace
+
+int launchPremultiply(void* out, const void* in, size_t count, int dtype, const void* scalar_on_device,
+                      const void* scalar_bytes, void* stream) {
+  if (!isValidDataType(dtype) || (count && (!out || !in)) || (!scalar_on_device && !scalar_bytes))
+    return kInvalidValue;
+  if (count == 0) return 0;
+  switch (DataType(dtype)) {
+    case DataType::kInt8: return launchPremultiplyAs<int8_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint8: return launchPremultiplyAs<uint8_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kInt32: return launchPremultiplyAs<int32_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint32: return launchPremultiplyAs<uint32_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kInt64: return launchPremultiplyAs<int64_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint64: return launchPremultiplyAs<uint64_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat16: return launchPremultiplyAs<Float16>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat32: return launchPremultiplyAs<float>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat64: return launchPremultiplyAs<double>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kBfloat16: return launchPremultiplyAs<Bfloat16>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat8e4m3:
+      return launchPremultiplyAs<Float8e4m3>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat8e5m2:
+      return launchPremultiplyAs<Float8e5m2>(out, in, count, scalar_on_device, scalar_bytes, stream);
+  }
+  return kInvalidValue;
 }
 
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {

@@ -35,6 +35,16 @@ enum class DeviceProtocol : uint8_t {
   kLL = 1,
 };
 
+// A channel's message counts that only this rank's kernels use, kept between calls in this rank's
+// own device memory: a kernel reads them when it starts and writes back the ones it moved when it
+// ends (NCCL's step, saved at kernel end). They used to be read from the FIFOs' own counters,
+// which live in the peers' memory: one bus round trip per peer, serially, at every kernel start.
+// [0]: the simple protocol's FIFOs, [1]: the LL ones (DeviceProtocol).
+struct LocalCounters {
+  uint32_t sent[2][kMaxDeviceRanks];      // messages this rank has written to to[p] / ll_to[p]
+  uint32_t received[2][kMaxDeviceRanks];  // messages it has consumed from from[p] / ll_from[p]
+};
+
 // One thread block's links: FIFO to[p] carries this rank's messages to peer p (it lives in p's
 // memory, but for its head), from[p] carries p's messages to this rank; ll_to / ll_from are the same links' LL
 // FIFOs (slots of lines, their own counters: the protocols never share a slot, so a stale LL line
@@ -44,6 +54,7 @@ struct DeviceChannel {
   FifoView from[kMaxDeviceRanks];
   FifoView ll_to[kMaxDeviceRanks];
   FifoView ll_from[kMaxDeviceRanks];
+  LocalCounters* counters = nullptr;  // this channel's, in this rank's memory
 };
 
 // What a checked collective (OURO_CHECK=1) tells every peer before anything else: the call's

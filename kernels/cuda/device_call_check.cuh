@@ -6,9 +6,9 @@
 // CallStamp (descriptor and call number) as 3 groups of two LL lines. The protocol follows from
 // the count, so a hello on the data's FIFO would itself be lost when the ranks disagree on the
 // count; the LL FIFO is the one every collective can reach. Hello lines carry the flag
-// helloFlag(m) = (m + 1) | 0x80000000 instead of a data message's m + 1, so a hello is never
-// taken for data nor data for a hello (stale lines: the argument of device_prims_ll.cuh holds for
-// both flag kinds), and no hello flag is 0 (the arena starts zeroed).
+// helloFlag(m) = (m + 1) ^ 0x80000000 instead of a data message's m + 1 (device_prims_common.cuh),
+// so a hello is never taken for data nor data for a hello, at any count (stale lines: the
+// argument of device_prims_ll.cuh and the LL clean-up hold for both flag kinds).
 //
 // The block sends its hellos right after it reads its counters, before any data, and thread 0
 // receives and compares the peers' hellos lazily: before the block's first wait that has to wait
@@ -29,10 +29,7 @@
 
 namespace ouro::kernels::cuda {
 
-constexpr uint32_t kHelloFlagBit = 0x80000000u;
 constexpr uint32_t kHelloLineBytes = uint32_t(2 * kCallStampWords * sizeof(uint64_t));  // 48
-
-OURO_DEVICE_INLINE uint32_t helloFlag(uint32_t message) { return (message + 1) | kHelloFlagBit; }
 
 // Thread 0: waits until the LL FIFO to every peer has a slot for the hello. The wait may block
 // before this block has seen its peers' hellos: the slot is freed as the peer consumes this rank's
@@ -42,7 +39,7 @@ OURO_DEVICE_NOINLINE bool waitHelloSpace(const PrimsContext& x) {
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
     if (f.slot_bytes < kHelloLineBytes) return fail(x, DeviceFailure::kBadCall, p, true);
-    const uint32_t sent = dm::loadRelaxed(f.tail);
+    const uint32_t sent = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
     const uint64_t start = dm::clockNs();
     uint32_t turns = 0;
     while (sent - dm::loadAcquire(f.head) >= f.slot_count)
@@ -52,29 +49,50 @@ OURO_DEVICE_NOINLINE bool waitHelloSpace(const PrimsContext& x) {
 }
 
 // Every thread: its share of the hellos' lines (one 8-byte word of the stamp, two lines, per
-// peer and word). The tail each thread reads is this rank's own count, stable until countHellos.
+// peer and word). The LL count each thread reads is this rank's own (LocalCounters), stable until
+// countHellos.
 OURO_DEVICE_NOINLINE void writeHellos(const PrimsContext& x) {
   const int words = int(kCallStampWords);
   for (int i = dm::threadIndex(); i < x.nranks * words; i += dm::blockSize()) {
     const int p = i / words, w = i % words;
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
-    const uint32_t message = dm::loadRelaxed(f.tail);
+    const uint32_t message = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
     const uint64_t v = w < 2 ? x.stamp.descriptor[w] : x.stamp.call;
     uint64_t* lines = linesOf(f, message) + 2 * w;
     dm::storeLine(lines, makeLine(uint32_t(v), helloFlag(message)));
     dm::storeLine(lines + 1, makeLine(uint32_t(v >> 32), helloFlag(message)));
   }
-}
-
-// Thread 0, after the block's barrier that follows writeHellos: counts the hello on every link (the
-// LL tail is the sender's count, read by the sender only). An LL call's data follows it.
-OURO_DEVICE_INLINE void countHellos(const PrimsContext& x, BlockState& s) {
-  for (int p = 0; p < x.nranks; p++) {
+  for (int p = 0; p < x.nranks; p++) {  // the LL clean-up (device_prims_common.cuh) is a hello's too
     if (p == x.rank) continue;
     const FifoView& f = x.channel->ll_to[p];
-    const uint32_t next = dm::loadRelaxed(f.tail) + 1;
-    dm::storeRelease(f.tail, next);
+    const uint32_t message = dm::loadRelaxed(&x.channel->counters->sent[1][p]);
+    if (llCleanDue(message, f.slot_count)) cleanLines(f, message, 2 * kCallStampWords, helloFlag(message));
+  }
+}
+
+// Data bytes of a hello: its lines carry the stamp's words.
+constexpr uint32_t kHelloDataBytes = uint32_t(kCallStampWords * sizeof(uint64_t));  // 24
+
+// Thread 0, after the block's barrier that follows writeHellos: counts the hello on every link (in
+// this rank's LL counts, and in the block's when the call's data is LL too: it follows the hello).
+// An outbox (a peer on another host) gets the hello's byte count and its tail, after one fence for
+// all of them, as an LL data message does (device_prims_ll.cuh publishSent).
+OURO_DEVICE_NOINLINE void countHellos(const PrimsContext& x, BlockState& s) {
+  bool outboxes = false;
+  for (int p = 0; p < x.nranks; p++) {
+    const FifoView& f = x.channel->ll_to[p];
+    if (p == x.rank || !f.sizes) continue;
+    dm::storeRelaxed(f.sizes + dm::loadRelaxed(&x.channel->counters->sent[1][p]) % f.slot_count, kHelloDataBytes);
+    outboxes = true;
+  }
+  if (outboxes) dm::fenceSystem();
+  for (int p = 0; p < x.nranks; p++) {
+    if (p == x.rank) continue;
+    uint32_t* sent = &x.channel->counters->sent[1][p];
+    const uint32_t next = dm::loadRelaxed(sent) + 1;
+    dm::storeRelaxed(sent, next);
+    if (x.channel->ll_to[p].sizes) dm::storeRelease(x.channel->ll_to[p].tail, next);
     if (x.protocol == DeviceProtocol::kLL) s.sent[p] = next;
   }
 }
@@ -123,17 +141,18 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
     for (int p = 0; p < x.nranks; p++) {
       if ((pending >> p & 1u) == 0) continue;
       const FifoView& f = x.channel->ll_from[p];
-      const uint32_t message = dm::loadRelaxed(f.head);  // (in the peer's memory: read only while a hello is late)
+      uint32_t* received = &x.channel->counters->received[1][p];
+      const uint32_t message = dm::loadRelaxed(received);
       const uint64_t* lines = linesOf(f, message);
       const uint32_t flag = helloFlag(message);
       uint64_t d0 = 0, d1 = 0, call = 0;
       if (!helloWord(lines, flag, d0) || !helloWord(lines + 2, flag, d1) || !helloWord(lines + 4, flag, call)) {
-        if (message + 1 != flag && lineFlag(dm::loadLine(lines)) == message + 1)
-          return fail(x, DeviceFailure::kNotACall, p, false);
+        if (lineFlag(dm::loadLine(lines)) == dataFlag(message)) return fail(x, DeviceFailure::kNotACall, p, false);
         if (waiting_on < 0) waiting_on = p;
         continue;
       }
       dm::storeRelease(f.head, message + 1);  // after this thread's reads of the hello's lines
+      dm::storeRelaxed(received, message + 1);
       if (x.protocol == DeviceProtocol::kLL) s.received[p] = message + 1;
       pending &= ~(1u << p);
       if (d0 != x.stamp.descriptor[0] || d1 != x.stamp.descriptor[1] || call != x.stamp.call)

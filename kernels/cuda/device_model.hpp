@@ -51,11 +51,14 @@ OURO_DEVICE_INLINE uint32_t loadAcquire(const uint32_t* p) {
 OURO_DEVICE_INLINE void storeRelease(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-// A counter only this thread's rank writes (its own tail or head): no ordering needed.
+// A counter only this thread's rank writes (its own counts, LocalCounters): no ordering needed.
 OURO_DEVICE_INLINE uint32_t loadRelaxed(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.relaxed.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+OURO_DEVICE_INLINE void storeRelaxed(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 // LL lines (kernels/cuda/device_prims_ll.cuh): one 8-byte word of data and flag, stored and loaded
 // as a single 64-bit access, which PTX makes single-copy atomic: a reader that sees the flag sees
@@ -136,6 +139,7 @@ inline void fenceSystem() { __threadfence_system(); }
 inline uint32_t loadAcquire(const uint32_t* p) { return ::ouro::cuda_emu::loadAcquire(p); }
 inline void storeRelease(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeRelease(p, v); }
 inline uint32_t loadRelaxed(const uint32_t* p) { return ::ouro::cuda_emu::loadRelaxed(p); }
+inline void storeRelaxed(uint32_t* p, uint32_t v) { ::ouro::cuda_emu::storeRelaxed(p, v); }
 inline uint64_t loadLine(const uint64_t* p) { return ::ouro::cuda_emu::loadLine(p); }
 inline void storeLine(uint64_t* p, uint64_t v) { ::ouro::cuda_emu::storeLine(p, v); }
 inline uint32_t compareAndSwap(uint32_t* p, uint32_t expected, uint32_t desired) {

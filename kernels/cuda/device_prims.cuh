@@ -31,6 +31,10 @@ class DevicePrims {
   // Both are no-ops unless the context says this block exchanges hellos.
   OURO_DEVICE_INLINE void sendHellos() { ll_on_ ? ll_.sendHellos() : simple_.sendHellos(); }
   OURO_DEVICE_INLINE void finishCall() { ll_on_ ? ll_.finishCall() : simple_.finishCall(); }
+  // Point-to-point, at the end: this kernel's one count (its direction with `peer`) saved.
+  OURO_DEVICE_INLINE void saveCounters(int peer, bool sent) {
+    ll_on_ ? ll_.saveCounters(peer, sent) : simple_.saveCounters(peer, sent);
+  }
 
   // ---- the vocabulary (counts in elements of T) ----
   OURO_DEVICE_INLINE void send(int peer, const std::byte* src, size_t n) {

@@ -43,28 +43,49 @@ class PrimsBlock {
   }
 
   // After the driver: the peers' hellos this block has not needed yet (a block that never had to
-  // wait) are received and compared now. Only thread 0 works; the others may return.
+  // wait) are received and compared now, and the counts saved. Only thread 0 works; the others
+  // may return.
   OURO_DEVICE_INLINE void finishCall() {
     if (!failed_ && dm::threadIndex() == 0) checkCall();
+    saveCounters(-1, false);
   }
 
  protected:
-  // Thread 0 reads the counters this rank owns in the FIFOs `to` and `from` (they run on across
-  // calls); `only_peer` >= 0 limits it to one peer (point-to-point). Every thread must call it.
-  OURO_DEVICE_INLINE void loadCounters(int only_peer, const FifoView* to, const FifoView* from) {
+  // Thread 0 reads this channel's counts of the call's protocol from this rank's own memory
+  // (LocalCounters: they run on across calls); `only_peer` >= 0 limits it to one peer
+  // (point-to-point). Every thread must call it.
+  OURO_DEVICE_INLINE void loadCounters(int only_peer) {
     if (dm::threadIndex() == 0) {
+      const int proto = x_.protocol == DeviceProtocol::kLL ? 1 : 0;
+      const LocalCounters* c = x_.channel->counters;
       s_.hellos_pending = x_.hello ? 1u : 0u;
       s_.stop = 0;
       s_.watcher = kNoWatcher;
       for (int p = 0; p < kMaxDeviceRanks; p++) {
         const bool used = only_peer >= 0 ? p == only_peer : (p < x_.nranks && p != x_.rank);
-        s_.sent[p] = used ? dm::loadRelaxed(to[p].tail) : 0;
-        s_.received[p] = used ? dm::loadRelaxed(from[p].head) : 0;
+        s_.sent[p] = used ? dm::loadRelaxed(&c->sent[proto][p]) : 0;
+        s_.received[p] = used ? dm::loadRelaxed(&c->received[proto][p]) : 0;
       }
     }
     dm::syncBlock();
   }
 
+ public:
+  // At the end of a kernel, thread 0 writes back the counts it moved: a collective's, both
+  // directions of every peer; a point-to-point kernel's, its one direction with its one peer (the
+  // kernel of the other direction, on another stream, may be running and owns the other count).
+  OURO_DEVICE_INLINE void saveCounters(int only_peer, bool sent_only) {
+    if (dm::threadIndex() != 0) return;
+    const int proto = x_.protocol == DeviceProtocol::kLL ? 1 : 0;
+    LocalCounters* c = x_.channel->counters;
+    for (int p = 0; p < kMaxDeviceRanks; p++) {
+      if (only_peer >= 0 ? p != only_peer : (p >= x_.nranks || p == x_.rank)) continue;
+      if (only_peer < 0 || sent_only) dm::storeRelaxed(&c->sent[proto][p], s_.sent[p]);
+      if (only_peer < 0 || !sent_only) dm::storeRelaxed(&c->received[proto][p], s_.received[p]);
+    }
+  }
+
+ protected:
   // Thread 0, before an LL receive (channel 0's hellos precede the data on its FIFOs) and before
   // any wait that has to wait: the peers' hellos, if this block exchanges them and has not
   // received them yet. False when the call check failed.

@@ -17,6 +17,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/common/fifo.hpp"
+#include "kernels/common/ll_lines.hpp"
 #include "kernels/cuda/device_call.hpp"
 #include "kernels/cuda/device_model.hpp"
 
@@ -125,12 +126,19 @@ OURO_DEVICE_NOINLINE void copyBytes(std::byte* dst, const std::byte* src, size_t
   for (size_t i = done + size_t(dm::threadIndex()); i < bytes; i += size_t(dm::blockSize())) dst[i] = src[i];
 }
 
-// LL lines (device_prims_ll.cuh, and the hellos of device_call_check.cuh): an 8-byte word holding
-// 4 data bytes in the low half and a 4-byte flag in the high half.
-OURO_DEVICE_INLINE uint64_t makeLine(uint32_t data, uint32_t flag) { return uint64_t(flag) << 32 | data; }
-OURO_DEVICE_INLINE uint32_t lineFlag(uint64_t line) { return uint32_t(line >> 32); }
+// LL lines (device_prims_ll.cuh, and the hellos of device_call_check.cuh): the format, the flags
+// and the clean-up rule are kernels/common/ll_lines.hpp's, which the proxy to other hosts shares.
 OURO_DEVICE_INLINE uint64_t* linesOf(const FifoView& f, uint32_t message) {
   return reinterpret_cast<uint64_t*>(f.payload(message));
+}
+
+// Every thread: its share of the lines of message `message`'s slot from line `from` on, each with
+// no data and `flag`. Out of line: it runs once per 2^30 messages.
+OURO_DEVICE_NOINLINE void cleanLines(const FifoView& f, uint32_t message, size_t from, uint32_t flag) {
+  uint64_t* lines = linesOf(f, message);
+  const size_t count = f.slot_bytes / sizeof(uint64_t);
+  for (size_t i = from + size_t(dm::threadIndex()); i < count; i += size_t(dm::blockSize()))
+    dm::storeLine(lines + i, makeLine(0, flag));
 }
 
 // Claims the error record for `why` if no failure was recorded before: the record to fill in, or

@@ -10,16 +10,19 @@
 // bytes (two lines): whole elements of every dtype, so a thread folds its groups alone.
 //   send:    thread 0 waits until sent[p] - acquire(ll_to[p].head) < slot_count; barrier; every
 //            thread stores its lines into slot sent[p]; barrier; thread 0 counts the message
-//            (and stores it in the tail word, which only the sender reads, to carry its count
-//            across calls).
+//            (the count is kept in this rank's LocalCounters across calls; the FIFO's tail word
+//            is not used, but for an outbox to a peer on another host, where thread 0 stores
+//            the message's byte count in ll_to[p].sizes, fences and release-stores the tail, for
+//            the progress thread that carries the lines: transport/cuda/staging_layout.hpp).
 //   receive: every thread polls its lines of slot received[p] until both flags are
 //            received[p] + 1 (one polling thread at a time also watches the abort word and the
 //            deadline for the block: keepSpinning), then uses the data; barrier; thread 0 release-stores
 //            ll_from[p].head = received[p] + 1 (the sender may then overwrite the slot).
 // Why a stale line never passes: a slot is reused every slot_count messages, with a larger flag
 // each time, and LL FIFOs are never written by the simple protocol; so a line still holding an
-// older message's data holds an older flag. (Flags are 32-bit: a line could be misread only if
-// it went unwritten while its FIFO carried 2^32 messages.) docs/CUDA.md "Protocols".
+// older message's data holds an older flag. Flags are 32-bit and come due again after 2^32
+// messages: the LL clean-up (device_prims_common.cuh) rewrites every line of every slot once per
+// 2^30 messages, so no line lives that long. docs/CUDA.md "Protocols".
 // The call check's hellos (device_call_check.cuh) are messages of channel 0's LL FIFOs too, with
 // flags of their own (high bit set), so a data line and a hello line never pass for each other.
 // Reductions fold in rank order with the same element ops as the simple protocol, so both give
@@ -70,7 +73,7 @@ class LlPrims : public PrimsBlock {
  public:
   using PrimsBlock::PrimsBlock;
 
-  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer, x_.channel->ll_to, x_.channel->ll_from); }
+  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer); }
 
   // ---- the vocabulary (counts in elements of T) ----
 
@@ -81,7 +84,7 @@ class LlPrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
     moveLines(x_, s_, -1, peer, src, dst == src ? nullptr : dst, bytes);
     dm::syncBlock();
-    if (dm::threadIndex() == 0) countSent(peer);
+    if (dm::threadIndex() == 0) publishSent(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) { recvCopySend(peer, -1, dst, n); }
@@ -94,7 +97,7 @@ class LlPrims : public PrimsBlock {
       return;
     if (!agree(moveLines(x_, s_, from, to, nullptr, dst, bytes)) || dm::threadIndex() != 0) return;
     releaseHead(x_.channel->ll_from[from], from);
-    if (to >= 0) countSent(to);
+    if (to >= 0) publishSent(to, bytes);
   }
 
   OURO_DEVICE_INLINE void recvReduceCopy(const std::byte* own, std::byte* dst, size_t n) {
@@ -109,7 +112,7 @@ class LlPrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || (checkCall() && fitsAll(bytes) && waitSpace(peer, bytes)))) return;
     if (!agree(reduce(own, peer, nullptr, bytes)) || dm::threadIndex() != 0) return;
     releaseAllHeads(x_.channel->ll_from);
-    countSent(peer);
+    publishSent(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void copy(const std::byte* src, std::byte* dst, size_t n) {
@@ -135,7 +138,21 @@ class LlPrims : public PrimsBlock {
   OURO_DEVICE_INLINE bool waitSpace(int peer, size_t bytes) {
     return fits(peer, bytes, true) && PrimsBlock::waitSpace(x_.channel->ll_to[peer], peer);
   }
-  OURO_DEVICE_INLINE void countSent(int peer) { dm::storeRelease(x_.channel->ll_to[peer].tail, ++s_.sent[peer]); }
+  // Thread 0, after the barrier that follows the block's line stores. An LL message needs no
+  // tail (its lines carry their flags): the count is this rank's alone, kept in the block and
+  // saved at the kernel's end. An outbox (a peer on another host: the FIFO has sizes) is read by a
+  // progress thread instead, which needs to know that the lines are complete and how many there
+  // are: there the message's byte count and a tail are published as the simple protocol does
+  // (a fence, then the release store), one message at a time.
+  OURO_DEVICE_INLINE void publishSent(int peer, size_t bytes) {
+    const FifoView& f = x_.channel->ll_to[peer];
+    if (f.sizes) {
+      dm::storeRelaxed(f.sizes + s_.sent[peer] % f.slot_count, uint32_t(bytes));
+      dm::fenceSystem();
+      dm::storeRelease(f.tail, s_.sent[peer] + 1);
+    }
+    ++s_.sent[peer];
+  }
 
   // ---- every thread: lines ----
 
@@ -145,7 +162,7 @@ class LlPrims : public PrimsBlock {
   OURO_DEVICE_INLINE static bool pollGroup(const PrimsContext& x, BlockState& s, const FifoView& f, uint32_t message,
                                            size_t group, int peer, uint64_t& v) {
     const uint64_t* lines = linesOf(f, message) + 2 * group;
-    const uint32_t flag = message + 1;
+    const uint32_t flag = dataFlag(message);
     uint64_t lo = dm::loadLine(lines), hi = dm::loadLine(lines + 1);
     if (lineFlag(lo) != flag || lineFlag(hi) != flag) {
       const uint64_t start = dm::clockNs();
@@ -178,10 +195,17 @@ class LlPrims : public PrimsBlock {
         v = readGroup(src, g * kLlGroupBytes, bytes);
       else if (!pollGroup(x, s, x.channel->ll_from[from], s.received[from], g, from, v))
         return false;
-      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, dataFlag(s.sent[to]));
       if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
     }
+    if (to >= 0) cleanAfter(x.channel->ll_to[to], s.sent[to], groups);
     return true;
+  }
+
+  // Every thread, after its groups of message `message` on `f` (`groups` in all): the rest of the
+  // slot's lines when the LL clean-up is due (device_prims_common.cuh).
+  OURO_DEVICE_INLINE static void cleanAfter(const FifoView& f, uint32_t message, size_t groups) {
+    if (llCleanDue(message, f.slot_count)) cleanLines(f, message, 2 * groups, dataFlag(message));
   }
 
   // ---- the fold ----
@@ -220,9 +244,10 @@ class LlPrims : public PrimsBlock {
         for (size_t e = 0; e < kPerGroup; e++) acc[e] = finishAvgElement(acc[e], x.nranks);
       uint64_t v;
       std::memcpy(&v, acc, sizeof v);
-      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, s.sent[to] + 1);
+      if (to >= 0) storeGroup<Bug>(linesOf(x.channel->ll_to[to], s.sent[to]), g, v, dataFlag(s.sent[to]));
       if (dst) writeGroup(dst, g * kLlGroupBytes, bytes, v);
     }
+    if (to >= 0) cleanAfter(x.channel->ll_to[to], s.sent[to], groups);
     return true;
   }
 };

@@ -4,21 +4,25 @@
 // Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours,
 // each head in its sender's memory: transport/cuda/arena_layout.hpp):
 //   send:    thread 0 waits until sent[p] - acquire(to[p].head) < slot_count; block barrier; every
-//            thread writes its part of the payload into slot sent[p] and __threadfence_system();
-//            barrier; thread 0 release-stores to[p].tail = sent[p] + 1.
+//            thread writes its part of the payload into slot sent[p]; barrier; thread 0
+//            __threadfence_system() and release-stores to[p].tail = sent[p] + 1 (to a peer on
+//            another host, to[p] is an outbox and thread 0 first stores the message's byte count
+//            in to[p].sizes: transport/cuda/staging_layout.hpp).
 //   receive: thread 0 waits until acquire(from[p].tail) != received[p]; barrier; every thread
 //            reads its part of slot received[p]; barrier; thread 0 release-stores
 //            from[p].head = received[p] + 1 (the slot may then be overwritten).
-// Invariants: a payload is complete before its tail is visible (each writer's system fence is
-// ordered before the barrier, the barrier before thread 0's release store; the receiver's acquire
+// Invariants: a payload is complete before its tail is visible (every writer's stores are ordered
+// before the barrier, the barrier before thread 0's fence and release store, which are
+// cumulative; the receiver's acquire
 // load of the tail is ordered before its barrier and its threads' reads); a slot is read before
 // its head is published, so the sender never overwrites unread data. docs/CUDA.md gives the
 // argument in full.
 //
 // Reductions fold the sources in rank order with reduceElement<Op> (one rounding per step for
 // fp16/bf16) and finish Avg with finishAvgElement: the same bits as the CPU executor's
-// kernels::reduceMany + finishAvg. 16-byte vectors when every source and the destination share
-// their misalignment (scalar head up to the boundary, scalar tail), element by element otherwise.
+// kernels::reduceMany + finishAvg. Packs of 16, 8 or 4 bytes when every source and the destination
+// share their misalignment modulo that (scalar head up to the boundary, scalar tail), element by
+// element otherwise.
 //
 // `Bug` is NoPlantedBug in the shipped kernels; tests/cuda_kernels plants a protocol bug through it.
 #pragma once
@@ -37,7 +41,7 @@ class SimplePrims : public PrimsBlock {
  public:
   using PrimsBlock::PrimsBlock;
 
-  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer, x_.channel->to, x_.channel->from); }
+  OURO_DEVICE_INLINE void init(int only_peer) { loadCounters(only_peer); }
 
   // ---- the vocabulary (counts in elements of T) ----
 
@@ -47,7 +51,7 @@ class SimplePrims : public PrimsBlock {
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
-    finishSend(peer);
+    finishSend(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void copySend(int peer, const std::byte* src, std::byte* dst, size_t n) {
@@ -57,7 +61,7 @@ class SimplePrims : public PrimsBlock {
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
     if (dst != src) copyBytes(dst, src, bytes);
-    finishSend(peer);
+    finishSend(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) {
@@ -76,7 +80,7 @@ class SimplePrims : public PrimsBlock {
     Bug::beforePayload(x_.channel->to[to].tail, s_.sent[to] + 1);
     copyBytes(slot, in, bytes);
     copyBytes(dst, in, bytes);
-    finishSend(to);
+    finishSend(to, bytes);
     if (dm::threadIndex() == 0) releaseHead(x_.channel->from[from], from);
   }
 
@@ -93,7 +97,7 @@ class SimplePrims : public PrimsBlock {
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     fold(slot, n);
-    finishSend(peer);
+    finishSend(peer, bytes);
     if (dm::threadIndex() == 0) releaseAllHeads(x_.channel->from);
   }
 
@@ -133,11 +137,19 @@ class SimplePrims : public PrimsBlock {
 
   // ---- publishing (after the block's copies) ----
 
-  OURO_DEVICE_INLINE void finishSend(int peer) {
-    dm::fenceSystem();  // this thread's payload writes, system-wide, before the barrier
+  // The barrier orders every thread's payload writes before thread 0's next operations (at block
+  // scope); thread 0's system fence and release store then publish them all, cumulatively, at
+  // system scope (NCCL's postPeer: one fence by the posting thread, not one per thread: 512
+  // fences of every thread were as many waits for the writes to drain over NVLink or PCIe).
+  // An outbox (a peer on another host: the FIFO has sizes) also gets the message's byte count,
+  // before the fence, for the progress thread that carries it (kernels/common/fifo.hpp).
+  OURO_DEVICE_INLINE void finishSend(int peer, size_t bytes) {
     dm::syncBlock();
     if (dm::threadIndex() == 0) {
-      dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
+      const FifoView& f = x_.channel->to[peer];
+      if (f.sizes) dm::storeRelaxed(f.sizes + s_.sent[peer] % f.slot_count, uint32_t(bytes));
+      dm::fenceSystem();
+      dm::storeRelease(f.tail, s_.sent[peer] + 1);
       s_.sent[peer]++;
     }
   }
@@ -162,36 +174,67 @@ class SimplePrims : public PrimsBlock {
     return acc;
   }
 
-  // Static, with the shared-memory context and state as arguments: a member function would need
-  // `this`, i.e. the prims object in local memory.
-  template <RedOp Op>
-  OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& context, const BlockState& state, std::byte* dst, size_t n) {
-    constexpr size_t kPerPack = sizeof(Pack16) / sizeof(T);
-    const uintptr_t misalignment = uintptr_t(dst) % sizeof(Pack16);
-    bool vector = misalignment % sizeof(T) == 0;
-    for (int r = 0; r < context.nranks; r++) vector = vector && uintptr_t(state.sources[r]) % sizeof(Pack16) == misalignment;
-    size_t head = vector ? ((sizeof(Pack16) - misalignment) % sizeof(Pack16)) / sizeof(T) : n;
-    if (head > n) head = n;
+  // One pack of U bytes (several elements) from every source at `offset`, folded and stored.
+  template <RedOp Op, typename U>
+  OURO_DEVICE_INLINE static void foldPacks(const PrimsContext& context, const BlockState& state, std::byte* dst,
+                                           size_t first, size_t packs) {
+    constexpr size_t kPer = sizeof(U) / sizeof(T);
+    static_assert(kPer >= 2, "a pack holds several elements");
     const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
-    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
-    if (!vector) return;
-    const size_t packs = (n - head) / kPerPack;
     for (size_t k = tid; k < packs; k += stride) {
-      const size_t offset = (head + k * kPerPack) * sizeof(T);
-      T acc[kPerPack], next[kPerPack];
-      Pack16 raw = loadUnit<Pack16>(state.sources[0] + offset);
+      const size_t offset = (first + k * kPer) * sizeof(T);
+      T acc[kPer], next[kPer];
+      U raw = loadUnit<U>(state.sources[0] + offset);
       std::memcpy(acc, &raw, sizeof raw);
       for (int r = 1; r < context.nranks; r++) {
-        raw = loadUnit<Pack16>(state.sources[r] + offset);
+        raw = loadUnit<U>(state.sources[r] + offset);
         std::memcpy(next, &raw, sizeof raw);
-        for (size_t e = 0; e < kPerPack; e++) acc[e] = reduceElement<Op, T>(acc[e], next[e]);
+        for (size_t e = 0; e < kPer; e++) acc[e] = reduceElement<Op, T>(acc[e], next[e]);
       }
       if constexpr (Op == RedOp::kAvg)
-        for (size_t e = 0; e < kPerPack; e++) acc[e] = finishAvgElement(acc[e], context.nranks);
+        for (size_t e = 0; e < kPer; e++) acc[e] = finishAvgElement(acc[e], context.nranks);
       std::memcpy(&raw, acc, sizeof raw);
       storeUnit(dst + offset, raw);
     }
-    for (size_t i = head + packs * kPerPack + tid; i < n; i += stride)
+  }
+
+  // Whether every source and dst sit at the same address modulo `unit`: then they can be read and
+  // written in units of that many bytes from the same element on.
+  OURO_DEVICE_INLINE static bool shareAlignment(const PrimsContext& context, const BlockState& state,
+                                                const std::byte* dst, size_t unit) {
+    const uintptr_t at = uintptr_t(dst) % unit;
+    for (int r = 0; r < context.nranks; r++)
+      if (uintptr_t(state.sources[r]) % unit != at) return false;
+    return true;
+  }
+
+  // Static, with the shared-memory context and state as arguments: a member function would need
+  // `this`, i.e. the prims object in local memory. The widest pack every pointer can share: 16
+  // bytes, else 8 or 4 (a buffer a few elements off a slot's alignment still folds several fp16,
+  // bf16 or int8 elements per load instead of one), else element by element; scalar up to the
+  // pack boundary and after the last whole pack.
+  template <RedOp Op>
+  OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& context, const BlockState& state, std::byte* dst, size_t n) {
+    size_t unit = sizeof(T);
+    if (shareAlignment(context, state, dst, 16))
+      unit = 16;
+    else if (sizeof(T) < 8 && shareAlignment(context, state, dst, 8))
+      unit = 8;
+    else if (sizeof(T) < 4 && shareAlignment(context, state, dst, 4))
+      unit = 4;
+    const size_t per = unit / sizeof(T);
+    size_t head = per > 1 ? ((unit - uintptr_t(dst) % unit) % unit) / sizeof(T) : n;
+    if (head > n) head = n;
+    const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
+    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
+    if (per == 1) return;
+    const size_t packs = (n - head) / per;
+    if (unit == 16) foldPacks<Op, Pack16>(context, state, dst, head, packs);
+    if constexpr (sizeof(T) < 8)
+      if (unit == 8) foldPacks<Op, uint64_t>(context, state, dst, head, packs);
+    if constexpr (sizeof(T) < 4)
+      if (unit == 4) foldPacks<Op, uint32_t>(context, state, dst, head, packs);
+    for (size_t i = head + packs * per + tid; i < n; i += stride)
       storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
   }
 };

@@ -6,11 +6,15 @@
 
 Types: int8, uint8, int32, uint32, int64, uint64, float16, float32, float64 reduce natively;
 bool reduces with max/min (sum as OR, prod as AND); complex64/128 with sum/avg (as float pairs);
-bfloat16 has no numpy dtype: pass its bits as a uint16 array with dtype="bfloat16". Moving data
+bfloat16 and the fp8 types have no numpy dtype: pass their bits, bfloat16 as a uint16 array with
+dtype="bfloat16", float8e4m3 / float8e5m2 (OCP FP8 E4M3 and E5M2) as uint8 arrays with
+dtype="float8e4m3" / "float8e5m2". Moving data
 (broadcast, allgather, alltoall, send, recv) works for any fixed-size dtype, as raw bytes.
 Results of reductions follow ouro's reproducible rank-order fold (docs/API.md). Inputs need not be
 contiguous (they are copied); `out=` arrays receive the result wherever they live.
 """
+
+import json
 
 import numpy as np
 
@@ -18,11 +22,13 @@ from . import _ouro
 
 SUM, PROD, MAX, MIN, AVG = "sum", "prod", "max", "min", "avg"
 # ouro's codes by name, from the extension (core/dtype.hpp's table): ops in code order, and numpy's
-# dtype of the same name for every ouro type but bfloat16, which numpy lacks.
+# dtype of the same name for every ouro type numpy has. The others (bfloat16, float8e4m3,
+# float8e5m2) travel as their bits in unsigned arrays of their size, named by dtype=.
 _OPS = {name: code for code, name in _ouro.ops()}
 _CODES = {name: code for code, name, _ in _ouro.dtypes()}
-_NATIVE = {np.dtype(name): code for name, code in _CODES.items() if name != "bfloat16"}
-_BFLOAT16 = _CODES["bfloat16"]
+_SIZES = {name: size for _, name, size in _ouro.dtypes()}
+_BITS_ONLY = ("bfloat16", "float8e4m3", "float8e5m2")
+_NATIVE = {np.dtype(name): code for name, code in _CODES.items() if name not in _BITS_ONLY}
 _UINT8 = _CODES["uint8"]
 
 
@@ -37,9 +43,12 @@ def _reduction(array, op, dtype, call):
     """(flat contiguous view, ouro dtype code, ouro op code) for reducing `array`."""
     code = _op_code(op, call)
     if dtype is not None:
-        if str(dtype) != "bfloat16" or array.dtype.itemsize != 2:
-            raise ValueError(f"{call}: dtype={dtype!r} applies only as 'bfloat16' to 2-byte (uint16) arrays")
-        return array.view(np.uint16).reshape(-1), _BFLOAT16, code
+        name = str(dtype)
+        if name not in _BITS_ONLY or array.dtype.itemsize != _SIZES[name]:
+            raise ValueError(f"{call}: dtype={dtype!r} applies only as 'bfloat16' to 2-byte (uint16) arrays, or as "
+                             f"'float8e4m3' or 'float8e5m2' to 1-byte (uint8) arrays; this array is {array.dtype}")
+        bits = np.uint16 if _SIZES[name] == 2 else np.uint8
+        return array.view(bits).reshape(-1), _CODES[name], code
     if array.dtype in _NATIVE:
         return array.reshape(-1), _NATIVE[array.dtype], code
     if array.dtype == np.bool_:
@@ -53,7 +62,8 @@ def _reduction(array, op, dtype, call):
         real = np.float32 if array.dtype == np.complex64 else np.float64
         return array.view(real).reshape(-1), _NATIVE[np.dtype(real)], code
     raise TypeError(f"{call}: ouro cannot reduce {array.dtype} arrays (it reduces int8, uint8, int32, uint32, int64, "
-                    f"uint64, float16, float32, float64, bfloat16 given as uint16 with dtype='bfloat16', and bool "
+                    f"uint64, float16, float32, float64, bfloat16 given as uint16 with dtype='bfloat16', "
+                    f"float8e4m3 and float8e5m2 given as uint8 with dtype='float8e4m3' or 'float8e5m2', and bool "
                     f"and complex with some ops); convert the array, e.g. a.astype(np.int32)")
 
 
@@ -216,3 +226,15 @@ class Comm:
     def abort(self):
         """Frees the communicator at once; peers' calls then fail with ouro.Error."""
         self._c.abort()
+
+    # ---- diagnostics (docs/API.md "Diagnostics") ----
+    def check_replicas(self, array):
+        """Collective: are `array`'s bytes the same on every rank? Raises ouro.ReplicaMismatch (an
+        ouro.Error) on every rank when not, naming the ranks that differ from the majority. Costs one
+        8-byte all-gather of a 64-bit hash of each rank's copy."""
+        self._c.check_replicas(np.ascontiguousarray(array))
+
+    def dump_trace(self):
+        """The flight recorder's record of this communicator's last calls, as a dict (the JSON
+        document ouro-trace reads; docs/LAUNCHER.md "When a job hangs"). Local; never waits."""
+        return json.loads(self._c.dump_trace())

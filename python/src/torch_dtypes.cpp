@@ -5,6 +5,9 @@
 namespace ouro::torch_backend {
 namespace {
 
+// torch 1.13 has no float8 dtypes (Float8_e4m3fn and Float8_e5m2 came in torch 2.1), so ouro's
+// fp8 types have no tensor here: a float8 tensor of a later torch moves as bytes and is refused by
+// reductions, naming its dtype.
 bool ouroType(at::ScalarType type, ouroDataType_t* out) {
   switch (type) {
     case at::kChar: *out = ouroInt8; return true;

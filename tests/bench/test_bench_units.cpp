@@ -2,6 +2,7 @@
 // values and the #wrong check (including a planted wrong element), and the table format.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -61,7 +62,7 @@ TEST_CASE("flags: nccl-tests' short and long forms", "[flags]") {
   CHECK(l.step_bytes == 4096);
   CHECK(l.iters == 3);
   CHECK(l.ops.size() == 5);
-  CHECK(l.dtypes.size() == 10);
+  CHECK(l.dtypes.size() == 12);
   CHECK(l.all_roots);
   CHECK(l.blocking);
 
@@ -74,6 +75,8 @@ TEST_CASE("flags: nccl-tests' short and long forms", "[flags]") {
   CHECK(d.average == Average::kMean);
   CHECK(parseOk({"broadcast", "-r", "3"}).root == 3);
   CHECK(parseOk({"alltoall", "-d", "half"}).dtypes == std::vector<DType>{DType::kFloat16});
+  CHECK(parseOk({"all_reduce", "-d", "float8e4m3"}).dtypes == std::vector<DType>{DType::kFloat8e4m3});
+  CHECK(parseOk({"all_reduce", "-d", "e5m2"}).dtypes == std::vector<DType>{DType::kFloat8e5m2});
   CHECK(parseArgs({"--help"}).help);
 }
 
@@ -175,6 +178,8 @@ TEST_CASE("verify: expected values are exact and the check catches one wrong ele
           case DType::kFloat32: *reinterpret_cast<float*>(p) = float(acc[i]); break;
           case DType::kFloat64: *reinterpret_cast<double*>(p) = acc[i]; break;
           case DType::kBfloat16: *reinterpret_cast<uint16_t*>(p) = floatToBfloat16(float(acc[i])); break;
+          case DType::kFloat8e4m3:
+          case DType::kFloat8e5m2: *p = doubleToFloat8(t, acc[i]); break;
         }
       }
       INFO(std::string(dataTypeName(t)) << " " << redOpName(op));
@@ -182,6 +187,53 @@ TEST_CASE("verify: expected values are exact and the check catches one wrong ele
       fillPoison(t, out.data() + 500 * dataTypeSize(t), 1);  // the planted wrong element
       CHECK(countWrong(c, out.data(), count) == 1);
     }
+  }
+}
+
+// The bench's own fp8 rounding (bench/dtypes.cpp, by double arithmetic) against its decoding: every
+// pattern round-trips, every midpoint goes to the even neighbour, past the largest value saturates.
+TEST_CASE("dtypes: fp8 conversions round to nearest even and saturate", "[verify]") {
+  for (DType t : {DType::kFloat8e4m3, DType::kFloat8e5m2}) {
+    const int largest = t == DType::kFloat8e4m3 ? 0x7e : 0x7b;
+    for (int b = 0; b <= largest; b++) {
+      const double v = float8ToDouble(t, uint8_t(b));
+      INFO(dataTypeName(t) << " pattern " << b);
+      REQUIRE(doubleToFloat8(t, v) == b);
+      REQUIRE(doubleToFloat8(t, -v) == (b | 0x80));
+      if (b < largest) {
+        const double mid = (v + float8ToDouble(t, uint8_t(b + 1))) / 2;
+        REQUIRE(doubleToFloat8(t, mid) == (b % 2 == 0 ? b : b + 1));
+      }
+    }
+    CHECK(doubleToFloat8(t, 1e9) == largest);
+    CHECK(std::isnan(float8ToDouble(t, doubleToFloat8(t, NAN))));
+  }
+  CHECK(float8ToDouble(DType::kFloat8e4m3, 0x7e) == 448);
+  CHECK(float8ToDouble(DType::kFloat8e5m2, 0x7b) == 57344);
+  CHECK(doubleToFloat8(DType::kFloat8e5m2, INFINITY) == 0x7c);
+  CHECK(doubleToFloat8(DType::kFloat8e4m3, 17) == 0x58);  // tie between 16 and 18: 16
+}
+
+// Past 16 (E4M3) or 8 (E5M2) ranks fp8 sums round: the check follows ouro's rank-order fold.
+TEST_CASE("verify: fp8 sums over many ranks are checked against the rank-order fold", "[verify]") {
+  for (DType t : {DType::kFloat8e4m3, DType::kFloat8e5m2}) {
+    const int n = 300;  // inputs in {-1, 0, 1}: partial sums wander past 16 in some elements
+    const size_t count = 300;
+    CheckCase c{Collective::kAllReduce, t, RedOp::kSum, 0, n, 0, 11};
+    std::vector<uint8_t> out(count);
+    size_t rounded = 0;
+    for (size_t i = 0; i < count; i++) {
+      double acc = inputValue(c, 0, i), exact = acc;
+      for (int r = 1; r < n; r++) {
+        acc = float8ToDouble(t, doubleToFloat8(t, acc + inputValue(c, r, i)));
+        exact += inputValue(c, r, i);
+      }
+      out[i] = doubleToFloat8(t, acc);
+      if (acc != exact) rounded++;
+    }
+    INFO(dataTypeName(t));
+    CHECK(rounded > 0);  // the case does round
+    CHECK(countWrong(c, out.data(), count) == 0);
   }
 }
 

@@ -109,15 +109,23 @@ int runCanonical(Rank& r) {
   std::vector<size_t> sizes = {1, 37, 4001};
   if (r.opt.big) sizes.push_back(65537);
   uint64_t id = 9000;
-  for (int dtype : {kFloat32, kFloat64, kFloat16, kBfloat16})
+  for (int dtype : {kFloat32, kFloat64, kFloat16, kBfloat16, kFloat8e4m3, kFloat8e5m2})
     for (int op : {kSum, kProd, kMax, kMin, kAvg})
       for (size_t per_rank : sizes) {
         if (per_rank > 4001 && !(op == kSum || op == kAvg)) continue;  // big: the rounding ops only
+        // fp8: the ops that round (max and min are exact in any order; the matrix mode and the
+        // kernel tests check them), and big once, for the second format's conversions differ only
+        // (tests/kernels checks them exhaustively): the fold is the same code for every type.
+        const bool fp8 = dtype == kFloat8e4m3 || dtype == kFloat8e5m2;
+        if (fp8 && (op == kMax || op == kMin)) continue;
+        if (fp8 && per_rank > 4001 && !(dtype == kFloat8e4m3 && op == kSum)) continue;
         switch (dtype) {  // integer results are exact in any order: the matrix mode covers them
           case kFloat32: runOne<float>(r, dtype, op, per_rank, id++); break;
           case kFloat64: runOne<double>(r, dtype, op, per_rank, id++); break;
           case kFloat16: runOne<Half>(r, dtype, op, per_rank, id++); break;
-          default: runOne<Bf16>(r, dtype, op, per_rank, id++); break;
+          case kBfloat16: runOne<Bf16>(r, dtype, op, per_rank, id++); break;
+          case kFloat8e4m3: runOne<Fp8E4m3>(r, dtype, op, per_rank, id++); break;
+          default: runOne<Fp8E5m2>(r, dtype, op, per_rank, id++); break;
         }
       }
   return 0;

@@ -48,7 +48,18 @@ constexpr double unitRoundoff() {
   if constexpr (std::is_same_v<T, double>) return 1.0 / 9007199254740992.0;  // 2^-53
   else if constexpr (std::is_same_v<T, float>) return 1.0 / 16777216.0;     // 2^-24
   else if constexpr (std::is_same_v<T, Half>) return 1.0 / 2048.0;          // 2^-11
+  else if constexpr (std::is_same_v<T, Fp8E4m3>) return 1.0 / 16.0;         // 2^-4
+  else if constexpr (std::is_same_v<T, Fp8E5m2>) return 1.0 / 8.0;          // 2^-3
   else return 1.0 / 256.0;                                                  // bf16: 2^-8
+}
+
+// Half the smallest subnormal: the absolute error of rounding a tiny result (fp8's subnormals
+// are coarse enough for sums of inputs in [-1, 1) to land among them).
+template <typename T>
+constexpr double subnormalRoundoff() {
+  if constexpr (std::is_same_v<T, Fp8E4m3>) return 1.0 / 1024.0;   // 2^-10
+  else if constexpr (std::is_same_v<T, Fp8E5m2>) return 1.0 / 131072.0;  // 2^-17
+  else return 0;
 }
 
 template <typename T>
@@ -242,7 +253,7 @@ class CaseT final : public Case {
       }
       double want = sum, tol = 2.0 * n * unitRoundoff<T>() * magnitude;
       if (s_.op == kAvg) want /= n, tol = tol / n + 2 * unitRoundoff<T>() * std::fabs(want);
-      tol += 2 * unitRoundoff<T>() * std::fabs(want) + 1e-300;
+      tol += 2 * unitRoundoff<T>() * std::fabs(want) + 2.0 * n * subnormalRoundoff<T>() + 1e-300;
       if (!(std::fabs(Traits<T>::toDouble(out[i]) - want) <= tol)) {
         if (bad++ == 0) first = i, first_want = want, first_tol = tol;
       }

@@ -1,13 +1,15 @@
-// Reference arithmetic for the collective tests: fp16/bf16 conversions with round-to-nearest-even,
+// Reference arithmetic for the collective tests: fp16/bf16/fp8 conversions with round-to-nearest-even,
 // the element types of the public API as C++ types, the inputs each rank feeds a case, and the
 // exact result a reduction must produce. Header-only and free of ouro code so that the rank program
 // (public API only) and the Catch2 driver (which unit-tests this file) share one definition.
 //
 // Inputs are chosen so that the exact result does not depend on reduction order: small integers
-// for float sums (exact in fp32, in fp16 up to 2048 and in bf16 up to 256), {1, 2, -1} for
+// for float sums (exact in fp32, in fp16 up to 2048, in bf16 up to 256, in fp8 E4M3 up to 16 and
+// E5M2 up to 8), {1, 2, -1} for
 // products, anything for min/max; integer sums and products wrap modulo 2^bits.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -85,6 +87,49 @@ inline float bf16ToFloat(uint16_t b) {
   return out;
 }
 
+// ---- fp8: OCP E4M3 ("fn": no infinities, NaN 0x7f/0xff, largest 448) and E5M2 ----
+// float -> fp8 by fp32 arithmetic: |x| + 2^(e+23-M) - 2^(e+23-M) rounds |x| to a multiple of
+// 2^(e-M), the fp8 step in x's binade e (the smallest normal binade for subnormals), to nearest
+// even as the addition rounds; the bits are then read off the rounded value. At or past the
+// largest finite value: saturated to it; E5M2 keeps infinities; a NaN gives the positive NaN.
+struct Fp8Layout {
+  int mantissa_bits, bias;
+  bool has_infinity;
+  float largest;
+  uint8_t largest_bits, nan_bits;
+};
+inline constexpr Fp8Layout kE4m3Layout{3, 7, false, 448.0f, 0x7e, 0x7f};
+inline constexpr Fp8Layout kE5m2Layout{2, 15, true, 57344.0f, 0x7b, 0x7e};
+
+inline uint8_t floatToFp8(const Fp8Layout& l, float value) {
+  if (std::isnan(value)) return l.nan_bits;
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0;
+  const float a = std::fabs(value);
+  if (std::isinf(a) && l.has_infinity) return uint8_t(sign | 0x7c);
+  if (a >= l.largest) return uint8_t(sign | l.largest_bits);
+  const int min_exponent = 1 - l.bias;
+  const int e = a == 0 ? min_exponent : std::max(std::ilogb(a), min_exponent);
+  const float magic = std::ldexp(1.0f, e + 23 - l.mantissa_bits);
+  volatile float sum = a + magic;  // one fp32 rounding (volatile: no reassociation)
+  const float r = sum - magic;     // exact
+  if (r >= l.largest) return uint8_t(sign | l.largest_bits);
+  if (r < std::ldexp(1.0f, min_exponent))  // subnormal or zero
+    return uint8_t(sign | int(std::ldexp(r, l.mantissa_bits - min_exponent)));
+  const int re = std::ilogb(r);
+  const int mantissa = int(std::ldexp(r, l.mantissa_bits - re)) - (1 << l.mantissa_bits);
+  return uint8_t(sign | ((re + l.bias) << l.mantissa_bits) | mantissa);
+}
+
+inline float fp8ToFloat(const Fp8Layout& l, uint8_t bits) {
+  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
+  const int field = (bits & 0x7f) >> l.mantissa_bits, mantissa = bits & ((1 << l.mantissa_bits) - 1);
+  const int top = l.has_infinity ? 31 : 15;
+  if (l.has_infinity && field == top) return mantissa ? NAN : sign * INFINITY;
+  if (!l.has_infinity && (bits & 0x7f) == 0x7f) return NAN;
+  if (field == 0) return sign * std::ldexp(float(mantissa), 1 - l.bias - l.mantissa_bits);
+  return sign * std::ldexp(float(mantissa | (1 << l.mantissa_bits)), field - l.bias - l.mantissa_bits);
+}
+
 // ---- the public element types as C++ types ----
 struct Half {
   uint16_t bits;
@@ -92,14 +137,23 @@ struct Half {
 struct Bf16 {
   uint16_t bits;
 };
+struct Fp8E4m3 {
+  uint8_t bits;
+};
+struct Fp8E5m2 {
+  uint8_t bits;
+};
 
 // Values of ouroDataType_t / ouroRedOp_t (API.md "Types"), repeated so this header stays free of ouro.
-enum Dtype { kInt8 = 0, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat16, kFloat32, kFloat64, kBfloat16, kNumDtypes };
+enum Dtype {
+  kInt8 = 0, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat16, kFloat32, kFloat64, kBfloat16, kFloat8e4m3,
+  kFloat8e5m2, kNumDtypes
+};
 enum Op { kSum = 0, kProd, kMax, kMin, kAvg, kNumOps };
 
 inline const char* dtypeName(int d) {
-  static const char* kNames[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                 "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* kNames[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+                                 "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return d >= 0 && d < kNumDtypes ? kNames[d] : "?";
 }
 inline const char* opName(int o) {
@@ -107,7 +161,7 @@ inline const char* opName(int o) {
   return o >= 0 && o < kNumOps ? kNames[o] : "?";
 }
 inline size_t dtypeSize(int d) {
-  static const size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   return kSizes[d];
 }
 
@@ -156,6 +210,19 @@ struct Traits<Bf16> {
   static Bf16 fromFloat(float f) { return Bf16{floatToBf16(f)}; }
   static Bf16 fromDouble(double d) { return fromFloat(float(d)); }  // exact doubles only
 };
+// kExactSum: the largest integer up to which every integer is a value of the format.
+template <typename T, const Fp8Layout& kLayout, int kExactSum>
+struct Fp8Traits {
+  static constexpr bool kFloat = true;
+  static constexpr double kMaxExactSum = kExactSum;
+  static double toDouble(T v) { return fp8ToFloat(kLayout, v.bits); }
+  static T fromFloat(float f) { return T{floatToFp8(kLayout, f)}; }
+  static T fromDouble(double d) { return fromFloat(float(d)); }  // exact doubles only
+};
+template <>
+struct Traits<Fp8E4m3> : Fp8Traits<Fp8E4m3, kE4m3Layout, 16> {};
+template <>
+struct Traits<Fp8E5m2> : Fp8Traits<Fp8E5m2, kE5m2Layout, 8> {};
 
 // Calls f(T{}) with the C++ type of dtype d.
 template <typename F>
@@ -170,7 +237,9 @@ auto withType(int d, F&& f) {
     case kFloat16: return f(Half{});
     case kFloat32: return f(float{});
     case kFloat64: return f(double{});
-    default: return f(Bf16{});
+    case kBfloat16: return f(Bf16{});
+    case kFloat8e4m3: return f(Fp8E4m3{});
+    default: return f(Fp8E5m2{});
   }
 }
 
@@ -278,7 +347,7 @@ T reduceExact(const T* in, int n, int op) {
 
 // The one reduction order every algorithm, transport and collective uses (docs/API.md
 // "Reproducible reductions"): a left fold over the ranks in rank order, rounded to the dtype after
-// every step (fp16/bf16 combined in fp32, then rounded), Avg dividing the finished sum by n once.
+// every step (fp16/bf16/fp8 combined in fp32, then rounded), Avg dividing the finished sum by n once.
 // Unlike reduceExact this holds for inputs whose sums round: the bits are the canonical ones.
 template <typename T>
 T reduceCanonical(const T* in, int n, int op) {
@@ -299,6 +368,8 @@ T reduceCanonical(const T* in, int n, int op) {
       if (op == kProd) v = a * b;
       if (op == kMax) v = b > a ? b : a;
       if (op == kMin) v = b < a ? b : a;
+      if ((op == kMax || op == kMin) && a == b && std::signbit(a) != std::signbit(b))
+        v = op == kMax ? C(0) : -C(0);  // IEEE maximum / minimum: -0 < +0 (fp8 inputs round to both)
       acc = narrow(v);
     }
     if (op == kAvg) acc = narrow(widen(acc) / C(n));

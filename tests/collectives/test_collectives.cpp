@@ -92,6 +92,35 @@ TEST_CASE("reference: bf16 conversion rounds to nearest even", "[reference]") {
   }
 }
 
+// The fp8 reference against its own definition: every pattern round-trips, every midpoint between
+// neighbours goes to the even one, past the largest value saturates (E5M2 keeps infinities).
+TEST_CASE("reference: fp8 conversions round to nearest even and saturate", "[reference]") {
+  using namespace coll;
+  for (const Fp8Layout* l : {&kE4m3Layout, &kE5m2Layout}) {
+    const int largest = l->largest_bits;
+    for (int b = 0; b <= largest; b++) {
+      const float v = fp8ToFloat(*l, uint8_t(b));
+      REQUIRE(floatToFp8(*l, v) == b);
+      REQUIRE(floatToFp8(*l, -v) == (b | 0x80));
+      if (b < largest) {
+        const float next = fp8ToFloat(*l, uint8_t(b + 1)), mid = v + (next - v) / 2;
+        REQUIRE(floatToFp8(*l, mid) == (b % 2 == 0 ? b : b + 1));
+        REQUIRE(floatToFp8(*l, std::nextafter(mid, v)) == b);
+        REQUIRE(floatToFp8(*l, std::nextafter(mid, next)) == b + 1);
+      }
+    }
+    CHECK(floatToFp8(*l, 1e9f) == largest);
+    CHECK(floatToFp8(*l, -1e9f) == (largest | 0x80));
+    CHECK(floatToFp8(*l, INFINITY) == (l->has_infinity ? 0x7c : largest));
+    CHECK(std::isnan(fp8ToFloat(*l, floatToFp8(*l, NAN))));
+  }
+  CHECK(fp8ToFloat(kE4m3Layout, 0x7e) == 448.0f);
+  CHECK(fp8ToFloat(kE5m2Layout, 0x7b) == 57344.0f);
+  CHECK(fp8ToFloat(kE4m3Layout, 0x01) == 0x1p-9f);
+  CHECK(fp8ToFloat(kE5m2Layout, 0x01) == 0x1p-16f);
+  CHECK(floatToFp8(kE4m3Layout, 17.0f) == 0x58);  // tie between 16 and 18: 16 (even)
+}
+
 TEST_CASE("reference: exact results for wrapping integers and averages", "[reference]") {
   using namespace coll;
   const int8_t i8[] = {100, 100, 100};
@@ -115,7 +144,7 @@ TEST_CASE("reference: exact results for wrapping integers and averages", "[refer
 
 namespace {
 
-// Reduces like an implementation may: in any order, fp16/bf16 in fp32 rounded at every step.
+// Reduces like an implementation may: in any order, fp16/bf16/fp8 in fp32 rounded at every step.
 template <typename T>
 T reduceInOrder(const T* in, const std::vector<int>& order, int op) {
   using namespace coll;
@@ -171,11 +200,13 @@ TEST_CASE("reference: float inputs give exact results in any reduction order", "
   exactWhateverTheOrder<double>();
   exactWhateverTheOrder<coll::Half>();
   exactWhateverTheOrder<coll::Bf16>();
+  exactWhateverTheOrder<coll::Fp8E4m3>();
+  exactWhateverTheOrder<coll::Fp8E5m2>();
 }
 
 // ---- correctness ----
 
-TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
+TEST_CASE("allreduce: every dtype (fp8: E4M3) x op x count, in and out of place, 1..8 ranks", "[allreduce]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n = 1; n <= 8; n++) matrix(n, *cfg, "allreduce", cfg != &kTcp || n % 3 == 2);
   for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing, &kGatherFold})
@@ -183,7 +214,7 @@ TEST_CASE("allreduce: every dtype x op x count, in and out of place, 1..8 ranks"
   for (int n : {5, 6, 7}) matrix(n, kTcpGatherFold, "allreduce", n == 6);
 }
 
-TEST_CASE("reduce-scatter and all-gather: every dtype (x op), count and placement", "[reducescatter]") {
+TEST_CASE("reduce-scatter and all-gather: every dtype (fp8: E4M3) (x op), count and placement", "[reducescatter]") {
   for (const Config* cfg : {&kDefault, &kTcp, &kRing})
     for (int n : {1, 2, 3, 5, 8}) matrix(n, *cfg, "reducescatter,allgather", n != 8 || cfg == &kDefault);
   for (int n : {3, 6}) matrix(n, kGatherFold, "reducescatter,allgather", n == 3);
@@ -419,7 +450,8 @@ TEST_CASE("streaming stores give the same results; two ranks measure their cores
 
   // Bad values fail communicator creation on every rank, naming the setting.
   for (const auto& [name, value] : {std::pair<std::string, std::string>{"OURO_SHM_STREAM_STAGING", "sometimes"},
-                                    {"OURO_SHM_STREAM_OUTPUT_BYTES", "-1"}}) {
+                                    {"OURO_SHM_STREAM_OUTPUT_BYTES", "-1"},
+                                    {"OURO_SHM_SLOTS", "3"}}) {
     run = launch(2, kDefault, {"--mode", "matrix", "--colls", "allreduce"}, 120, {{name, value}});
     for (const auto& res : run.ranks) {
       INFO(run.label << ": " << test::describe(res));

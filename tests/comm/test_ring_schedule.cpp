@@ -98,3 +98,32 @@ TEST_CASE("chunk and slice partitions cover every element once") {
     }
   }
 }
+
+// The collective driver's cut (issue #33): chunks in whole 16-byte units from the range's start,
+// every element once, chunk 0 the longest, and a channel's part of a shorter chunk never longer
+// than its part of chunk 0 (every rank walks chunk 0's slices).
+TEST_CASE("aligned chunks cover every element once, in whole units") {
+  for (size_t quantum : {size_t(1), size_t(2), size_t(4), size_t(8), size_t(16)})
+    for (int n = 1; n <= 9; n++)
+      for (size_t count : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(301), size_t(1000),
+                           size_t(65537)}) {
+        INFO("quantum=" << quantum << " n=" << n << " count=" << count);
+        size_t next = 0;
+        const ElementRange first = alignedChunkRange(count, n, 0, quantum);
+        for (int c = 0; c < n; c++) {
+          const ElementRange r = alignedChunkRange(count, n, c, quantum);
+          CHECK(r.offset == next);
+          if (r.count > 0 && r.offset + r.count < count) CHECK(r.count % quantum == 0);
+          if (r.count > 0) CHECK(r.offset % quantum == 0);  // empty chunks sit at the end
+          CHECK(r.count <= first.count);
+          for (int parts : {1, 2, 3, 4})
+            for (int p = 0; p < parts; p++)
+              CHECK(alignedChunkRange(r.count, parts, p, quantum).count <=
+                    alignedChunkRange(first.count, parts, p, quantum).count);
+          next += r.count;
+        }
+        CHECK(next == count);
+        if (quantum == 1)
+          for (int c = 0; c < n; c++) CHECK(alignedChunkRange(count, n, c, 1).count == chunkRange(count, n, c).count);
+      }
+}

@@ -1,6 +1,6 @@
 // One rank of the CUDA executor's multi-rank tests (started by tools/ouro-run; see meson.build).
 // Every collective on device buffers, on a stream from ouroStreamFromCuda, must equal bit for bit
-// the same call on host buffers (docs/API.md "Reproducible reductions": the result never depends on
+// the same call on host buffers (TEST_RANKS_PER_HOST: with ranks playing separate hosts) (docs/API.md "Reproducible reductions": the result never depends on
 // the executor); then send/recv around a ring, host calls on the same communicator, and last a
 // disagreement, reported by the kernels on every rank at the next synchronize. Exits 77 with one
 // line only when this machine has no GPU; a GPU it cannot use (a driver too old) fails.
@@ -54,7 +54,9 @@ ouroResult_t runCase(int kind, const float* in, float* out, size_t count, ouroRe
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --quick: fewer and smaller counts (under compute-sanitizer, tools/gpu-check-device.sh).
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
   // Skips only where there is no GPU (kernels/cuda/device_probe.hpp); a GPU it cannot use fails.
@@ -69,6 +71,13 @@ int main() {
       die(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(probe) + ": " + cudaGetErrorString(probe) + "; " +
           kc::probeAdvice(int(probe)));
   }
+  // TEST_RANKS_PER_HOST=L: ranks r / L play separate hosts (OURO_HOSTID), so the others are reached
+  // through the proxy over loopback TCP, staged through pinned host memory (docs/CUDA.md "Across
+  // hosts"): the real path of a multi-node job, on one machine.
+  const char* per_host = std::getenv("TEST_RANKS_PER_HOST");
+  const char* launcher_rank = std::getenv("OURO_RANK");
+  if (per_host && *per_host && launcher_rank)
+    setenv("OURO_HOSTID", ("gpu-rank-host-" + std::to_string(std::atoi(launcher_rank) / std::max(1, std::atoi(per_host)))).c_str(), 1);
   ouroComm_t comm = nullptr;
   ok(ouroCommInitFromEnv(&comm), nullptr, "ouroCommInitFromEnv");
   int n = 0, local = 0;
@@ -85,7 +94,9 @@ int main() {
 
   const Case cases[] = {{"allreduce", 0}, {"reducescatter", 1}, {"allgather", 2},
                         {"broadcast", 3}, {"reduce", 4},        {"alltoall", 5}};
-  const size_t counts[] = {0, 1, size_t(n) - 1 > 0 ? size_t(n) - 1 : 2, 1000, 333331, size_t(3) << 20};
+  const std::vector<size_t> counts =
+      quick ? std::vector<size_t>{1, 1000}
+            : std::vector<size_t>{0, 1, size_t(n) - 1 > 0 ? size_t(n) - 1 : 2, 1000, 333331, size_t(3) << 20};
   for (const Case& c : cases)
     for (size_t count : counts)
       for (ouroRedOp_t op : {ouroSum, ouroMax, ouroAvg}) {
@@ -164,7 +175,7 @@ int main() {
                                     " from ouroStreamSynchronize, expected ouroInvalidUsage");
     const std::string msg = ouroGetLastError(comm);
     if (msg.find("count=16") == std::string::npos || msg.find("count=32") == std::string::npos ||
-        msg.find("the ranks disagree on this call") == std::string::npos)
+        msg.find("ranks disagree on this call") == std::string::npos)
       die("the disagreement message names neither side: " + msg);
     ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy after a disagreement");
     ok(ouroCommAbort(comm), nullptr, "ouroCommAbort after a disagreement");

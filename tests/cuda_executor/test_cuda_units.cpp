@@ -66,11 +66,11 @@ TEST_CASE("arena layout: FIFOs disjoint, counters on their own lines, slots line
   for (int nranks = 1; nranks <= 16; nranks++)
     for (int nchannels : {1, 3, 8})
       for (uint32_t slot_bytes : {16u, 48u, 4096u, 131072u}) {
-        ArenaLayout l{nranks, nchannels, 3, slot_bytes};
+        ArenaLayout l{nranks, nchannels, 4, slot_bytes};
         INFO("nranks " << nranks << " channels " << nchannels << " slot bytes " << slot_bytes);
         REQUIRE_FALSE(layoutProblem(l, 16, 8).has_value());
         CHECK(l.fifoBytes() % kLineBytes == 0);
-        CHECK(l.fifoBytes() >= 4 * kLineBytes + size_t(3) * slot_bytes + size_t(3) * l.ll_slot_bytes);
+        CHECK(l.fifoBytes() >= 4 * kLineBytes + size_t(4) * slot_bytes + size_t(4) * l.ll_slot_bytes);
         CHECK(l.totalBytes() == size_t(nranks) * size_t(nchannels) * l.fifoBytes());
         std::set<size_t> starts;
         size_t last_end = 0;
@@ -153,6 +153,10 @@ TEST_CASE("arena layout: bad settings are named", "[cuda][layout]") {
   CHECK(contains(*layoutProblem(ArenaLayout{2, 0, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 9, 4, 4096}, 16, 8), "OURO_CUDA_CHANNELS=9"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1, 4096}, 16, 8), "OURO_CUDA_SLOTS=1"));
+  // Not a power of two: messages 2^32 - 1 and 2^32 would share a slot (kernels/common/fifo.hpp).
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 3, 4096}, 16, 8), "OURO_CUDA_SLOTS=3: give a power of two"));
+  CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 6, 4096}, 16, 8), "OURO_CUDA_SLOTS=6"));
+  CHECK_FALSE(layoutProblem(ArenaLayout{2, 1, 8, 4096}, 16, 8));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 100}, 16, 8), "OURO_CUDA_SLOT_BYTES=100"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 4, 0}, 16, 8), "OURO_CUDA_SLOT_BYTES=0"));
   CHECK(contains(*layoutProblem(ArenaLayout{2, 1, 1u << 20, 1u << 20}, 16, 8), "under 2 GiB"));
@@ -172,11 +176,30 @@ TEST_CASE("FIFO memory: device memory only when every peer's GPU reaches this on
   CHECK_FALSE(fifosInDeviceMemory(0, partial, false));
   CHECK(fifosInDeviceMemory(1, partial, false));
   CHECK(fifosInDeviceMemory(2, partial, false));
-  // Two ranks on one GPU: a device is not its own peer, so pinned host memory.
+  // Ranks on one GPU (issue #33): its own memory, a device-to-device copy away (it was pinned host
+  // memory, every byte crossing PCIe twice, since cudaDeviceCanAccessPeer says no for a device
+  // and itself).
   std::vector<DeviceIdentity> shared = {{"A", {}}, {"A", {}}};
-  CHECK_FALSE(fifosInDeviceMemory(0, shared, false));
-  CHECK_FALSE(fifosInDeviceMemory(1, shared, false));
+  CHECK(fifosInDeviceMemory(0, shared, false));
+  CHECK(fifosInDeviceMemory(1, shared, false));
+  CHECK_FALSE(fifosInDeviceMemory(0, shared, true));
+  // Two ranks on A and one on C, which cannot reach A: A's ranks go to host memory.
+  std::vector<DeviceIdentity> mixed = {{"A", {}}, {"A", {}}, {"C", {}}};
+  CHECK_FALSE(fifosInDeviceMemory(0, mixed, false));
   CHECK(fifosInDeviceMemory(0, {{"A", {}}}, false));  // one rank: nobody writes to it
+}
+
+// Ranks that are threads of one process reach each other's FIFOs by pointer: CUDA cannot open an
+// IPC handle its own process exported (it was tried, whatever the pid said); another GPU's
+// memory needs peer access first.
+TEST_CASE("FIFO access: IPC and shared memory between processes, pointers within one", "[cuda][placement]") {
+  CHECK(peerAccess(true, 10, 11, 0, 1) == PeerAccess::kIpcHandle);
+  CHECK(peerAccess(true, 10, 11, 0, 0) == PeerAccess::kIpcHandle);  // processes sharing a GPU
+  CHECK(peerAccess(false, 10, 11, 0, 1) == PeerAccess::kSharedMemory);
+  CHECK(peerAccess(true, 10, 10, 0, 0) == PeerAccess::kPointer);
+  CHECK(peerAccess(true, 10, 10, 0, 1) == PeerAccess::kPointerWithPeerAccess);
+  CHECK(peerAccess(false, 10, 10, 0, 1) == PeerAccess::kPointer);  // portable mapped host memory
+  CHECK(std::string(peerAccessName(PeerAccess::kPointerWithPeerAccess)) == "pointer with peer access (same process)");
 }
 
 TEST_CASE("device identity records round-trip and reject damage", "[cuda][placement]") {

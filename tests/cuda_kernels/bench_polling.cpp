@@ -200,11 +200,13 @@ struct World {
   World(int nranks, int nchannels) : n(nranks), nch(nchannels) {
     const size_t simple = 2 * kLine + size_t(kSlotCount) * kSlotBytes;
     const size_t ll = 2 * kLine + size_t(kSlotCount) * kLlSlotBytes;
-    const size_t bytes = size_t(nch) * n * (n - 1) * (simple + ll);
+    const size_t counters = size_t(nch) * n * sizeof(LocalCounters);  // each rank's own counts, zeroed
+    const size_t bytes = size_t(nch) * n * (n - 1) * (simple + ll) + counters;
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&arena), bytes));
     CHECK_CUDA(cudaMemset(arena, 0, bytes));
     std::vector<DeviceChannel> table(size_t(n) * nch);
-    std::byte* at = arena;
+    for (size_t i = 0; i < table.size(); i++) table[i].counters = reinterpret_cast<LocalCounters*>(arena) + i;
+    std::byte* at = arena + counters;
     auto fifo = [&](size_t fifo_bytes, uint32_t slot_bytes) {
       FifoView f;
       f.tail = reinterpret_cast<uint32_t*>(at);

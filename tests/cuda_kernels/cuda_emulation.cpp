@@ -60,6 +60,24 @@ thread_local bool t_yields = false;
 
 }  // namespace
 
+std::atomic<bool> g_counting{false};
+namespace {
+std::atomic<uint64_t> g_fences{0};
+std::atomic<uint64_t> g_accesses[17];  // by size in bytes, 1..16
+}  // namespace
+
+void setCounting(bool on) {
+  g_fences = 0;
+  for (auto& a : g_accesses) a = 0;
+  g_counting = on;
+}
+uint64_t systemFences() { return g_fences.load(); }
+uint64_t accessesOfSize(size_t bytes) { return bytes < 17 ? g_accesses[bytes].load() : 0; }
+void countFence() { g_fences.fetch_add(1, std::memory_order_relaxed); }
+void countAccess(size_t bytes) {
+  if (bytes < 17) g_accesses[bytes].fetch_add(1, std::memory_order_relaxed);
+}
+
 void setSeed(uint64_t seed) { g_seed = seed; }
 void setResidency(int sms, int blocks_per_sm) {
   {
@@ -116,8 +134,19 @@ struct Stream::State {
   std::deque<std::function<void()>> queue;
   uint64_t launched = 0, completed = 0;
   bool stopping = false;
+  std::unique_ptr<Graph> capture;  // non-null between beginCapture and endCapture
   std::thread worker;
 };
+
+Graph::~Graph() {
+  for (auto& f : on_destroy_) f();
+}
+
+void Graph::launch(Stream& stream) {
+  for (const auto& w : work_) stream.enqueue(w);
+}
+
+void Graph::retain(std::function<void()> on_destroy) { on_destroy_.push_back(std::move(on_destroy)); }
 
 Stream::Stream() : state_(new State) {
   State* st = state_;
@@ -150,6 +179,10 @@ Stream::~Stream() {
 
 void Stream::enqueue(std::function<void()> work) {
   std::lock_guard lock(state_->mu);
+  if (state_->capture) {
+    state_->capture->work_.push_back(std::move(work));
+    return;
+  }
   state_->queue.push_back(std::move(work));
   state_->launched++;
   state_->cv.notify_all();
@@ -163,6 +196,21 @@ void Stream::synchronize() {
 bool Stream::idle() {
   std::lock_guard lock(state_->mu);
   return state_->queue.empty();
+}
+
+void Stream::beginCapture() {
+  std::lock_guard lock(state_->mu);
+  state_->capture = std::make_unique<Graph>();
+}
+
+std::unique_ptr<Graph> Stream::endCapture() {
+  std::lock_guard lock(state_->mu);
+  return std::move(state_->capture);
+}
+
+Graph* Stream::capturing() {
+  std::lock_guard lock(state_->mu);
+  return state_->capture.get();
 }
 
 uint64_t Stream::launched() {

@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -42,7 +44,24 @@ extern thread_local dim3 gridDim;
 
 void __syncthreads();
 int __syncthreads_or(int predicate);
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+namespace ouro::cuda_emu {
+
+// What the kernels do, counted for tests that check a cost (off until setCounting(true)): system
+// fences, and typed accesses (loadUnit / storeUnit) by size in bytes.
+extern std::atomic<bool> g_counting;
+void setCounting(bool on);  // also resets the counts
+uint64_t systemFences();
+uint64_t accessesOfSize(size_t bytes);
+void countFence();
+void countAccess(size_t bytes);
+
+}  // namespace ouro::cuda_emu
+
+inline void __threadfence_system() {
+  if (ouro::cuda_emu::g_counting.load(std::memory_order_relaxed)) ouro::cuda_emu::countFence();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 namespace ouro::cuda_emu {
 
@@ -59,7 +78,32 @@ int threadsPerBlock(int preferred);
 void setResidency(int sms, int blocks_per_sm);
 int residentBlocks();
 
-// A CUDA stream: launches queued on it run in order, on a worker thread of its own.
+class Stream;
+
+// A CUDA graph made by stream capture (cudaStreamEndCapture): the work captured, each a copy taken
+// when it was enqueued (a kernel's arguments are baked in, as in a CUDA graph), replayed in order
+// by launch(), as often as wanted. retain() is cudaGraphRetainUserObject: the callbacks run when
+// the graph is destroyed (after its last replay has finished: destroy it once its streams are
+// synchronized, as CUDA asks).
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void launch(Stream& stream);  // cudaGraphLaunch: the captured work, queued on `stream`
+  void retain(std::function<void()> on_destroy);
+  size_t nodes() const { return work_.size(); }
+
+ private:
+  friend class Stream;
+  std::vector<std::function<void()>> work_;
+  std::vector<std::function<void()>> on_destroy_;
+};
+
+// A CUDA stream: launches queued on it run in order, on a worker thread of its own. Between
+// beginCapture() and endCapture() (cudaStreamBeginCapture/EndCapture) nothing runs: what is
+// enqueued goes into the graph being captured.
 class Stream {
  public:
   Stream();
@@ -69,9 +113,13 @@ class Stream {
 
   void synchronize();            // cudaStreamSynchronize
   bool idle();                   // cudaStreamQuery == cudaSuccess
-  uint64_t launched();           // launches queued so far
+  uint64_t launched();           // launches queued so far (captured ones excluded)
   uint64_t completed();          // launches that have finished
   void enqueue(std::function<void()> work);
+  void beginCapture();
+  std::unique_ptr<Graph> endCapture();
+  // The graph being captured (cudaStreamGetCaptureInfo's graph), or null when not capturing.
+  Graph* capturing();
 
  private:
   struct State;
@@ -99,6 +147,7 @@ inline uint32_t loadAcquire(const uint32_t* p) {
 inline uint32_t loadRelaxed(const uint32_t* p) {
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 }
+inline void storeRelaxed(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed); }
 inline void storeRelease(uint32_t* p, uint32_t v) {
   maybeYield();
   std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
@@ -132,6 +181,7 @@ uint64_t clockNs();
 void trapMisaligned(const void* p, size_t bytes);
 inline void requireAligned(const void* p, size_t bytes) {
   if (uintptr_t(p) % bytes != 0) trapMisaligned(p, bytes);
+  if (g_counting.load(std::memory_order_relaxed)) countAccess(bytes);
 }
 
 }  // namespace ouro::cuda_emu

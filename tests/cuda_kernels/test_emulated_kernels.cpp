@@ -5,6 +5,7 @@
 // an abort while waiting.
 #include <catch2/catch.hpp>
 
+#include <iterator>
 #include <vector>
 
 #include "expected.hpp"
@@ -67,19 +68,20 @@ TEST_CASE("emulated kernels: every collective x dtype x op matches the host redu
 }
 
 // World shapes: 2..8 ranks x 1..4 channels, for every collective, on a few dtype/op pairs that
-// cover the widths (1, 2, 4, 8 bytes) and the Avg and fp16 rounding paths.
+// cover the widths (1, 2, 4, 8 bytes) and the Avg, fp16 and fp8 rounding paths.
 TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
   struct Pair {
     DataType dtype;
     RedOp op;
   };
   const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
-                        {DataType::kInt8, RedOp::kProd},   {DataType::kFloat64, RedOp::kMax}};
+                        {DataType::kInt8, RedOp::kProd},   {DataType::kFloat64, RedOp::kMax},
+                        {DataType::kFloat8e4m3, RedOp::kSum}};
   uint64_t seed = 1000;
   for (int nranks = 2; nranks <= 8; nranks++)
     for (int nchannels = 1; nchannels <= 4; nchannels++)
       for (CollKind kind : kAllCollectives) {
-        const Pair& pair = pairs[size_t(seed) % 4];
+        const Pair& pair = pairs[size_t(seed) % std::size(pairs)];
         Case c;
         c.kind = kind;
         c.dtype = pair.dtype;

@@ -62,6 +62,8 @@ std::string runOnGpu(const Case& c, int odd_rank = -1) {
     return f;
   };
   std::vector<DeviceChannel> channels(size_t(n * c.nchannels));
+  for (DeviceChannel& ch : channels)  // each rank's own counts of each channel, zeroed
+    ch.counters = static_cast<LocalCounters*>(deviceAlloc(owned, sizeof(LocalCounters)));
   for (int ch = 0; ch < c.nchannels; ch++)
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
@@ -180,7 +182,8 @@ int main() {
   };
   const Pair pairs[] = {{DataType::kFloat32, RedOp::kSum}, {DataType::kFloat16, RedOp::kAvg},
                         {DataType::kInt8, RedOp::kProd},   {DataType::kBfloat16, RedOp::kMax},
-                        {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum}};
+                        {DataType::kFloat64, RedOp::kMin}, {DataType::kUint64, RedOp::kSum},
+                        {DataType::kFloat8e4m3, RedOp::kSum}, {DataType::kFloat8e5m2, RedOp::kAvg}};
   const CollKind kinds[] = {CollKind::kAllReduce, CollKind::kReduceScatter,
                                     CollKind::kAllGather, CollKind::kBroadcast,
                                     CollKind::kReduce,    CollKind::kAllToAll};

@@ -39,3 +39,23 @@ libdir=$(dirname "$(find "$tmp/root" -name 'libouro.so' | head -1)")
 # The installed .pc names the real prefix; point it at where DESTDIR put the files.
 prefix=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=prefix ouro)
 compile_and_run installed "$(dirname "$pc")" "--define-variable=prefix=$tmp/root$prefix" "$libdir"
+
+# ouro's libnccl.so.2 as installed: in a folder of its own (so it replaces NVIDIA's NCCL only for
+# processes pointed at it), finding libouro next door through its $ORIGIN RPATH, and usable by a
+# program built against the installed nccl.h (without the LD_LIBRARY_PATH meson gives tests, which
+# names the build tree).
+nccl_lib=$(find "$tmp/root" -path '*/ouro-nccl/libnccl.so.2' | head -1)
+nccl_h=$(find "$tmp/root" -path '*/include/ouro-nccl/nccl.h' | head -1)
+[[ -n $nccl_lib && -n $nccl_h ]] || { echo "FAIL: libnccl.so.2 or ouro-nccl/nccl.h was not installed"; exit 1; }
+[[ $(readelf -d "$nccl_lib" | grep -c 'Library soname: \[libnccl.so.2\]') == 1 ]] ||
+  { echo "FAIL: the installed libnccl.so.2 has another SONAME"; readelf -d "$nccl_lib"; exit 1; }
+if ldd "$nccl_lib" | grep -q 'libouro.so.0 => not found'; then
+  echo "FAIL: the installed libnccl.so.2 does not find libouro.so.0 next to it"; ldd "$nccl_lib"; exit 1
+fi
+g++ -std=c++20 "${sanitize[@]}" -I"$(dirname "$nccl_h")" -I"$src" "$src/tests/nccl/nccl_api_rank.cpp" \
+  -L"$(dirname "$nccl_lib")" -l:libnccl.so.2 -Wl,-rpath,"$(dirname "$nccl_lib")" -o "$tmp/nccl-consumer"
+env -u LD_LIBRARY_PATH "$tmp/nccl-consumer" --dir "$tmp" --part initall > "$tmp/out-nccl" 2>&1 ||
+  { echo "FAIL: a program on the installed libnccl.so.2:"; cat "$tmp/out-nccl"; exit 1; }
+grep -q "libnccl: $(dirname "$nccl_lib")" "$tmp/out-nccl" ||
+  { echo "FAIL: the program did not load the installed libnccl.so.2:"; cat "$tmp/out-nccl"; exit 1; }
+echo "ok: built and ran a program on the installed libnccl.so.2 ($nccl_lib)"

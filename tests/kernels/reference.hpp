@@ -1,7 +1,8 @@
 // A plain reference for the kernels' tests, written independently of kernels/: elements are raw
 // bit patterns (uint64_t) of any dtype; floats are decoded to double by formula and rounded back
-// to fp16/bf16 by searching the table of every representable value for the nearest one (ties to
-// the even bit pattern), integers are computed in 128 bits and wrapped by masking.
+// to fp16/bf16/fp8 by searching the table of every representable value for the nearest one (ties
+// to the even bit pattern; fp8 saturating at its largest finite value), integers are computed in
+// 128 bits and wrapped by masking.
 #pragma once
 
 #include <algorithm>
@@ -26,13 +27,17 @@ inline std::string hex(uint64_t v) {
 
 constexpr DataType kAllDataTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
                                       DataType::kInt64,   DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
-                                      DataType::kFloat64, DataType::kBfloat16};
+                                      DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3,
+                                      DataType::kFloat8e5m2};
 constexpr RedOp kAllRedOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
 
 inline bool isSigned(DataType t) {
   return t == DataType::kInt8 || t == DataType::kInt32 || t == DataType::kInt64;
 }
 inline bool isHalfWidth(DataType t) { return t == DataType::kFloat16 || t == DataType::kBfloat16; }
+inline bool isFloat8(DataType t) { return t == DataType::kFloat8e4m3 || t == DataType::kFloat8e5m2; }
+// The float types narrower than fp32, combined in fp32 and rounded back after every step.
+inline bool isNarrowFloat(DataType t) { return isHalfWidth(t) || isFloat8(t); }
 inline int bitWidth(DataType t) { return int(dataTypeSize(t)) * 8; }
 inline uint64_t widthMask(DataType t) { return bitWidth(t) == 64 ? ~0ull : (1ull << bitWidth(t)) - 1; }
 
@@ -90,12 +95,73 @@ inline uint16_t encodeHalfNearest(const HalfFormat& f, double x) {
   return uint16_t(sign | pick);  // pick == infBits() means the value rounded up to infinity
 }
 
+// ---- 8-bit float formats (OCP FP8), by formula ----------------------------------------------------
+
+struct Fp8Format {
+  int mantissa_bits;  // 3 for E4M3, 2 for E5M2
+  int exponent_bits;  // 4, 5
+  bool ieee;          // E5M2: the top exponent holds infinities and NaNs. E4M3 ("fn"): values, but 0x7f
+  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  uint8_t largestFinite() const { return ieee ? 0x7b : 0x7e; }
+  uint8_t canonicalNaN() const { return ieee ? 0x7e : 0x7f; }
+  bool isNaN(uint8_t bits) const { return ieee ? (bits & 0x7f) > 0x7c : (bits & 0x7f) == 0x7f; }
+};
+constexpr Fp8Format kE4m3{3, 4, false};
+constexpr Fp8Format kE5m2{2, 5, true};
+inline const Fp8Format& fp8Format(DataType t) { return t == DataType::kFloat8e4m3 ? kE4m3 : kE5m2; }
+inline int narrowMantissaBits(DataType t) { return isFloat8(t) ? fp8Format(t).mantissa_bits : halfFormat(t).mantissa_bits; }
+
+inline double decodeFp8(const Fp8Format& f, uint8_t bits) {
+  const bool negative = bits & 0x80;
+  const int exponent = (bits >> f.mantissa_bits) & ((1 << f.exponent_bits) - 1);
+  const int mantissa = bits & ((1 << f.mantissa_bits) - 1);
+  double magnitude;
+  if (f.isNaN(bits))
+    magnitude = std::nan("");
+  else if (f.ieee && exponent == (1 << f.exponent_bits) - 1)
+    magnitude = INFINITY;
+  else if (exponent == 0)
+    magnitude = std::ldexp(double(mantissa), 1 - f.bias() - f.mantissa_bits);
+  else
+    magnitude = std::ldexp(double(mantissa + (1 << f.mantissa_bits)), exponent - f.bias() - f.mantissa_bits);
+  return negative ? -magnitude : magnitude;
+}
+
+// Every non-negative finite value, in bit order (which is value order).
+inline const std::vector<double>& fp8ValueTable(const Fp8Format& f) {
+  static std::vector<double> tables[2];
+  std::vector<double>& table = tables[f.ieee ? 1 : 0];
+  if (table.empty())
+    for (uint32_t b = 0; b <= f.largestFinite(); b++) table.push_back(decodeFp8(f, uint8_t(b)));
+  return table;
+}
+
+// Round to the nearest representable value, ties to the even bit pattern; a magnitude at or past
+// the largest finite value saturates to it (an E4M3 infinity too); E5M2 keeps infinities; NaN ->
+// the canonical NaN.
+inline uint8_t encodeFp8Nearest(const Fp8Format& f, double x) {
+  if (std::isnan(x)) return f.canonicalNaN();
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double magnitude = std::fabs(x);
+  if (std::isinf(x) && f.ieee) return uint8_t(sign | 0x7c);
+  const std::vector<double>& table = fp8ValueTable(f);
+  if (magnitude >= table.back()) return uint8_t(sign | f.largestFinite());
+  const size_t hi = size_t(std::lower_bound(table.begin(), table.end(), magnitude) - table.begin());
+  if (table[hi] == magnitude || hi == 0) return uint8_t(sign | hi);
+  const size_t lo = hi - 1;
+  const double below = magnitude - table[lo], above = table[hi] - magnitude;
+  const size_t pick = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
+  return uint8_t(sign | pick);
+}
+
 // ---- element bits <-> values ---------------------------------------------------------------------
 
 inline double decodeFloat(DataType t, uint64_t bits) {
   switch (t) {
     case DataType::kFloat16:
     case DataType::kBfloat16: return decodeHalf(halfFormat(t), uint16_t(bits));
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: return decodeFp8(fp8Format(t), uint8_t(bits));
     case DataType::kFloat32: {
       float f;
       uint32_t b = uint32_t(bits);
@@ -114,17 +180,21 @@ inline uint64_t canonicalNaNBits(DataType t) {
   switch (t) {
     case DataType::kFloat16: return kFp16.canonicalNaN();
     case DataType::kBfloat16: return kBf16.canonicalNaN();
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: return fp8Format(t).canonicalNaN();
     case DataType::kFloat32: return 0x7fc00000u;
     default: return 0x7ff8000000000000ull;
   }
 }
 
-// x is already representable in t, or (fp16/bf16) an fp32 value to round once.
+// x is already representable in t, or (fp16/bf16/fp8) an fp32 value to round once.
 inline uint64_t encodeFloat(DataType t, double x) {
   if (std::isnan(x)) return canonicalNaNBits(t);
   switch (t) {
     case DataType::kFloat16:
     case DataType::kBfloat16: return encodeHalfNearest(halfFormat(t), x);
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: return encodeFp8Nearest(fp8Format(t), x);
     case DataType::kFloat32: {
       float f = float(x);
       uint32_t b;
@@ -150,7 +220,7 @@ inline uint64_t wrapInt(DataType t, __int128 v) { return uint64_t((unsigned __in
 
 // ---- the ops -------------------------------------------------------------------------------------
 
-// Rounds to the type the combine happens in: fp32 for fp16/bf16/fp32 (a double result of one
+// Rounds to the type the combine happens in: fp32 for fp16/bf16/fp8/fp32 (a double result of one
 // +, * of two fp32 values rounded to fp32 is the correctly rounded fp32 result), fp64 for fp64.
 inline double roundToCompute(DataType t, double x) { return t == DataType::kFloat64 ? x : double(float(x)); }
 
@@ -194,7 +264,7 @@ inline __int128 refCombineInt(RedOp op, __int128 a, __int128 b) {
 inline uint64_t refReduce(DataType t, RedOp op, const uint64_t* values, size_t n) {
   if (n == 1) return values[0];  // one source: copied bit for bit
   if (isFloatingType(t)) {
-    // Left fold in source order, rounded to the dtype after every step (fp16/bf16 included): the
+    // Left fold in source order, rounded to the dtype after every step (fp16/bf16/fp8 included): the
     // one reduction order of the collectives.
     double acc = decodeFloat(t, values[0]);
     for (size_t i = 1; i < n; i++)
@@ -212,7 +282,7 @@ inline uint64_t refReduceTwo(DataType t, RedOp op, uint64_t a, uint64_t b) {
 }
 
 // Avg's last step: integer division truncating toward zero; floats divide in fp32 (fp16, bf16,
-// fp32) or fp64 and round once.
+// fp8, fp32) or fp64 and round once.
 inline uint64_t refFinishAvg(DataType t, uint64_t bits, int nranks) {
   if (isFloatingType(t)) return encodeFloat(t, roundToCompute(t, decodeFloat(t, bits) / nranks));
   const __int128 v = decodeInt(t, bits);
@@ -232,6 +302,11 @@ inline std::vector<uint64_t> specialValues(DataType t) {
     case DataType::kBfloat16:
       return {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0x7fa5, 0xffc1, 0x0001, 0x8001, 0x007f,
               0x0080, 0x7f7f, 0xff7f, 0x3f80, 0xbf80, 0x3f81};
+    case DataType::kFloat8e4m3:  // no infinities: 0x7f/0xff are its NaNs, 0x7e/0xfe +-448
+      return {0x00, 0x80, 0x7f, 0xff, 0x7e, 0xfe, 0x7d, 0x01, 0x81, 0x07, 0x08, 0x38, 0xb8, 0x39, 0x78};
+    case DataType::kFloat8e5m2:
+      return {0x00, 0x80, 0x7c, 0xfc, 0x7e, 0xfe, 0x7d, 0x7f, 0xff, 0x01, 0x81, 0x03, 0x04, 0x7b, 0xfb, 0x3c,
+              0xbc, 0x3d};
     case DataType::kFloat32:
       return {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x7fa5a5a5,
               0xffc12345, 0x00000001, 0x80000001, 0x007fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x3f800000,
@@ -268,6 +343,7 @@ inline std::vector<uint64_t> randomElements(DataType t, size_t count, std::mt199
   const std::vector<uint64_t> specials = specialValues(t);
   std::vector<uint64_t> out(count);
   std::uniform_real_distribution<double> moderate(-300.0, 300.0);
+  std::uniform_real_distribution<double> small(-24.0, 24.0);  // fp8: sums mostly in range, some products not
   for (size_t i = 0; i < count; i++) {
     const uint64_t raw = rng() & widthMask(t);
     const unsigned kind = unsigned(rng() % 16);
@@ -277,6 +353,8 @@ inline std::vector<uint64_t> randomElements(DataType t, size_t count, std::mt199
       out[i] = raw;
     else if (t == DataType::kFloat32 || t == DataType::kFloat64)
       out[i] = encodeFloat(t, roundToCompute(t, moderate(rng)));
+    else if (isFloat8(t))  // a random representable value, rounded from a small one
+      out[i] = encodeFloat(t, small(rng));
     else  // fp16 / bf16: a random representable value of moderate size
       out[i] = encodeFloat(t, moderate(rng));
   }

@@ -47,8 +47,11 @@ struct Stopped {};  // a thread leaving because the case already failed
 // Every link of every channel: fifo(c, from, to) carries from -> to on channel c.
 class World {
  public:
-  World(int n, int nchannels, uint32_t slots) : n_(n), links_(size_t(nchannels * n * n)) {
+  // `start`: every counter's first value (test only: the 32-bit wrap without 2^32 messages).
+  World(int n, int nchannels, uint32_t slots, uint32_t start = 0) : n_(n), links_(size_t(nchannels * n * n)) {
     for (Link& l : links_) {
+      l.tail.value = start;
+      l.head.value = start;
       l.storage.resize(size_t(slots) * (kHeaderBytes + kSlotBytes));
       l.view.tail = &l.tail.value;
       l.view.head = &l.head.value;
@@ -221,6 +224,7 @@ struct Case {
   int root = 0;
   std::vector<int> ring;  // ring order for the all-gather ring and broadcast chain; empty: rank order
   int lookahead = 0;      // DriverCall::lookahead (needs 2 slots)
+  uint32_t counter_start = 0;  // every FIFO counter's first value (the batch's first case decides)
 
   std::string text() const {
     std::string order;
@@ -229,7 +233,8 @@ struct Case {
            " slots " + std::to_string(slots) + " " + dataTypeName(t) + (reduces(kind) ? std::string(" ") + redOpName(op) : "") +
            " count " + std::to_string(count) + (in_place ? " in place" : " out of place") +
            (kind == Kind::kBroadcast || kind == Kind::kReduce ? " root " + std::to_string(root) : "") + order +
-           (lookahead ? " lookahead " + std::to_string(lookahead) : "");
+           (lookahead ? " lookahead " + std::to_string(lookahead) : "") +
+           (counter_start ? " counters from " + std::to_string(counter_start) : "");
   }
 };
 
@@ -244,16 +249,16 @@ std::vector<size_t> countsFor(Kind kind, int n, int nchannels, uint32_t slots, D
 }
 
 // Inputs for reductions: the reference's random elements (specials, NaN payloads, raw bits,
-// moderate values whose sums round), and for fp16/bf16 every fourth element a column where the
+// moderate values whose sums round), and for fp16/bf16/fp8 every fourth element a column where the
 // rounding points show: one rank holds 1 and the others half an ulp of 1 each, so every step's
 // sum is a tie (rounded to even: back to 1) while one rounding at the end, or a fold that adds
 // the halves first, gives more than 1.
 std::vector<std::vector<uint64_t>> reductionInputs(DataType t, int n, size_t elems, std::mt19937_64& rng) {
   std::vector<std::vector<uint64_t>> in;
   for (int r = 0; r < n; r++) in.push_back(test::randomElements(t, elems, rng));
-  if (test::isHalfWidth(t)) {
+  if (test::isNarrowFloat(t)) {
     const uint64_t one = test::encodeFloat(t, 1.0);
-    const uint64_t half_ulp = test::encodeFloat(t, std::ldexp(1.0, -(test::halfFormat(t).mantissa_bits + 1)));
+    const uint64_t half_ulp = test::encodeFloat(t, std::ldexp(1.0, -(test::narrowMantissaBits(t) + 1)));
     for (size_t i = 0; i < elems; i += 4)
       for (int r = 0; r < n; r++) in[size_t(r)][i] = r == int(i / 4 % size_t(n)) ? one : half_ulp;
   }
@@ -366,7 +371,7 @@ std::string runBatch(const std::vector<Case>& cases, std::mt19937_64& rng) {
     prepared[k].c = cases[k];
     prepare(prepared[k], rng);
   }
-  World world(shape.n, shape.nchannels, shape.slots);
+  World world(shape.n, shape.nchannels, shape.slots, shape.counter_start);
   std::vector<std::thread> threads;
   for (int r = 0; r < shape.n; r++)
     for (int ch = 0; ch < shape.nchannels; ch++)
@@ -423,9 +428,9 @@ std::vector<Case> matrix(Case c, const std::vector<DataType>& types, const std::
   return cases;
 }
 
-TEST_CASE("the fp16/bf16 inputs make the rounding points and the fold order visible", "[driver]") {
+TEST_CASE("the fp16/bf16/fp8 inputs make the rounding points and the fold order visible", "[driver]") {
   std::mt19937_64 rng(11);
-  for (DataType t : {DataType::kFloat16, DataType::kBfloat16})
+  for (DataType t : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2})
     for (int n = 3; n <= 8; n++) {
       const auto in = reductionInputs(t, n, 400, rng);
       size_t once_differs = 0, order_differs = 0;
@@ -502,6 +507,34 @@ TEST_CASE("the driver gives the canonical result for n = 2..8 ranks x 1..4 chann
           const std::string mismatch = runBatch(batch, rng);
           if (!mismatch.empty()) FAIL_CHECK(mismatch);
         }
+  INFO(cases << " cases");
+  CHECK(cases > 0);
+}
+
+// The host path's FIFO protocol across the counters' wrap (issue #33): every counter starts just
+// below 2^32 and each batch sends several times 2^0..2^2 slots' worth of messages per link, so
+// every FIFO wraps inside it. The slot counts are powers of two, as the settings require
+// (kernels/common/fifo.hpp: with 3 slots messages 2^32 - 1 and 2^32 would share a slot).
+TEST_CASE("the driver gives the canonical result across the 32-bit counters' wrap", "[driver][wrap]") {
+  std::mt19937_64 rng(3);
+  size_t cases = 0, index = 0;
+  for (int n : {2, 3, 5})
+    for (uint32_t slots : {1u, 2u, 4u})
+      for (Kind kind : kAllKinds) {
+        Case c;
+        c.kind = kind;
+        c.n = n;
+        c.nchannels = 1 + int(index % 2);
+        c.slots = slots;
+        c.root = int(index % size_t(n));
+        c.lookahead = slots >= 2 && index % 2 == 0 ? 1 : 0;
+        c.counter_start = 0xffffffffu - uint32_t(index % 7);
+        const RedOp op = kAllRedOps[index++ % 5];
+        const std::vector<Case> batch = matrix(c, {DataType::kBfloat16, DataType::kInt32}, {op});
+        cases += batch.size();
+        const std::string mismatch = runBatch(batch, rng);
+        if (!mismatch.empty()) FAIL_CHECK(mismatch);
+      }
   INFO(cases << " cases");
   CHECK(cases > 0);
 }

@@ -125,6 +125,7 @@ struct FloatBits {
 constexpr FloatBits kFloatBits[] = {
     {DataType::kFloat16, 0x0000, 0x8000, 0x3c00, 0x4000, 0x7c00, 0xfc00, 0x7e00, 0xfe3f, 0x7c01},
     {DataType::kBfloat16, 0x0000, 0x8000, 0x3f80, 0x4000, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81},
+    {DataType::kFloat8e5m2, 0x00, 0x80, 0x3c, 0x40, 0x7c, 0xfc, 0x7e, 0xff, 0x7d},  // E4M3: below
     {DataType::kFloat32, 0x0, 0x80000000, 0x3f800000, 0x40000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc12345,
      0x7f800001},
     {DataType::kFloat64, 0x0, 0x8000000000000000, 0x3ff0000000000000, 0x4000000000000000, 0x7ff0000000000000,
@@ -190,6 +191,47 @@ TEST_CASE("fp16 and bf16 sums and products are rounded once to nearest, ties to 
   checkBoth(DataType::kBfloat16, RedOp::kSum, 0x4381 /*258*/, 0x3f80 /*1*/, 0x4382);       // 259: tie -> 260
   checkBoth(DataType::kBfloat16, RedOp::kSum, 0x7f7f /*max*/, 0x7f7f, 0x7f80);             // overflow -> inf
   checkBoth(DataType::kBfloat16, RedOp::kSum, 0x0001, 0x8001, 0x0000);                     // x + -x = +0
+}
+
+TEST_CASE("fp8 sums and products are rounded once to nearest, ties to even, and saturate", "[reduce][rounding]") {
+  const DataType e4m3 = DataType::kFloat8e4m3, e5m2 = DataType::kFloat8e5m2;
+  // E4M3: the spacing between 16 and 32 is 2.
+  checkBoth(e4m3, RedOp::kSum, 0x58 /*16*/, 0x38 /*1*/, 0x58);          // 17: tie -> 16
+  checkBoth(e4m3, RedOp::kSum, 0x59 /*18*/, 0x38 /*1*/, 0x5a);          // 19: tie -> 20
+  checkBoth(e4m3, RedOp::kSum, 0x59 /*18*/, 0x3c /*1.5*/, 0x5a);        // 19.5 -> 20
+  checkBoth(e4m3, RedOp::kSum, 0x7e /*448*/, 0x7e, 0x7e);               // 896: saturates at 448
+  checkBoth(e4m3, RedOp::kSum, 0xfe /*-448*/, 0xd0 /*-8*/, 0xfe);       // -456: saturates at -448
+  checkBoth(e4m3, RedOp::kSum, 0x7d /*416*/, 0x38 /*1*/, 0x7d);         // 417 -> 416
+  checkBoth(e4m3, RedOp::kProd, 0x7e /*448*/, 0xc0 /*-2*/, 0xfe);       // -896 -> -448, never NaN
+  checkBoth(e4m3, RedOp::kAvg, 0x7e /*448*/, 0x7e, 0x7e);               // the sum saturates before Avg divides
+  checkBoth(e4m3, RedOp::kProd, 0x01 /*2^-9*/, 0x30 /*0.5*/, 0x00);     // 2^-10: tie -> 0
+  checkBoth(e4m3, RedOp::kProd, 0x03 /*3*2^-9*/, 0x30 /*0.5*/, 0x02);   // 1.5 units: tie -> 2
+  checkBoth(e4m3, RedOp::kSum, 0x01, 0x81, 0x00);                       // x + -x = +0
+  checkBoth(e4m3, RedOp::kMax, 0x7e, 0xfe, 0x7e);
+  checkBoth(e4m3, RedOp::kMin, 0x7e, 0xfe, 0xfe);
+  // E5M2: the spacing between 8 and 16 is 2.
+  checkBoth(e5m2, RedOp::kSum, 0x48 /*8*/, 0x3c /*1*/, 0x48);           // 9: tie -> 8
+  checkBoth(e5m2, RedOp::kSum, 0x49 /*10*/, 0x3c /*1*/, 0x4a);          // 11: tie -> 12
+  checkBoth(e5m2, RedOp::kSum, 0x7b /*57344*/, 0x6c /*4096*/, 0x7b);    // 61440: IEEE's inf, saturated
+  checkBoth(e5m2, RedOp::kSum, 0xfb, 0xfb, 0xfb);                       // -114688 -> -57344
+  checkBoth(e5m2, RedOp::kProd, 0x7b, 0x7b, 0x7b);
+  checkBoth(e5m2, RedOp::kSum, 0x7b, 0x7c /*inf*/, 0x7c);               // an infinite input stays infinite
+}
+
+// E4M3 has no infinity, so kFloatBits cannot describe it: its NaN rules here. 0x7f and 0xff are
+// its only NaNs; 0x7f is canonical.
+TEST_CASE("E4M3: every NaN a reduction makes is 0x7f", "[reduce][nan]") {
+  const DataType e4m3 = DataType::kFloat8e4m3;
+  for (uint64_t nan : {0x7fu, 0xffu})
+    for (uint64_t other : {0x00u, 0x80u, 0x38u, 0x7eu, 0xfeu, 0x01u, 0x7fu, 0xffu})
+      for (RedOp op : kAllRedOps) {
+        checkBoth(e4m3, op, nan, other, 0x7f);
+        checkBoth(e4m3, op, other, nan, 0x7f);
+      }
+  checkBoth(e4m3, RedOp::kMax, 0x00, 0x80, 0x00);
+  checkBoth(e4m3, RedOp::kMin, 0x00, 0x80, 0x80);
+  checkBoth(e4m3, RedOp::kSum, 0x80, 0x80, 0x80);
+  checkBoth(e4m3, RedOp::kProd, 0x80, 0x38, 0x80);
 }
 
 TEST_CASE("integer sum and prod wrap modulo 2^bits; max and min respect signedness", "[reduce][integers]") {

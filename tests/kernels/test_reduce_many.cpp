@@ -1,6 +1,6 @@
-// reduceMany (n sources folded in order 0..n-1, rounded to the dtype after every step, fp16/bf16
+// reduceMany (n sources folded in order 0..n-1, rounded to the dtype after every step, fp16/bf16/fp8
 // too; dst may be any source) and finishAvg (integers truncate toward zero, floats divide in their own precision,
-// fp16/bf16 in fp32 with one rounding) against the reference of reference.hpp.
+// fp16/bf16/fp8 in fp32 with one rounding) against the reference of reference.hpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -117,7 +117,7 @@ TEST_CASE("reduceMany accepts dst equal to any one of its sources", "[reduce_man
           }
 }
 
-// Elements of the 16-bit and fp32 types given as bit patterns.
+// Elements of the 8-bit, 16-bit and fp32 types given as bit patterns.
 template <typename Bits>
 Bits reduceColumn(DataType t, RedOp op, std::vector<Bits> column) {
   std::vector<const void*> srcs;
@@ -127,7 +127,7 @@ Bits reduceColumn(DataType t, RedOp op, std::vector<Bits> column) {
   return out;
 }
 
-TEST_CASE("reduceMany sums in source order and rounds fp16/bf16 after every step", "[reduce_many]") {
+TEST_CASE("reduceMany sums in source order and rounds fp16/bf16/fp8 after every step", "[reduce_many]") {
   // fp32: 2^24 + 1 + 1 in order stays 2^24 (each +1 is a tie to even); another order would not.
   CHECK(reduceColumn<uint32_t>(DataType::kFloat32, RedOp::kSum, {0x4b800000, 0x3f800000, 0x3f800000}) == 0x4b800000);
   CHECK(reduceColumn<uint32_t>(DataType::kFloat32, RedOp::kSum, {0x3f800000, 0x3f800000, 0x4b800000}) == 0x4b800001);
@@ -138,6 +138,15 @@ TEST_CASE("reduceMany sums in source order and rounds fp16/bf16 after every step
   // bf16: 1 + 2^-8 + 2^-8 is 1 in order (each step a tie to even), 1 + 2^-7 the other way round.
   CHECK(reduceColumn<uint16_t>(DataType::kBfloat16, RedOp::kSum, {0x3f80, 0x3b80, 0x3b80}) == 0x3f80);
   CHECK(reduceColumn<uint16_t>(DataType::kBfloat16, RedOp::kSum, {0x3b80, 0x3b80, 0x3f80}) == 0x3f81);
+  // E4M3: 16 + 1 + 1 is 16 in order (each step a tie to even), 18 the other way round; E5M2 the same
+  // with 8 + 1 + 1.
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e4m3, RedOp::kSum, {0x58, 0x38, 0x38}) == 0x58);
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e4m3, RedOp::kSum, {0x38, 0x38, 0x58}) == 0x59);
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e5m2, RedOp::kSum, {0x48, 0x3c, 0x3c}) == 0x48);
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e5m2, RedOp::kSum, {0x3c, 0x3c, 0x48}) == 0x49);
+  // fp8 partial sums past the largest value saturate at that step: 448 + 448 - 448 is 0 in order.
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e4m3, RedOp::kSum, {0x7e, 0x7e, 0xfe}) == 0x00);
+  CHECK(reduceColumn<uint8_t>(DataType::kFloat8e4m3, RedOp::kSum, {0x7e, 0xfe, 0x7e}) == 0x7e);
   // fp16 partial sums that leave fp16's range become infinity at that step, and stay there.
   CHECK(reduceColumn<uint16_t>(DataType::kFloat16, RedOp::kSum, {0x7bff, 0x7bff, 0xfbff}) == 0x7c00);
   // NaN in any position is the canonical NaN, also for max/min.
@@ -192,8 +201,12 @@ TEST_CASE("finishAvg truncates integer averages toward zero, negative sums inclu
   CHECK(finishOne<int8_t>(DataType::kInt8, sum, 2) == -28);
 }
 
-TEST_CASE("finishAvg divides fp32/fp64 in their own precision and fp16/bf16 in fp32 with one rounding",
+TEST_CASE("finishAvg divides fp32/fp64 in their own precision and fp16/bf16/fp8 in fp32 with one rounding",
           "[finish_avg]") {
+  CHECK(finishOne<uint8_t>(DataType::kFloat8e4m3, 0x38, 3) == 0x2b);    // 1/3 in E4M3: 0.34375
+  CHECK(finishOne<uint8_t>(DataType::kFloat8e5m2, 0x3c, 3) == 0x35);    // 1/3 in E5M2: 0.3125
+  CHECK(finishOne<uint8_t>(DataType::kFloat8e4m3, 0xff, 3) == 0x7f);    // -NaN -> the canonical NaN
+  CHECK(finishOne<uint8_t>(DataType::kFloat8e5m2, 0xfc, 2) == 0xfc);    // -inf stays -inf
   CHECK(finishOne<float>(DataType::kFloat32, 1.0f, 3) == 1.0f / 3.0f);
   CHECK(finishOne<double>(DataType::kFloat64, 1.0, 3) == 1.0 / 3.0);
   CHECK(finishOne<uint16_t>(DataType::kFloat16, 0x3c00, 3) == 0x3555);   // 1/3 in fp16

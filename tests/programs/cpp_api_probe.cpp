@@ -23,6 +23,16 @@ int main() {
   comm.allReduce(std::span<int32_t>(v));
   for (int32_t x : v) EXPECT(x == n * (n + 1) / 2);
 
+  // fp8 spans: ouro::float8e4m3 names ouroFloat8e4m3. Every rank adds E4M3 1.0 (0x38): n in E4M3
+  // is exact up to 16 (1, 2, 3: 0x38, 0x40, 0x44); E5M2 max takes the largest.
+  std::vector<ouro::float8e4m3> f8(5, ouro::float8e4m3{0x38});
+  comm.allReduce(std::span<ouro::float8e4m3>(f8));
+  const uint8_t e4m3_of[] = {0, 0x38, 0x40, 0x44, 0x48};
+  for (ouro::float8e4m3 x : f8) EXPECT(n > 4 || x.bits == e4m3_of[n]);
+  std::vector<ouro::float8e5m2> e5(3, ouro::float8e5m2{uint8_t(0x3c + r)});  // 1, 1.25, 1.5, ...
+  comm.allReduce(std::span<ouro::float8e5m2>(e5), ouroMax);
+  for (ouro::float8e5m2 x : e5) EXPECT(x.bits == uint8_t(0x3c + n - 1));
+
   std::vector<double> in(size_t(n) * 3), out(3);
   std::iota(in.begin(), in.end(), double(r));
   comm.reduceScatter(std::span<const double>(in), std::span<double>(out), ouroMax);

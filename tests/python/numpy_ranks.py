@@ -42,11 +42,13 @@ def refused(fn, words, name):
 comm = ouro.Comm.from_env()
 n, r = comm.size, comm.rank
 check(n >= 2 and 0 <= r < n, "rank and size from the environment")
-# ouro.Comm's numpy mapping comes from core/dtype.hpp's table by name: every type but bfloat16 maps,
-# to a numpy dtype of the table's size, and TYPES below covers them all.
+# ouro.Comm's numpy mapping comes from core/dtype.hpp's table by name: every type but the ones numpy
+# lacks (given as bits) maps, to a numpy dtype of the table's size, and TYPES below covers them all.
+BITS_ONLY = {"bfloat16": 2, "float8e4m3": 1, "float8e5m2": 1}
 table = ouro._ouro.dtypes()
-check([name for _, name, _ in table if name != "bfloat16"] == [np.dtype(t).name for t in TYPES], "dtype table names")
-check(all(np.dtype(name).itemsize == size for _, name, size in table if name != "bfloat16"), "dtype table sizes")
+check([name for _, name, _ in table if name not in BITS_ONLY] == [np.dtype(t).name for t in TYPES], "dtype table names")
+check(all(np.dtype(name).itemsize == size for _, name, size in table if name not in BITS_ONLY), "dtype table sizes")
+check({name: size for _, name, size in table if name in BITS_ONLY} == BITS_ONLY, "bits-only dtypes and sizes")
 check([name for _, name in ouro._ouro.ops()] == ["sum", "prod", "max", "min", "avg"], "op table names")
 for dtype in TYPES:
     stack = ranks_stack(10, dtype)
@@ -79,6 +81,20 @@ bf = (np.full(3, 1.0 + r, np.float32).view(np.uint32) >> 16).astype(np.uint16)  
 got = comm.allreduce(bf, dtype="bfloat16")
 check(np.array_equal((got.astype(np.uint32) << 16).view(np.float32), np.full(3, n * (n + 1) / 2, np.float32)),
       "bfloat16 given as uint16 bits")
+# fp8 as uint8 bits: E4M3 1+r (bits 0x38, 0x40, 0x44, ...) sums exactly for these world sizes; E5M2
+# 57344 saturates: twice the largest value is the largest value, not inf. Avg in E4M3 rounds once.
+e4m3 = {1.0: 0x38, 2.0: 0x40, 3.0: 0x44, 4.0: 0x48, 6.0: 0x4c, 10.0: 0x52}
+got = comm.allreduce(np.full(3, e4m3[1.0 + r], np.uint8), dtype="float8e4m3")
+check(got.dtype == np.uint8 and np.array_equal(got, np.full(3, e4m3[n * (n + 1) / 2], np.uint8)),
+      "float8e4m3 sum given as uint8 bits", f"{got}")
+got = comm.allreduce(np.full(2, 0x7b, np.uint8), dtype="float8e5m2")
+check(np.array_equal(got, np.full(2, 0x7b, np.uint8)), "float8e5m2 sum saturates at 57344", f"{got}")
+got = comm.allreduce(np.full(2, 0x7f if r == 0 else 0x38, np.uint8), op="max", dtype="float8e4m3")
+check(np.array_equal(got, np.full(2, 0x7f, np.uint8)), "float8e4m3 max propagates its NaN", f"{got}")
+refused(lambda: comm.allreduce(np.ones(3, np.uint16), dtype="float8e4m3"), ["float8e4m3", "uint8"],
+        "fp8 dtype on a 2-byte array refused")
+refused(lambda: comm.allreduce(np.ones(3, np.uint8), dtype="float8"), ["float8e4m3", "float8e5m2"],
+        "unknown bits-only dtype refused, the known ones named")
 i16 = np.arange(4, dtype=np.int16) + r
 comm.broadcast(i16, root=0)
 check(np.array_equal(i16, np.arange(4, dtype=np.int16)), "int16 broadcast as bytes")
@@ -90,9 +106,13 @@ check(np.array_equal(out[:, ::2], np.full((4, 3), n * (n + 1) / 2)) and not out[
 a2a = np.array([[100 * r + p] * 2 for p in range(n)], np.int64)
 got = comm.alltoall(a2a)
 check(np.array_equal(got[:, 0], [100 * q + r for q in range(n)]), "alltoall")
-comm.send(value(r, 3, np.float64), (r + 1) % n) if r % 2 == 0 else None
-got = comm.recv(np.zeros(3), (r - 1) % n) if r % 2 == 1 else None
+# Pairs (0,1), (2,3), ...: even rank r sends to r+1. With an odd number of ranks the last one has
+# no partner and sends nothing (a send to rank 0 would never be received, and the recv_any round
+# below would take it as that rank's).
+if r % 2 == 0 and r + 1 < n:
+    comm.send(value(r, 3, np.float64), r + 1)
 if r % 2 == 1:
+    got = comm.recv(np.zeros(3), r - 1)
     check(np.array_equal(got, value(r - 1, 3, np.float64)), "send/recv")
 comm.barrier()
 # recv_any: rank 0 takes one send from every other rank, whichever comes first.
@@ -113,6 +133,26 @@ try:
     check(False, "mismatched allreduce raises")
 except ouro.Error as e:
     check(isinstance(e, RuntimeError) and "disagree" in str(e) and f"rank {r}" in str(e), "mismatch message", str(e))
+
+# Diagnostics (issue #34): replicas compared by hash; the flight recorder's record.
+same = np.arange(1000, dtype=np.float32)
+comm.check_replicas(same)
+check(True, "check_replicas passes on equal copies")
+odd = same.copy()
+if r == n - 1:
+    odd.view(np.uint32)[500] ^= 1 << 7  # one bit, on the last rank
+try:
+    comm.check_replicas(odd)
+    check(n == 1, "check_replicas raises on a flipped bit")
+except ouro.ReplicaMismatch as e:
+    verdict = "differs from the majority" if n > 2 else "no copy has a majority"
+    check(isinstance(e, ouro.Error) and f"rank {n - 1} (hash" in str(e) and verdict in str(e),
+          "check_replicas names the rank that differs", str(e))
+record = comm.dump_trace()
+calls = record["communicators"][0]["calls"]
+check(record["format"] == "ouro-trace" and record["communicators"][0]["size"] == n, "dump_trace's document")
+check(calls[-1]["collective"] == "allgather" and calls[-1]["count"] == 8, "the last call recorded is the check's",
+      str(calls[-1]))
 
 # split: even and odd ranks.
 sub = comm.split(r % 2, key=-r)

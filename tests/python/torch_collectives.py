@@ -9,6 +9,7 @@ tensors, non-contiguous tensors, async work with get_future().then(), error mess
 a mismatched call, any-source receive), and DDP against gloo on the same processes.
 """
 
+import time
 from datetime import timedelta
 
 from rank_common import PORT, RANK, WORLD, Checks, import_torch, run
@@ -225,11 +226,25 @@ def async_checks():
         w.wait()
     check(all(torch.equal(x, expected("SUM", torch.int64, 100) * (i + 1)) for i, x in enumerate(ts)),
           "8 async all_reduces in flight")
-    dist.barrier(async_op=True).wait()
-    dist.barrier()
-    # torch 1.13 sends dist.monitored_barrier to gloo only; the group's own method reaches ouroBarrier.
-    dist.distributed_c10d._get_default_group().monitored_barrier(timedelta(seconds=30))
-    check(True, "barrier (sync, async) and the group's monitored_barrier")
+    # A barrier lets no rank out before every rank is in: rank r arrives r * 50 ms late, and each
+    # rank's exit time (CLOCK_MONOTONIC, one clock for every process of a host) must come after
+    # every rank's arrival. Checked for the three ways in.
+    group = dist.distributed_c10d._get_default_group()
+    ways = {"barrier": lambda: dist.barrier(),
+            "barrier(async_op=True)": lambda: dist.barrier(async_op=True).wait(),
+            # torch 1.13 sends dist.monitored_barrier to gloo only; the group's own method reaches ouroBarrier.
+            "the group's monitored_barrier": lambda: group.monitored_barrier(timedelta(seconds=30))}
+    for name, enter in ways.items():
+        time.sleep(0.05 * RANK)
+        arrived = time.monotonic()
+        enter()
+        left = time.monotonic()
+        times = torch.tensor([arrived, left], dtype=torch.float64)
+        everyone = [torch.zeros(2, dtype=torch.float64) for _ in range(WORLD)]
+        dist.all_gather(everyone, times)
+        last_arrival = max(float(t[0]) for t in everyone)
+        check(all(float(t[1]) >= last_arrival for t in everyone),
+              f"{name}: a rank left before the last one arrived ({[tuple(map(float, t)) for t in everyone]})")
 
 
 def error_checks():

@@ -206,8 +206,9 @@ TEST_CASE("both shuffles give permutations, and different ones", "[randperm]") {
   }
 }
 
-// Runs the real switch-over: four shuffles of ~215 million elements, about 1 GB and several
-// seconds, so it is left out of the default run: test_sampler "[large]".
+// Runs the real switch-over: four shuffles of ~215 million elements, about 1 GB and 15-60 s on 2
+// cores, so it is a meson test of its own ("sampler inside-out switch", test_sampler "[large]")
+// instead of part of the quick "sampler" run.
 TEST_CASE("at 214748364 samples the PyTorch 2.7 sampler switches to the inside-out shuffle", "[.][large]") {
   const std::int64_t replicas = 64;
   for (const std::int64_t n : {kInsideOutThreshold - 1, kInsideOutThreshold}) {

@@ -168,6 +168,13 @@ TEST_CASE("ib close: a dead peer or a failed link ends the teardown at once", "[
   closing.beginClose(true);
   CHECK(closing.onFailedCompletion(WrKind::kMessage) == CloseHandshake::Verdict::kIgnore);
   CHECK(closing.onFailedCompletion(WrKind::kReceive) == CloseHandshake::Verdict::kIgnore);
+  // After the peer's notice, a control write's failure is the link's expected end, but a message's
+  // is a lost message, its payload's too.
+  CloseHandshake closed(4);
+  REQUIRE(closed.onCloseWord(kCloseWord));
+  CHECK(closed.onFailedCompletion(WrKind::kCredit) == CloseHandshake::Verdict::kIgnore);
+  CHECK(closed.onFailedCompletion(WrKind::kMessage) == CloseHandshake::Verdict::kReport);
+  CHECK(closed.onFailedCompletion(WrKind::kPayload) == CloseHandshake::Verdict::kReport);
   // A stray value in the close line is not a notice.
   CloseHandshake open(4);
   CHECK_FALSE(open.onCloseWord(0));

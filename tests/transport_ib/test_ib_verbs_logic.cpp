@@ -37,6 +37,11 @@ TEST_CASE("ib wr_id: every posted kind round-trips and is described without the 
   CHECK(describeWorkRequest(encodeWrId(WrKind::kReceive, 0, 0)) == "receive of a message");
   CHECK(wrIdKind(0) == WrKind::kUnknown);
   CHECK(describeWorkRequest(0) == "work request with unknown wr_id 0");
+  // A direct message's payload write (unsignaled: it completes only when it fails) names itself
+  // and its slot, and retires no entry of its own (its message retires both).
+  CHECK(wrIdKind(payloadWrId(3)) == WrKind::kPayload);
+  CHECK(wrIdEntries(payloadWrId(3)) == 0);
+  CHECK(describeWorkRequest(payloadWrId(3)) == "RDMA write of a message's payload into the receiver's buffer (slot 3)");
   CHECK(wrIdKind(uint64_t(0x77) << 56) == WrKind::kUnknown);
 }
 

@@ -22,6 +22,7 @@
 #include "reporting.hpp"
 #include "run_identity.hpp"
 #include "task.hpp"
+#include "verification.hpp"
 
 namespace ouro::train {
 
@@ -56,6 +57,9 @@ class Run {
   void checkpoint(int64_t step);
   void writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t steps_this_run, double train_wall,
                  const std::string& sample);
+  // --verify-every (verification.hpp): the loop's state and step, for a replay.
+  std::unique_ptr<Verification> makeVerification();
+  std::unique_ptr<Verification> verification_;
 
   const Options& o_;
   Job& job_;

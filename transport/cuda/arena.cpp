@@ -1,9 +1,9 @@
 #include "transport/cuda/arena.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
+#include <cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -27,11 +27,8 @@ void quietly(cudaError_t err, const char* what) {
   }
 }
 
-void* mapSegment(int fd, size_t bytes, const std::string& name) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) raiseSystem(errno, "mmap", __FILE__, __LINE__, "mapping CUDA FIFO segment " + name);
-  return p;
-}
+// What sizes the arena's segments, for the remedy when /dev/shm is too small.
+constexpr const char* kArenaSettings = "OURO_CUDA_CHANNELS / OURO_CUDA_SLOTS / OURO_CUDA_SLOT_BYTES";
 
 std::byte* registerMapped(void* host, size_t bytes) {
   OURO_CUDA_HINT(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
@@ -104,21 +101,57 @@ DeviceIdentity identify(int device) {
   int count = 0;
   OURO_CUDA(cudaGetDeviceCount(&count));
   for (int d = 0; d < count; d++) {
+    char other[64] = {};
+    OURO_CUDA(cudaDeviceGetPCIBusId(other, sizeof other, d));
+    id.visible.push_back(other);
     if (d == device) continue;
     int can = 0;
     OURO_CUDA(cudaDeviceCanAccessPeer(&can, device, d));
-    if (!can) continue;
-    char other[64] = {};
-    OURO_CUDA(cudaDeviceGetPCIBusId(other, sizeof other, d));
-    id.reaches.push_back(other);
+    if (can) id.reaches.push_back(other);
   }
   return id;
 }
 
+GpuDirectFacts gpuDirectFacts(int device, bool ib_links) {
+  GpuDirectFacts f;
+  f.ib_links = ib_links;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrGPUDirectRDMASupported, device) == cudaSuccess) f.gpu_rdma = value != 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrGPUDirectRDMAWritesOrdering, device) == cudaSuccess)
+    f.writes_ordered = value >= int(cudaGPUDirectRDMAWritesOrderingOwner);
+  cudaGetLastError();
+  // dma-buf export is a driver attribute with no runtime spelling: asked through the driver's
+  // entry points (as pointer_memory.cpp asks), which make no context.
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using DeviceGetAttribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+  void* get = nullptr;
+  void* attribute = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  CUdevice handle = 0;
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &status) == cudaSuccess &&
+      status == cudaDriverEntryPointSuccess &&
+      cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attribute, 2000, cudaEnableDefault, &status) ==
+          cudaSuccess &&
+      status == cudaDriverEntryPointSuccess && reinterpret_cast<DeviceGet>(get)(&handle, device) == CUDA_SUCCESS &&
+      reinterpret_cast<DeviceGetAttribute>(attribute)(&value, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, handle) ==
+          CUDA_SUCCESS)
+    f.gpu_dmabuf = value != 0;
+  cudaGetLastError();
+#if OURO_HAVE_IBVERBS
+  f.verbs_dmabuf = true;  // rdma-core 34 and later (Debian 12 has 44): ibv_reg_dmabuf_mr
+#endif
+  f.peermem = peerMemoryModuleLoaded();
+  return f;
+}
+
 Arena::Arena(const ArenaOptions& options, bool in_device_memory)
     : options_(options), device_memory_(in_device_memory), bytes_(options.layout.totalBytes()) {
-  const int nranks = options_.layout.nranks;
-  peers_.resize(size_t(nranks));
+  if (options_.local_ranks.empty()) options_.local_ranks = {options_.rank};
+  if (int(options_.local_ranks.size()) != options_.layout.nranks || localIndex(options_.rank) < 0 ||
+      options_.world > kernels::cuda::kMaxDeviceRanks)
+    raise(Result::kInternalError, "rank %d: CUDA arena of %d ranks for %zu on this host of %d", options_.rank,
+          options_.layout.nranks, options_.local_ranks.size(), options_.world);
+  peers_.resize(size_t(std::max(options_.world, 1)));
   try {
     const CurrentDevice on(options_.device);
     if (device_memory_) {
@@ -128,32 +161,14 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
       own_device_ = static_cast<std::byte*>(p);
       zeroAndWait(own_device_, bytes_);
     } else {
-      static std::atomic<unsigned> serial{0};
-      shm_name_ = strprintf("/ouro-cuda-%d-%u-%d", int(::getpid()), serial.fetch_add(1), options_.rank);
-      int fd = OURO_SYSCALL(::shm_open(shm_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
-      name_linked_ = true;
-      struct CloseFd {
-        int fd;
-        ~CloseFd() { ::close(fd); }
-      } close_fd{fd};
-      OURO_SYSCALL_HINT(::ftruncate(fd, off_t(bytes_)), "sizing the CUDA FIFO segment (is /dev/shm full?)");
-      own_host_ = mapSegment(fd, bytes_, shm_name_);
-      own_device_ = registerMapped(own_host_, bytes_);
+      own_host_ = shm::Segment::create(shm::newSegmentName(), bytes_, kArenaSettings);
+      own_device_ = registerMapped(own_host_.data(), bytes_);
     }
     // The abort word: a page of POSIX shared memory, pinned and mapped, that every peer maps too
     // (connect), so that a failing rank's kernels and host can set every rank's word.
-    static std::atomic<unsigned> abort_serial{0};
-    abort_name_ = strprintf("/ouro-cuda-abort-%d-%u-%d", int(::getpid()), abort_serial.fetch_add(1), options_.rank);
-    int abort_fd = OURO_SYSCALL(::shm_open(abort_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600));
-    abort_linked_ = true;
-    struct CloseAbortFd {
-      int fd;
-      ~CloseAbortFd() { ::close(fd); }
-    } close_abort_fd{abort_fd};
-    OURO_SYSCALL_HINT(::ftruncate(abort_fd, off_t(kAbortBytes)), "sizing the CUDA abort word's segment");
-    abort_map_ = mapSegment(abort_fd, kAbortBytes, abort_name_);
-    abort_host_ = static_cast<uint32_t*>(abort_map_);
-    abort_device_ = reinterpret_cast<uint32_t*>(registerMapped(abort_map_, kAbortBytes));
+    abort_map_ = shm::Segment::create(shm::newSegmentName(), kAbortBytes, kArenaSettings);
+    abort_host_ = reinterpret_cast<uint32_t*>(abort_map_.data());
+    abort_device_ = reinterpret_cast<uint32_t*>(registerMapped(abort_map_.data(), kAbortBytes));
   } catch (...) {
     release();
     throw;
@@ -163,43 +178,46 @@ Arena::Arena(const ArenaOptions& options, bool in_device_memory)
 Arena::~Arena() { release(); }
 
 void Arena::release() noexcept {
+  closePeers();
+  releaseOwn();
+}
+
+// With the device set to the arena's, and the caller's device given back after.
+namespace {
+struct OnDevice {
   int saved = -1;
-  if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
-  cudaSetDevice(options_.device);
-  struct Restore {
-    int saved;
-    ~Restore() {
-      if (saved >= 0) cudaSetDevice(saved);
-    }
-  } restore{saved};
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&saved) != cudaSuccess) saved = -1;
+    cudaSetDevice(device);
+  }
+  ~OnDevice() {
+    if (saved >= 0) cudaSetDevice(saved);
+  }
+};
+}  // namespace
+
+void Arena::closePeers() noexcept {
+  const OnDevice on(options_.device);
   if (channels_device_) quietly(cudaFree(channels_device_), "cudaFree(channel table)");
   channels_device_ = nullptr;
   peer_aborts_device_ = nullptr;
   for (PeerMapping& p : peers_) {
     if (p.ipc && p.device_ptr) quietly(cudaIpcCloseMemHandle(p.device_ptr), "cudaIpcCloseMemHandle");
-    if (p.abort_map) {
-      quietly(cudaHostUnregister(p.abort_map), "cudaHostUnregister(peer abort word)");
-      ::munmap(p.abort_map, kAbortBytes);
-    }
-    if (p.host_map) {
-      quietly(cudaHostUnregister(p.host_map), "cudaHostUnregister(peer FIFOs)");
-      ::munmap(p.host_map, bytes_);
-    }
-    p = PeerMapping{};
+    if (p.abort_map.data()) quietly(cudaHostUnregister(p.abort_map.data()), "cudaHostUnregister(peer abort word)");
+    if (p.host_map.data()) quietly(cudaHostUnregister(p.host_map.data()), "cudaHostUnregister(peer FIFOs)");
+    p = PeerMapping{};  // unmaps the segments
   }
-  if (device_memory_ && own_device_) quietly(cudaFree(own_device_), "cudaFree(FIFOs)");
-  if (own_host_) {
-    quietly(cudaHostUnregister(own_host_), "cudaHostUnregister(FIFOs)");
-    ::munmap(own_host_, bytes_);
-  }
+}
+
+void Arena::releaseOwn() noexcept {
+  const OnDevice on(options_.device);
+  if (device_memory_ && own_device_ && !keep_fifos_) quietly(cudaFree(own_device_), "cudaFree(FIFOs)");
+  // A peer's mapping of a segment keeps its pages: unmapping ours is safe.
+  if (own_host_.data()) quietly(cudaHostUnregister(own_host_.data()), "cudaHostUnregister(FIFOs)");
+  own_host_ = shm::Segment();
   own_device_ = nullptr;
-  own_host_ = nullptr;
-  unlinkNames();
-  if (abort_map_) {
-    quietly(cudaHostUnregister(abort_map_), "cudaHostUnregister(abort word)");
-    ::munmap(abort_map_, kAbortBytes);
-  }
-  abort_map_ = nullptr;
+  if (abort_map_.data()) quietly(cudaHostUnregister(abort_map_.data()), "cudaHostUnregister(abort word)");
+  abort_map_ = shm::Segment();
   abort_host_ = nullptr;
   abort_device_ = nullptr;
 }
@@ -214,17 +232,29 @@ std::string Arena::record() const {
     w.str(std::string_view(reinterpret_cast<const char*>(&handle), sizeof handle));
   } else {
     w.u32(kRecordHost);
-    w.str(shm_name_);
+    w.str(own_host_.name());
   }
-  w.str(abort_name_);
+  w.str(abort_map_.name());
+  // For a peer in this same process, which uses the pointers as they are (peerAccess).
+  w.u64(uint64_t(::getpid()));
+  w.u32(uint32_t(options_.device));
+  w.u64(reinterpret_cast<uint64_t>(own_device_));
+  w.u64(reinterpret_cast<uint64_t>(abort_host_));
+  w.u64(reinterpret_cast<uint64_t>(abort_device_));
   return w.take();
+}
+
+int Arena::localIndex(int rank) const {
+  const auto& local = options_.local_ranks;
+  const auto it = std::find(local.begin(), local.end(), rank);
+  return it == local.end() ? -1 : int(it - local.begin());
 }
 
 void Arena::connect(const std::vector<std::string>& records) {
   const ArenaLayout& l = options_.layout;
   const int me = options_.rank;
   const CurrentDevice on(options_.device);
-  for (int p = 0; p < l.nranks; p++) {
+  for (int p : options_.local_ranks) {
     if (p == me) continue;
     WireReader r(records[size_t(p)], strprintf("CUDA arena record of rank %d", p));
     uint64_t bytes = r.u64();
@@ -233,77 +263,120 @@ void Arena::connect(const std::vector<std::string>& records) {
             "rank %d: rank %d's CUDA FIFOs take %llu bytes, this rank's %zu: every rank must set the same "
             "OURO_CUDA_CHANNELS, OURO_CUDA_SLOTS and OURO_CUDA_SLOT_BYTES",
             me, p, (unsigned long long)bytes, bytes_);
-    uint32_t kind = r.u32();
-    std::string payload = r.str(256);
+    const uint32_t kind = r.u32();
+    const std::string payload = r.str(256);
     const std::string abort_name = r.str(256);
+    const int64_t pid = int64_t(r.u64());
+    const int device = int(r.u32());
+    auto* fifos = reinterpret_cast<std::byte*>(r.u64());
+    auto* abort_host = reinterpret_cast<uint32_t*>(r.u64());
+    auto* abort_device = reinterpret_cast<uint32_t*>(r.u64());
     r.expectDone();
     PeerMapping& m = peers_[size_t(p)];
-    if (kind == kRecordDevice) {
-      cudaIpcMemHandle_t handle;
-      if (payload.size() != sizeof handle) raise(Result::kInternalError, "rank %d: bad CUDA IPC handle from rank %d", me, p);
-      std::memcpy(&handle, payload.data(), sizeof handle);
-      void* ptr = nullptr;
-      OURO_CUDA_HINT(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
-                     strprintf("mapping rank %d's CUDA FIFOs (set OURO_CUDA_FIFO_MEMORY=host to use pinned host memory)", p));
-      m.device_ptr = static_cast<std::byte*>(ptr);
-      m.ipc = true;
-    } else {
-      int fd = OURO_SYSCALL_HINT(::shm_open(payload.c_str(), O_RDWR, 0600),
-                                 strprintf("opening rank %d's CUDA FIFO segment", p));
-      struct CloseFd {
-        int fd;
-        ~CloseFd() { ::close(fd); }
-      } close_fd{fd};
-      m.host_map = mapSegment(fd, bytes_, payload);
-      m.device_ptr = registerMapped(m.host_map, bytes_);
+    const PeerAccess access = peerAccess(kind == kRecordDevice, int64_t(::getpid()), pid, options_.device, device);
+    switch (access) {
+      case PeerAccess::kPointerWithPeerAccess: {
+        // Kernels of this device write into the peer's device memory: once per device pair.
+        const cudaError_t err = cudaDeviceEnablePeerAccess(device, 0);
+        if (err == cudaErrorPeerAccessAlreadyEnabled)
+          cudaGetLastError();
+        else if (err != cudaSuccess)
+          raiseCuda(err, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__,
+                    strprintf("letting device %d write rank %d's FIFOs on device %d (set OURO_CUDA_FIFO_MEMORY=host "
+                              "to use pinned host memory)",
+                              options_.device, p, device));
+        [[fallthrough]];
+      }
+      case PeerAccess::kPointer:
+        m.device_ptr = fifos;
+        m.abort_device = abort_device;
+        m.abort_host = abort_host;
+        break;
+      case PeerAccess::kIpcHandle: {
+        cudaIpcMemHandle_t handle;
+        if (payload.size() != sizeof handle) raise(Result::kInternalError, "rank %d: bad CUDA IPC handle from rank %d", me, p);
+        std::memcpy(&handle, payload.data(), sizeof handle);
+        void* ptr = nullptr;
+        OURO_CUDA_HINT(cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess),
+                       strprintf("mapping rank %d's CUDA FIFOs (set OURO_CUDA_FIFO_MEMORY=host to use pinned host "
+                                 "memory)",
+                                 p));
+        m.device_ptr = static_cast<std::byte*>(ptr);
+        m.ipc = true;
+        break;
+      }
+      case PeerAccess::kSharedMemory:
+        m.host_map = shm::Segment::open(payload, bytes_);
+        m.device_ptr = registerMapped(m.host_map.data(), bytes_);
+        break;
     }
-    int abort_fd = OURO_SYSCALL_HINT(::shm_open(abort_name.c_str(), O_RDWR, 0600),
-                                     strprintf("opening rank %d's CUDA abort word", p));
-    struct CloseAbortFd {
-      int fd;
-      ~CloseAbortFd() { ::close(fd); }
-    } close_abort_fd{abort_fd};
-    m.abort_map = mapSegment(abort_fd, kAbortBytes, abort_name);
-    m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map, kAbortBytes));
+    if (!m.abort_device) {  // another process: map its abort word's segment
+      m.abort_map = shm::Segment::open(abort_name, kAbortBytes);
+      m.abort_host = reinterpret_cast<uint32_t*>(m.abort_map.data());
+      m.abort_device = reinterpret_cast<uint32_t*>(registerMapped(m.abort_map.data(), kAbortBytes));
+    }
+    OURO_INFO("rank %d: rank %d's CUDA FIFOs (%s) reached by %s", me, p,
+               kind == kRecordDevice ? "device memory" : "pinned host memory", peerAccessName(access));
   }
-  // Channel c: to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls
-  // it locally); from[p] the one p writes in ours (its head in p's arena, written from here).
-  std::vector<kernels::cuda::DeviceChannel> table(size_t(l.nchannels));
-  for (int c = 0; c < l.nchannels; c++)
-    for (int p = 0; p < l.nranks; p++) {
-      if (p == me) continue;
-      std::byte* theirs = peers_[size_t(p)].device_ptr;
-      table[size_t(c)].to[p] = l.linkView(theirs, own_device_, c, me, p);
-      table[size_t(c)].from[p] = l.linkView(own_device_, theirs, c, p, me);
-      table[size_t(c)].ll_to[p] = l.llLinkView(theirs, own_device_, c, me, p);
-      table[size_t(c)].ll_from[p] = l.llLinkView(own_device_, theirs, c, p, me);
-    }
-  // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words),
-  // after the channel table in the same allocation.
-  uint32_t* words[kernels::cuda::kMaxDeviceRanks] = {};
-  for (int p = 0; p < l.nranks; p++) words[p] = p == me ? abort_device_ : peers_[size_t(p)].abort_device;
-  const size_t table_bytes = table.size() * sizeof(table[0]);
+  // The arenas are indexed by local index, the table by rank (fillLocalChannels).
+  table_.assign(size_t(l.nchannels), kernels::cuda::DeviceChannel{});
+  std::vector<std::byte*> bases;
+  for (int p : options_.local_ranks) bases.push_back(p == me ? own_device_ : peers_[size_t(p)].device_ptr);
+  fillLocalChannels(l, options_.local_ranks, localIndex(me), bases, table_);
+  // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words).
+  words_.assign(size_t(kernels::cuda::kMaxDeviceRanks), nullptr);
+  for (int p : options_.local_ranks) words_[size_t(p)] = p == me ? abort_device_ : peers_[size_t(p)].abort_device;
+  upload(true);
+}
+
+// The channel table, then every rank's abort word, then each channel's LocalCounters (this rank's
+// own counts, zero at the start), in one allocation of this rank's device memory.
+void Arena::upload(bool zero_counters) {
+  const CurrentDevice on(options_.device);
+  const size_t table_bytes = table_.size() * sizeof(table_[0]);
+  const size_t words_bytes = words_.size() * sizeof(uint32_t*);
+  const size_t counters_bytes = table_.size() * sizeof(kernels::cuda::LocalCounters);
   static_assert(sizeof(kernels::cuda::DeviceChannel) % alignof(uint32_t*) == 0);
-  void* dev = nullptr;
-  OURO_CUDA(cudaMalloc(&dev, table_bytes + sizeof words));
-  channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
-  peer_aborts_device_ = reinterpret_cast<uint32_t* const*>(static_cast<std::byte*>(dev) + table_bytes);
-  uploadAndWait(channels_device_, table.data(), table_bytes);
-  uploadAndWait(static_cast<std::byte*>(dev) + table_bytes, words, sizeof words);
+  if (!channels_device_) {
+    void* dev = nullptr;
+    OURO_CUDA(cudaMalloc(&dev, table_bytes + words_bytes + counters_bytes));
+    channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
+  }
+  std::byte* base = reinterpret_cast<std::byte*>(channels_device_);
+  peer_aborts_device_ = reinterpret_cast<uint32_t* const*>(base + table_bytes);
+  auto* counters = reinterpret_cast<kernels::cuda::LocalCounters*>(base + table_bytes + words_bytes);
+  for (size_t c = 0; c < table_.size(); c++) table_[c].counters = counters + c;
+  uploadAndWait(channels_device_, table_.data(), table_bytes);
+  uploadAndWait(base + table_bytes, words_.data(), words_bytes);
+  if (zero_counters) zeroAndWait(counters, counters_bytes);
+}
+
+void Arena::addRemote(const RemoteFifos& remote) {
+  for (size_t p = 0; p < remote.abort_device.size() && p < peers_.size(); p++) {
+    if (!remote.abort_device[p]) continue;
+    words_[p] = remote.abort_device[p];
+    peers_[p].abort_host = remote.abort_host[p];  // setAbort reaches it; it is the staging block's, not mapped here
+  }
+  for (size_t c = 0; c < table_.size() && c < remote.channels.size(); c++)
+    for (size_t p = 0; p < remote.abort_device.size(); p++) {
+      if (!remote.abort_device[p]) continue;
+      table_[c].to[p] = remote.channels[c].to[p];
+      table_[c].from[p] = remote.channels[c].from[p];
+      table_[c].ll_to[p] = remote.channels[c].ll_to[p];
+      table_[c].ll_from[p] = remote.channels[c].ll_from[p];
+    }
+  upload(false);
 }
 
 void Arena::unlinkNames() {
-  if (abort_linked_) ::shm_unlink(abort_name_.c_str());
-  abort_linked_ = false;
-  if (!name_linked_) return;
-  ::shm_unlink(shm_name_.c_str());
-  name_linked_ = false;
+  own_host_.unlinkName();
+  abort_map_.unlinkName();
 }
 
 void Arena::setAbort() {
   if (abort_host_) std::atomic_ref<uint32_t>(*abort_host_).store(1, std::memory_order_release);
   for (PeerMapping& p : peers_)
-    if (p.abort_map) std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(p.abort_map)).store(1, std::memory_order_release);
+    if (p.abort_host) std::atomic_ref<uint32_t>(*p.abort_host).store(1, std::memory_order_release);
 }
 
 bool Arena::aborted() const {

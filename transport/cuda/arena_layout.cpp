@@ -17,7 +17,10 @@ std::optional<std::string> layoutProblem(const ArenaLayout& l, int max_ranks, in
     return strprintf("%d ranks: the CUDA executor connects at most %d ranks", l.nranks, max_ranks);
   if (l.nchannels < 1 || l.nchannels > max_channels)
     return strprintf("OURO_CUDA_CHANNELS=%d: give 1..%d", l.nchannels, max_channels);
-  if (l.slot_count < 2) return strprintf("OURO_CUDA_SLOTS=%u: give at least 2", l.slot_count);
+  if (l.slot_count < 2 || !kernels::validSlotCount(l.slot_count))
+    return strprintf("OURO_CUDA_SLOTS=%u: give a power of two, at least 2 (2, 4, 8, ...): the FIFOs' 32-bit counters "
+                     "wrap at 2^32, and only a power of two keeps two consecutive messages out of one slot there",
+                     l.slot_count);
   if (l.slot_bytes < 16 || l.slot_bytes % 16 != 0)
     return strprintf("OURO_CUDA_SLOT_BYTES=%u: give a multiple of 16 bytes, at least 16", l.slot_bytes);
   // At least 48: a checked call's first message on an LL FIFO, its hello, takes 6 lines
@@ -28,6 +31,21 @@ std::optional<std::string> layoutProblem(const ArenaLayout& l, int max_ranks, in
     return strprintf("OURO_CUDA_SLOTS x OURO_CUDA_SLOT_BYTES = %llu bytes per FIFO: keep it under 2 GiB",
                      (unsigned long long)(uint64_t(l.slot_count) * l.slot_bytes));
   return std::nullopt;
+}
+
+void fillLocalChannels(const ArenaLayout& l, const std::vector<int>& local_ranks, int me,
+                       const std::vector<std::byte*>& bases, std::vector<kernels::cuda::DeviceChannel>& table) {
+  std::byte* const own = bases[size_t(me)];
+  for (int c = 0; c < l.nchannels; c++)
+    for (size_t i = 0; i < local_ranks.size(); i++) {
+      if (int(i) == me) continue;
+      const int p = local_ranks[i], at = int(i);
+      kernels::cuda::DeviceChannel& ch = table[size_t(c)];
+      ch.to[p] = l.linkView(bases[i], own, c, me, at);
+      ch.from[p] = l.linkView(own, bases[i], c, at, me);
+      ch.ll_to[p] = l.llLinkView(bases[i], own, c, me, at);
+      ch.ll_from[p] = l.llLinkView(own, bases[i], c, at, me);
+    }
 }
 
 int chooseDevice(int rank, int local_rank, int device_count, const std::string& override_text) {
@@ -69,11 +87,27 @@ bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, boo
   if (force_host) return false;
   const DeviceIdentity& me = ranks[size_t(rank)];
   for (size_t p = 0; p < ranks.size(); p++) {
-    if (int(p) == rank) continue;
+    if (int(p) == rank || ranks[p].bus_id == me.bus_id) continue;  // a GPU reaches its own memory
     const auto& reach = ranks[p].reaches;
     if (std::find(reach.begin(), reach.end(), me.bus_id) == reach.end()) return false;
   }
   return true;
+}
+
+PeerAccess peerAccess(bool device_memory, int64_t my_pid, int64_t peer_pid, int my_device, int peer_device) {
+  if (my_pid != peer_pid) return device_memory ? PeerAccess::kIpcHandle : PeerAccess::kSharedMemory;
+  // Mapped pinned host memory registered as portable is addressable from every device.
+  return device_memory && my_device != peer_device ? PeerAccess::kPointerWithPeerAccess : PeerAccess::kPointer;
+}
+
+const char* peerAccessName(PeerAccess access) {
+  switch (access) {
+    case PeerAccess::kIpcHandle: return "CUDA IPC";
+    case PeerAccess::kSharedMemory: return "shared memory";
+    case PeerAccess::kPointer: return "pointer (same process)";
+    case PeerAccess::kPointerWithPeerAccess: return "pointer with peer access (same process)";
+  }
+  return "?";
 }
 
 std::string encodeIdentity(const DeviceIdentity& id) {
@@ -84,6 +118,8 @@ std::string encodeIdentity(const DeviceIdentity& id) {
   w.u64(uint64_t(id.pid));
   w.u32(uint32_t(id.compute_mode));
   w.u32(id.mps ? 1u : 0u);
+  w.u32(uint32_t(id.visible.size()));
+  for (const auto& v : id.visible) w.str(v);
   return w.take();
 }
 
@@ -132,6 +168,9 @@ DeviceIdentity decodeIdentity(const std::string& bytes, int rank) {
   id.pid = int64_t(r.u64());
   id.compute_mode = int(r.u32());
   id.mps = r.u32() != 0;
+  const uint32_t seen = r.u32();
+  if (seen > 1024) raise(Result::kInternalError, "CUDA device record of rank %d lists %u visible GPUs", rank, seen);
+  for (uint32_t i = 0; i < seen; i++) id.visible.push_back(r.str(64));
   r.expectDone();
   return id;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/common/fifo.hpp"
+#include "kernels/cuda/device_call.hpp"
 
 namespace ouro::transport::cuda {
 
@@ -85,6 +86,14 @@ struct ArenaLayout {
   }
 };
 
+// Every channel's FIFOs with the other ranks of this host into `table` (nchannels entries, indexed
+// by rank): to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls it
+// locally), from[p] the one p writes in ours (its head in p's arena, written from here); LL alike.
+// The arenas are indexed by local index: `local_ranks[i]`'s arena is at bases[i] (as this process
+// reaches it), this rank is local_ranks[me]. Entries of ranks on other hosts are left as they are.
+void fillLocalChannels(const ArenaLayout& layout, const std::vector<int>& local_ranks, int me,
+                       const std::vector<std::byte*>& bases, std::vector<kernels::cuda::DeviceChannel>& table);
+
 // What is wrong with a layout (OURO_CUDA_* settings), or nullopt when it is usable. Slots hold
 // whole 16-byte vectors and fit a 32-bit FIFO stride; limits come from device_call.hpp.
 std::optional<std::string> layoutProblem(const ArenaLayout& layout, int max_ranks, int max_channels);
@@ -110,12 +119,14 @@ std::string bufferDeviceProblem(const std::string& who, const char* name, bool i
                                 int device);
 
 // Where a rank's FIFOs live. Every other rank writes into them, so they go in device memory only
-// when every sender's GPU can write to this rank's GPU directly (peer access: NVLink or PCIe);
-// otherwise in pinned host memory, which every GPU reaches (ranks sharing one GPU included:
-// cudaDeviceCanAccessPeer is false for a device and itself).
+// when every sender's GPU can write to this rank's GPU directly: its own GPU (ranks sharing a
+// GPU: a device-to-device copy, where pinned host memory made every byte cross PCIe twice), or a
+// GPU it has peer access to (NVLink or PCIe); otherwise in pinned host memory, which every GPU
+// reaches.
 struct DeviceIdentity {
   std::string bus_id;                     // PCI bus id of the rank's GPU (comparable across processes)
   std::vector<std::string> reaches;       // bus ids of the GPUs this one can access as a peer
+  std::vector<std::string> visible = {};  // bus ids of every GPU the rank's process sees (its own too)
   int64_t pid = 0;                        // the rank's process (ranks may be threads of one)
   int compute_mode = 0;                   // cudaComputeMode of its GPU (3: EXCLUSIVE_PROCESS)
   bool mps = false;                       // an MPS control daemon serves this host (mpsActive())
@@ -137,6 +148,17 @@ struct SharingProblem {
 SharingProblem deviceSharingProblem(const std::string& who, int rank, int device,
                                     const std::vector<DeviceIdentity>& ranks);
 bool fifosInDeviceMemory(int rank, const std::vector<DeviceIdentity>& ranks, bool force_host);
+
+// How this process reaches a peer's FIFOs and abort word (Arena::connect), from where they are
+// (`device_memory`: the peer's FIFOs are in its GPU's memory, else pinned host memory) and who
+// the peer is. Another process: device memory through its CUDA IPC handle, host memory by mapping
+// its shared-memory segments. The same process (ranks that are threads of one process, as
+// ncclCommInitAll makes them): its pointers as they are, since CUDA cannot open an IPC handle its
+// own process exported; device memory of another GPU needs peer access enabled first (NCCL's
+// P2P_SAME_PID).
+enum class PeerAccess { kIpcHandle, kSharedMemory, kPointer, kPointerWithPeerAccess };
+PeerAccess peerAccess(bool device_memory, int64_t my_pid, int64_t peer_pid, int my_device, int peer_device);
+const char* peerAccessName(PeerAccess access);
 
 std::string encodeIdentity(const DeviceIdentity& id);
 DeviceIdentity decodeIdentity(const std::string& bytes, int rank);

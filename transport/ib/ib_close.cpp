@@ -37,7 +37,7 @@ bool CloseHandshake::closeDone(int64_t now_ns, int64_t deadline_ns) const {
 
 CloseHandshake::Verdict CloseHandshake::onFailedCompletion(WrKind kind) const {
   if (closing_) return Verdict::kIgnore;
-  if (peer_closed_ && kind != WrKind::kMessage) return Verdict::kIgnore;
+  if (peer_closed_ && kind != WrKind::kMessage && kind != WrKind::kPayload) return Verdict::kIgnore;
   return Verdict::kReport;
 }
 

@@ -299,6 +299,7 @@ void IbLink::postSend(const MessageHeader& header) {
   ibv_send_wr* first = &message;
   if (plan.direct) {
     // Payload to the receiver's buffer, then the header: RC places them in this order.
+    data.wr_id = payloadWrId(plan.slot);
     data.sg_list = &payload;
     data.num_sge = 1;
     data.opcode = IBV_WR_RDMA_WRITE;

@@ -13,7 +13,7 @@
 #include "core/strings.hpp"
 
 #if OURO_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "transport/cuda/pointer_memory.hpp"
 #endif
 
 namespace ouro::transport::ib {
@@ -33,12 +33,9 @@ bool deviceSupportsImplicitOdp(ibv_context* context) {
 
 bool isDeviceMemory(const void* data) {
 #if OURO_HAVE_CUDA
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, data) != cudaSuccess) {
-    (void)cudaGetLastError();  // a host pointer unknown to CUDA: not an error worth keeping
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice;
+  // Asked of the driver: this runs on the registration worker, a thread that set no device, where
+  // cudaPointerGetAttributes would make a context on GPU 0 (transport/cuda/pointer_memory.hpp).
+  return cuda::pointerMemory(data) == cuda::PointerMemory::kDevice;
 #else
   (void)data;
   return false;

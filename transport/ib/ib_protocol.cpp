@@ -138,7 +138,7 @@ PeerPath checkPeerEndpoint(const EndpointInfo& local, const EndpointInfo& remote
 
 WrKind wrIdKind(uint64_t wr_id) {
   const uint64_t kind = wr_id >> 56;
-  return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kClose) ? WrKind(kind) : WrKind::kUnknown;
+  return kind >= uint64_t(WrKind::kMessage) && kind <= uint64_t(WrKind::kPayload) ? WrKind(kind) : WrKind::kUnknown;
 }
 
 std::string describeWorkRequest(uint64_t wr_id) {
@@ -149,6 +149,8 @@ std::string describeWorkRequest(uint64_t wr_id) {
     case WrKind::kProbe: return "liveness probe (zero-byte RDMA write)";
     case WrKind::kReceive: return "receive of a message";
     case WrKind::kClose: return "RDMA write of the close notice";
+    case WrKind::kPayload:
+      return strprintf("RDMA write of a message's payload into the receiver's buffer (slot %u)", wrIdSlot(wr_id));
     case WrKind::kUnknown: break;
   }
   return strprintf("work request with unknown wr_id %#llx", (unsigned long long)wr_id);

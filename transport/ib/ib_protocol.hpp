@@ -134,13 +134,18 @@ EndpointResult decodeEndpoint(const std::string& text);
 // opcode must not be read; receives carry kWrReceive (a receive posted with wr_id 0 would be
 // indistinguishable from "unknown"). Layout: kind (8 bits, 63..56) | send-queue entries it
 // retires (8 bits, 55..48) | slot (32 bits, 31..0).
+// kPayload: a direct message's payload written into the receiver's own buffer, posted unsignaled
+// before its message (which retires both entries); it completes only when it fails, and that
+// failure is the message's (it once carried wr_id 0: reported as "unknown", and ignored once the
+// peer had closed).
 enum class WrKind : uint8_t {
-  kUnknown = 0, kMessage = 1, kCredit = 2, kAnnounce = 3, kProbe = 4, kReceive = 5, kClose = 6
+  kUnknown = 0, kMessage = 1, kCredit = 2, kAnnounce = 3, kProbe = 4, kReceive = 5, kClose = 6, kPayload = 7
 };
 constexpr uint64_t encodeWrId(WrKind kind, uint32_t entries, uint32_t slot) {
   return uint64_t(kind) << 56 | uint64_t(entries & 0xffu) << 48 | slot;
 }
-// kUnknown for a wr_id ouro never posts (0, or a kind past kClose).
+constexpr uint64_t payloadWrId(uint32_t slot) { return encodeWrId(WrKind::kPayload, 0, slot); }
+// kUnknown for a wr_id ouro never posts (0, or a kind past kPayload).
 WrKind wrIdKind(uint64_t wr_id);
 constexpr uint32_t wrIdEntries(uint64_t wr_id) { return uint32_t(wr_id >> 48) & 0xffu; }
 constexpr uint32_t wrIdSlot(uint64_t wr_id) { return uint32_t(wr_id & 0xffffffffu); }

@@ -18,7 +18,7 @@
 
 namespace ouro::transport::shm {
 
-Segment Segment::create(const std::string& name, size_t bytes) {
+Segment Segment::create(const std::string& name, size_t bytes, const std::string& settings) {
   int fd = OURO_SYSCALL_HINT(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600),
                              "creating shared memory " + name);
   Segment s;
@@ -32,8 +32,9 @@ Segment Segment::create(const std::string& name, size_t bytes) {
     s.linked_ = false;
     raise(Result::kSystemError,
           "cannot reserve %zu bytes of shared memory for %s: %s; /dev/shm is too small (enlarge it, e.g. docker "
-          "--shm-size, or lower OURO_SHM_SLOTS / OURO_SHM_SLOT_BYTES), or use OURO_TRANSPORT=tcp",
-          bytes, name.c_str(), std::strerror(rc));
+          "--shm-size, or lower %s)%s",
+          bytes, name.c_str(), std::strerror(rc), settings.c_str(),
+          settings.rfind("OURO_SHM", 0) == 0 ? ", or use OURO_TRANSPORT=tcp" : "");
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;

@@ -13,8 +13,11 @@ class Segment {
  public:
   Segment() = default;
   // Creates and maps `bytes` of zeroed shared memory under `name` ("/ouro-..."), reserving the
-  // pages now so a full /dev/shm is a clear error here rather than a SIGBUS later.
-  static Segment create(const std::string& name, size_t bytes);
+  // pages now (posix_fallocate) so a full /dev/shm is a clear error here rather than a SIGBUS at
+  // first touch or a failed cudaHostRegister later. `settings` names what sizes it, for the
+  // remedy ("OURO_SHM_SLOTS / OURO_SHM_SLOT_BYTES").
+  static Segment create(const std::string& name, size_t bytes,
+                        const std::string& settings = "OURO_SHM_SLOTS / OURO_SHM_SLOT_BYTES");
   // Maps an existing segment; its size must be `bytes`.
   static Segment open(const std::string& name, size_t bytes);
 

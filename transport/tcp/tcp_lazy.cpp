@@ -237,6 +237,21 @@ Link::Peek LazyTcpLink::peekHeader(MessageHeader* out) {
   return link_.peekHeader(out);
 }
 
+// Only a connection the peer dialed is taken: a rank that never used this link may still have been
+// sent a message over it. Never dials (the communicator is ending).
+Link::Peek LazyTcpLink::peekArrived(MessageHeader* out) {
+  if (!connected()) {
+    std::lock_guard lock(mesh_->mutex());
+    if (aborted_ || touched_.load(std::memory_order_relaxed)) return Peek::kNothing;
+    mesh_->acceptWaiting();
+    if (!mesh_->arrived(peer_)) return Peek::kNothing;
+    touched_.store(true, std::memory_order_relaxed);
+    link_.addSockets(mesh_->take(peer_, false), true, true);
+    ready_.store(true, std::memory_order_release);
+  }
+  return link_.peekHeader(out);
+}
+
 bool LazyTcpLink::progress() {
   // Called for every link on every pass of every wait: a link that is neither dialing nor waiting
   // to hear from its peer takes no lock and makes no system call here.

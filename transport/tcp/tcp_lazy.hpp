@@ -115,6 +115,7 @@ class LazyTcpLink final : public Link {
   bool tryRecvInto(ReceivedMessage* out, std::byte* dst, size_t capacity) override;
   void releaseRecv() override { link_.releaseRecv(); }
   Peek peekHeader(MessageHeader* out) override;
+  Peek peekArrived(MessageHeader* out) override;
   bool progress() override;
   bool sendsPending() const override { return link_.sendsPending(); }
   void sendAbort(const std::string& reason) override;

@@ -1,12 +1,11 @@
 #!/usr/bin/python3
 """A tiny real comparison: compare.py on 2 ranks, 8 B .. 64 KiB, 3 timed iterations, with
-ouro-bench (shm and TCP) and whichever peers are built and installed. Checks that results.csv
-has rows for ouro and for every installed peer on each collective it has, that summary.md
-exists, and that the PNGs exist when gnuplot is installed.
+ouro-bench (shm and TCP) and every peer. Checks that results.csv has rows for ouro and for every
+peer on each collective it has, that summary.md exists, and that the PNGs exist.
 
 The build dir comes from $OURO_BUILD_DIR (meson sets it) or argv[1]. A missing ouro-bench or
-ouro-run fails the test: they are what compare is for. A missing peer (not installed, or
-built without -Dpeers) is only reported."""
+ouro-run fails the test: they are what compare is for. So does a missing peer (not installed, or
+built without -Dpeers): scripts/setup.sh --tests installs and enables every one."""
 
 import csv
 import json
@@ -29,7 +28,9 @@ PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.execut
 def installed_peers(build: Path) -> tuple:
     """-> (peers compare will run, notes on the missing ones), from compare's own table."""
     peers, notes = [], []
-    for name, system in compare.SYSTEMS.items():
+    # compare's default peers: the Debian-packaged ones (nccl-tests needs a GPU and is not among them).
+    for name in compare.DEFAULT_SYSTEMS:
+        system = compare.SYSTEMS[name]
         if name in compare.OURO_SYSTEMS:
             continue
         if system.program == "torch":
@@ -77,16 +78,19 @@ def main() -> int:
         if not os.access(build / required, os.X_OK):
             print(f"FAIL: {build / required} is not built (ninja -C {build})")
             return 1
+    # Every peer is a package scripts/setup.sh --tests installs and a program -Dpeers=enabled
+    # builds: a missing one is a broken set-up, so the comparison fails rather than runs without it.
     peers, notes = installed_peers(build)
     for note in notes:
-        print(f"note: peer skipped: {note}")
+        print(f"FAIL: peer missing: {note} (scripts/setup.sh --tests installs and configures every peer)")
+    if notes:
+        return 1
     systems = ["ouro", "ouro-tcp"] + peers
-    # ouro's torch backend too, where this build has it and torch imports (python/; the summary's
-    # binding targets then have their three systems).
-    if "torch" in peers and (build / "python/ouro/torch.py").is_file():
-        systems.append("torch-ouro")
-    else:
-        print("note: torch-ouro skipped: no torch peer or no python/ouro in this build (-Dpython)")
+    # ouro's torch backend too (python/; the summary's binding targets then have their three systems).
+    if not (build / "python/ouro/torch.py").is_file():
+        print(f"FAIL: {build / 'python/ouro/torch.py'} is not built (-Dtorch=enabled builds it)")
+        return 1
+    systems.append("torch-ouro")
     out = Path(tempfile.mkdtemp(prefix="ouro-compare-tiny-"))
     try:
         cmd = [PYTHON, str(COMPARE), "--build", str(build), "--out", str(out), "--ranks", "2",
@@ -119,13 +123,12 @@ def main() -> int:
             failures.append("summary.md missing")
         elif "torch-ouro" in systems and "torch-ouro/torch latency at 8 B" not in (out / "summary.md").read_text():
             failures.append("summary.md has no torch-ouro/torch binding line")
-        if shutil.which("gnuplot"):
-            for coll in compare.DEFAULT_COLLECTIVES:
-                for kind in ("busbw", "latency"):
-                    if not (out / f"{coll}_np2_{kind}.png").is_file():
-                        failures.append(f"{coll}_np2_{kind}.png missing")
-        else:
-            print("note: gnuplot not installed (gnuplot-nox): PNGs not checked")
+        if not shutil.which("gnuplot"):
+            failures.append("gnuplot is not installed (scripts/setup.sh installs gnuplot-nox): PNGs cannot be drawn")
+        for coll in compare.DEFAULT_COLLECTIVES:
+            for kind in ("busbw", "latency"):
+                if not (out / f"{coll}_np2_{kind}.png").is_file():
+                    failures.append(f"{coll}_np2_{kind}.png missing")
         if failures:
             print("FAIL:\n  " + "\n  ".join(failures))
             runs = out / "runs.csv"
