@@ -19,7 +19,7 @@ namespace ouro::train {
 namespace {
 
 int runMain(const Options& options) {
-  if (options.mode == trainer::Mode::kSingle) {
+  if (trainer::modeTraits(options.mode).one_process) {
     std::string source;
     const int world = launcherWorldSize(&source);
     if (world > 1) {

@@ -65,7 +65,7 @@ void Run::setUp() {
     }
   }
   if (o_.on_failure_shrink) checkLauncherReportsFailures();
-  if (o_.mode == trainer::Mode::kHsdp) {
+  if (trainer::modeTraits(o_.mode).shard_groups) {
     try {
       shard_size_ = trainer::hybridShardSize(o_.shard_size, job_.comm());
     } catch (const std::invalid_argument& e) {

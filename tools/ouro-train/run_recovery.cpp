@@ -33,7 +33,7 @@ int64_t Run::recover(const std::exception& failure) {
   const int64_t step = int64_t(-least[0]);
   std::string lost_text;
   for (int r : lost) lost_text += (lost_text.empty() ? "" : ",") + std::to_string(r);
-  const bool replicated = o_.mode == trainer::Mode::kDdp;
+  const bool replicated = trainer::modeTraits(o_.mode).replicated;
   // The state before the interrupted step when that is where the ranks meet (this rank's data
   // order has already moved past the step's batches), else this rank's state now (it finished the
   // step, and a later call failed).
@@ -45,17 +45,20 @@ int64_t Run::recover(const std::exception& failure) {
   std::string how;
   int64_t resume_at = step;
   std::string replanned;
-  if (o_.mode == trainer::Mode::kHsdp) {
-    // Shard groups of shard_size_ may no longer divide the world: the smallest size that does and
-    // keeps no more per rank than asked for, zero3 when only the whole world does. The same bits
-    // in any of them (docs/TRAINING.md, "The modes").
-    const int L = trainer::replannedShardSize(shard_size_, job_.world());
-    if (L != config_.shard_size || (L == job_.world()) != (config_.mode == trainer::Mode::kZero3))
-      replanned = L == job_.world() ? "; hsdp's shard groups re-planned: zero3 over the " +
-                                          std::to_string(L) + " ranks left"
-                                    : "; hsdp's shard groups re-planned to " + std::to_string(L) + " ranks";
-    config_.shard_size = L;
-    config_.mode = L == job_.world() ? trainer::Mode::kZero3 : trainer::Mode::kHsdp;
+  {
+    // hsdp's shard groups may no longer divide the world: planned again from what the run started
+    // with (the smallest size that divides the world and keeps no more per rank, zero3 when only
+    // the whole world does; the same bits in any of them, docs/TRAINING.md "The modes").
+    trainer::TrainerConfig started = config_;
+    started.mode = o_.mode;
+    started.shard_size = shard_size_;
+    const trainer::TrainerConfig planned = trainer::replannedConfig(started, job_.world());
+    if (planned.mode != config_.mode || planned.shard_size != config_.shard_size)
+      replanned = "; " + std::string(trainer::modeName(o_.mode)) + "'s shard groups re-planned" +
+                  (planned.mode != o_.mode ? ": " + std::string(trainer::modeName(planned.mode)) + " over the " +
+                                                 std::to_string(job_.world()) + " ranks left"
+                                           : " to " + std::to_string(planned.shard_size) + " ranks");
+    config_ = planned;
   }
   if (replicated) {
     // Every rank holds the whole model: no file is read.
@@ -92,7 +95,7 @@ int64_t Run::recover(const std::exception& failure) {
   entry["resumed_at_step"] = resume_at;
   entry["world_size"] = job_.world();
   entry["mode"] = trainer::modeName(config_.mode);  // hsdp may go on as zero3 (re-planned groups)
-  if (config_.mode == trainer::Mode::kHsdp) entry["shard_size"] = config_.shard_size;
+  if (trainer::modeTraits(config_.mode).shard_groups) entry["shard_size"] = config_.shard_size;
   entry["seconds"] = took;
   recovery_log_.push_back(entry);
   recoveries_++;

@@ -82,10 +82,11 @@ std::string Verification::check() {
   auto add = [&](const std::string& s) {
     if (!s.empty()) found += (found.empty() ? "" : "; ") + s;
   };
-  if (mode_ == trainer::Mode::kDdp || mode_ == trainer::Mode::kHsdp) {
+  const trainer::ModeTraits traits = trainer::modeTraits(mode_);
+  if (traits.replicated || traits.shard_groups) {
     // The replicas of this rank's owned piece: everyone (ddp), or the ranks at the same place in
     // their shard groups (hsdp).
-    const int shards = mode_ == trainer::Mode::kHsdp ? shard_size_ : 1;
+    const int shards = traits.shard_groups ? shard_size_ : 1;
     auto group_of = [&](int r) { return r % shards; };
     const std::vector<float> params = trainer_->ownedParameters();
     add(odd(hashesOf(comm, params.data(), params.size() * sizeof(float)), group_of,

@@ -49,4 +49,11 @@ std::string blasKernels() {
                            "OPENBLAS_CORETYPE=" + kPinnedBlasCore + " or unset (docs/TRAINING.md)");
 }
 
+void setBlasThreads(int threads) {
+  if (threads < 1) {
+    throw std::invalid_argument("OpenBLAS threads: need at least 1, got " + std::to_string(threads));
+  }
+  openblas_set_num_threads(threads);
+}
+
 }  // namespace ouro::trainer

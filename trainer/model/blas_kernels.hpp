@@ -47,4 +47,8 @@ std::string blasKernels();
 // True when OpenBLAS runs the pinned kernels.
 bool blasKernelsPinned();
 
+// Limits OpenBLAS to `threads` threads (1 per rank by default: ranks are processes). The bits
+// depend on it (OpenBLAS splits a product over its threads in its own way).
+void setBlasThreads(int threads);
+
 }  // namespace ouro::trainer

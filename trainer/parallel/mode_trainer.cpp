@@ -58,10 +58,10 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
   if (config.virtual_ranks > 0) {
     const int V = config.virtual_ranks, W = comm_.world();
     slice_ = virtualSlice(V, W, comm_.rank());
-    // ZeRO-3 gathers units inside every forward and backward: every rank makes as many passes as
-    // the rank with the most micro-batches, repeating its last one (the same bits again) when it
-    // has fewer, so that the gathers pair up.
-    passes_ = config.mode == Mode::kZero3 || config.mode == Mode::kHsdp ? (V + W - 1) / W : slice_.count;
+    // A mode that gathers units inside every forward and backward (zero3, hsdp): every rank makes
+    // as many passes as the rank with the most micro-batches, repeating its last one (the same
+    // bits again) when it has fewer, so that the gathers pair up.
+    passes_ = mode_->gathersInForwardAndBackward() ? (V + W - 1) / W : slice_.count;
     fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count,
                                                    slice_.first);
     pipeline_ = std::make_unique<FixedPointPipeline>(*fixed_, units_, comm_, config.mode);

@@ -75,6 +75,13 @@ int replannedShardSize(int shard_size, int world) {
   return world;
 }
 
+TrainerConfig replannedConfig(TrainerConfig started, int world) {
+  if (started.mode != Mode::kHsdp) return started;
+  started.shard_size = replannedShardSize(started.shard_size, world);
+  if (started.shard_size == world) started.mode = Mode::kZero3;
+  return started;
+}
+
 namespace {
 
 // hsdp's communicators: the shard group (ranks g L .. g L + L - 1) and the replicas of this rank's
@@ -177,6 +184,7 @@ class ShardedParametersMode final : public ModeHooks {
   void afterOptimizerStep() override { forgetGathered(); }
 
   CommOps* partitionComm() override { return &comm_; }
+  bool gathersInForwardAndBackward() const override { return true; }
 
   ModeBytes bytes() const override {
     size_t gathered = gathered_[0].bytes() + gathered_[1].bytes();

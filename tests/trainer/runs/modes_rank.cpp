@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "model/gpt.hpp"
+#include "model/blas_kernels.hpp"
 #include "model/mlp.hpp"
 #include "model/mlp_model.hpp"
 #include "ouro/ouro.hpp"
