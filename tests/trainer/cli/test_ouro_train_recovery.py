@@ -56,8 +56,10 @@ def config(work, mode, *extra):
                                  "--virtual-ranks", str(VIRTUAL), "--log-every", "1"), *extra]
 
 
-def ouro_train_pids(ouro_train):
-    """{launch rank: pid} of the ouro-train processes running now."""
+def ouro_train_pids(ouro_train, trial_id):
+    """{launch rank: pid} of this trial's ouro-train processes running now: those whose environment
+    carries OURO_TEST_TRIAL=trial_id (another job of the same binary, a benchmark or a second test
+    run on the machine, must never be stopped or killed, or counted as left behind)."""
     pids = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -70,7 +72,7 @@ def ouro_train_pids(ouro_train):
                 env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
         except OSError:
             continue
-        if b"OURO_RANK" in env:
+        if b"OURO_RANK" in env and env.get(b"OURO_TEST_TRIAL") == trial_id.encode():
             pids[int(env[b"OURO_RANK"])] = int(entry)
     return pids
 
@@ -116,14 +118,15 @@ def trial(ouro_run, ouro_train, work, kind, kill_step, reference, flags_before=(
         every = "1000" if kind == "shrink-resumed" else "25"  # shrink-resumed: none of its own before the kill
         flags += ["--checkpoint", f"{work}/{name}-ck", "--checkpoint-every", every]
     shm_before = shm_files()
-    env = clean_env({"OURO_TIMEOUT_S": "30"})
+    trial_id = f"{work}/{name}"
+    env = clean_env({"OURO_TIMEOUT_S": "30", "OURO_TEST_TRIAL": trial_id})
     job = subprocess.Popen([*launcher, ouro_train, *flags], cwd=work, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     killed = None
     deadline = time.time() + JOB_TIMEOUT_S
     while job.poll() is None and time.time() < deadline:
         if killed is None and last_step(f"{work}/{name}.csv") >= kill_step:
-            pids = ouro_train_pids(ouro_train)
+            pids = ouro_train_pids(ouro_train, trial_id)
             if pids.get(1) and (stop_rank is None or pids.get(stop_rank)):
                 if stop_rank is not None:
                     os.kill(pids[stop_rank], signal.SIGSTOP)
@@ -143,7 +146,7 @@ def trial(ouro_run, ouro_train, work, kind, kill_step, reference, flags_before=(
     got = sha(f"{work}/{name}.safetensors")
     check(got == reference, f"{name}: rank 1 killed at step {killed[1]}: SHA-256 {got[:16]}, uninterrupted {reference[:16]}"
           f"\n--- stdout\n{out[-1500:]}")
-    left = ouro_train_pids(ouro_train)
+    left = ouro_train_pids(ouro_train, trial_id)
     check(not left, f"{name}: ouro-train processes left behind: {left}")
     check(shm_files() <= shm_before, f"{name}: left in /dev/shm: {sorted(shm_files() - shm_before)}")
     with open(f"{work}/{name}.json") as f:
