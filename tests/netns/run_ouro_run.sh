@@ -31,19 +31,11 @@ main() {
   rank_env
   hosts_up run
 
-  local -a args pids=()
+  local -a args
   mapfile -t args < <(coll_args "$MODE")
-  local i master
-  master="$(addr 1):$STORE_PORT"
   local start=$SECONDS
-  for ((i = 1; i <= NHOSTS; i++)); do
-    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
-      --master "$master" "$RANK_WRAPPER" "$COLL_RANK" "${args[@]}" >"$WORK/ouro-run-h$i.log" 2>&1 </dev/null &
-    pids+=($!)
-  done
-  for ((i = 1; i <= NHOSTS; i++)); do
-    wait_job "${pids[i - 1]}" "ouro-run-h$i" $((start + MATRIX_LIMIT_S * TIME_SCALE))
-  done
+  JOB_LIMIT_S=$((MATRIX_LIMIT_S * TIME_SCALE))
+  run_job_on_hosts ouro-run "$ouro_run" "${args[@]}"
   check_results "$MODE"
   check_placement
   report_times
