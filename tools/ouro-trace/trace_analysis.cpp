@@ -419,19 +419,21 @@ std::string renderText(const Analysis& a) {
 
 std::string renderJson(const Analysis& a) {
   using json = nlohmann::ordered_json;
-  auto callJson = [](const CallRecord& c) {
+  // A text the record did not have is null for tools, not "".
+  auto orNull = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  auto callJson = [&](const CallRecord& c) {
     json j;
     j["call"] = c.call;
     j["seq"] = c.seq;
     j["collective"] = c.collective;
     j["count"] = c.count;
-    j["dtype"] = c.dtype.empty() ? json(nullptr) : json(c.dtype);
-    j["redop"] = c.redop.empty() ? json(nullptr) : json(c.redop);
+    j["dtype"] = orNull(c.dtype);
+    j["redop"] = orNull(c.redop);
     j["root"] = c.root;
     j["peer"] = c.peer;
     j["algorithm"] = c.algorithm;
     j["state"] = c.state;
-    j["error"] = c.error.empty() ? json(nullptr) : json(c.error);
+    j["error"] = orNull(c.error);
     j["text"] = describeCall(c);
     return j;
   };
@@ -459,8 +461,8 @@ std::string renderJson(const Analysis& a) {
       j["call"] = r.call ? callJson(*r.call) : json(nullptr);
       j["waited_s"] = r.waited_s;
       j["idle_s"] = r.idle_s;
-      j["status"] = r.status.empty() ? json(nullptr) : json(r.status);
-      j["stack"] = r.stack.empty() ? json(nullptr) : json(r.stack);
+      j["status"] = orNull(r.status);
+      j["stack"] = orNull(r.stack);
       j["source"] = r.source;
       j["text"] = r.text;
       c["ranks"].push_back(j);
