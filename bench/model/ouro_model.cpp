@@ -38,7 +38,7 @@ size_t rulesChainSlice(const World& w, size_t bytes) {
 }
 
 struct Planned {
-  Algo algo;
+  ouro::Algorithm algo;
   double seconds;
   size_t slice;
 };
@@ -48,15 +48,17 @@ struct Planned {
 Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* rules_out) {
   Planned rules{plannedAlgorithm(w, bytes), kNotApplicable, w.slice_bytes};
   World rw = w;
-  if (rules.algo == Algo::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
+  if (rules.algo == ouro::Algorithm::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
   rules.seconds = predict(rules.algo, p, rw, bytes);
   *rules_out = rules;
   if (w.direct || w.hosts == 1) return rules;
-  Planned best{Algo::kCopy, kNotApplicable, w.slice_bytes};
-  for (Algo a : ouroAlgorithms()) {
-    if (a != Algo::kOneShot && a != Algo::kGatherFold && a != Algo::kPairwise && a != Algo::kHierarchical) continue;
+  Planned best{ouro::Algorithm::kCopy, kNotApplicable, w.slice_bytes};
+  for (ouro::Algorithm a : ouroAlgorithms()) {
+    if (a != ouro::Algorithm::kOneShot && a != ouro::Algorithm::kGatherFold && a != ouro::Algorithm::kPairwiseRing &&
+        a != ouro::Algorithm::kHierarchical)
+      continue;
     World t = w;
-    if (a == Algo::kPairwise || a == Algo::kHierarchical) t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+    if (a == ouro::Algorithm::kPairwiseRing || a == ouro::Algorithm::kHierarchical) t.slice_bytes = bestSliceBytes(a, p, w, bytes);
     const double s = predict(a, p, t, bytes);
     if (s < best.seconds) best = {a, s, t.slice_bytes};
   }
@@ -125,16 +127,19 @@ int main(int argc, char** argv) {
   }
   std::string err;
   if (!parseParams(spec, &p, &err)) return usage(err.c_str());
-  const std::vector<Algo> cols{Algo::kDirectInline, Algo::kDirectSymmetric, Algo::kDirectStaged, Algo::kOneShot,
-                               Algo::kGatherFold,   Algo::kPairwise,        Algo::kHierarchical,  Algo::kChainIdeal,
-                               Algo::kNcclRing,     Algo::kNcclTree};
+  using ouro::Algorithm;
+  const std::vector<Algorithm> cols{Algorithm::kDirectInline, Algorithm::kDirectSymmetric, Algorithm::kDirectStaged,
+                                    Algorithm::kOneShot,      Algorithm::kGatherFold,      Algorithm::kPairwiseRing,
+                                    Algorithm::kHierarchical};
+  const std::vector<Reference> refs{Reference::kChainIdeal, Reference::kNcclRing, Reference::kNcclTree};
   if (base.waiting < 0) return usage("--waiting must be 0 or more");
   if (cpus < 0) return usage("--cpus must be 0 (hosts of their own) or more");
   base.machine_cpus = cpus;
   std::printf("# %s; %zu-byte slot, %d slots; %.2f ranks waiting per core\n", describeParams(p).c_str(), base.slice_bytes,
               base.inter_host_slots, base.waiting);
   std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
-  for (Algo a : cols) std::printf("\t%s", algoName(a));
+  for (Algorithm a : cols) std::printf("\t%s", ouro::algorithmShortName(a));
+  for (Reference r : refs) std::printf("\t%s", referenceName(r));
   std::printf("\thier-sliced\tslice\tideal-sliced\trules\trules-s\tchosen\tchosen-s\tchosen-slice\n");
   for (int h : hosts) {
     World w = base;
@@ -142,27 +147,29 @@ int main(int argc, char** argv) {
     w.direct = h == 1;
     if (cpus > 0) w.machine_hosts = h;
     for (size_t b = lo; b <= hi; b *= 2) {
-      std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, algoName(plannedAlgorithm(w, b)),
-                  algoName(bestOuro(p, w, b).algo));
-      for (Algo a : cols) {
-        const double t = predict(a, p, w, b);
+      std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, ouro::algorithmShortName(plannedAlgorithm(w, b)),
+                  ouro::algorithmShortName(bestOuro(p, w, b).algo));
+      auto column = [](double t) {
         if (t >= kNotApplicable) std::printf("\t-");
         else std::printf("\t%.6g", t);
-      }
+      };
+      for (Algorithm a : cols) column(predict(a, p, w, b));
+      for (Reference r : refs) column(predict(r, p, w, b));
       // The chain with the slice the model picks (the planner could set it; today: the slot).
       World sw = w;
-      sw.slice_bytes = bestSliceBytes(Algo::kHierarchical, p, w, b);
-      const double hs = predict(Algo::kHierarchical, p, sw, b);
+      sw.slice_bytes = bestSliceBytes(Algorithm::kHierarchical, p, w, b);
+      const double hs = predict(Algorithm::kHierarchical, p, sw, b);
       World iw = w;
-      iw.slice_bytes = bestSliceBytes(Algo::kChainIdeal, p, w, b);
-      const double is = predict(Algo::kChainIdeal, p, iw, b);
+      iw.slice_bytes = bestSliceBytes(Reference::kChainIdeal, p, w, b);
+      const double is = predict(Reference::kChainIdeal, p, iw, b);
       if (hs >= kNotApplicable) std::printf("\t-\t-");
       else std::printf("\t%.6g\t%zu", hs, sw.slice_bytes);
       if (is >= kNotApplicable) std::printf("\t-");
       else std::printf("\t%.6g", is);
       Planned rules{};
       const Planned chosen = plannerChoice(p, w, b, &rules);
-      std::printf("\t%s\t%.6g\t%s\t%.6g\t%zu\n", algoName(rules.algo), rules.seconds, algoName(chosen.algo),
+      std::printf("\t%s\t%.6g\t%s\t%.6g\t%zu\n", ouro::algorithmShortName(rules.algo), rules.seconds,
+                  ouro::algorithmShortName(chosen.algo),
                   chosen.seconds, chosen.slice);
     }
   }

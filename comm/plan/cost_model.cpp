@@ -150,16 +150,16 @@ double ncclTree(const Params& p, const World& w, size_t bytes) {
 struct RankWork {
   double tcp = 0, shm = 0, fold = 0;
 };
-bool rankWork(Algo a, const World& w, double S, RankWork* out) {
+bool rankWork(Algorithm a, const World& w, double S, RankWork* out) {
   const int n = w.ranks(), H = w.hosts, L = w.per_host;
   RankWork r;
   switch (a) {
-    case Algo::kOneShot: {
+    case Algorithm::kOneShot: {
       const double b = S + kDescriptorBytes;
       r = {(n - L) * b, (L - 1) * b, (n - 1) * S};
       break;
     }
-    case Algo::kGatherFold:  // round dist: min(dist, L) of each host's L ranks send across
+    case Algorithm::kGatherFold:  // round dist: min(dist, L) of each host's L ranks send across
       for (int dist = 1; dist < n; dist *= 2) {
         const double b = double(std::min(dist, n - dist)) * (S + kDescriptorBytes);
         const double across = double(std::min(dist, L)) / L;
@@ -168,29 +168,68 @@ bool rankWork(Algo a, const World& w, double S, RankWork* out) {
       }
       r.fold = (n - 1) * S;
       break;
-    case Algo::kPairwise: {  // reduce-scatter to every owner; the ring's one crossing link per host
+    case Algorithm::kPairwiseRing: {  // reduce-scatter to every owner; the ring's one crossing link per host
       const double blk = S / n;
       r = {(n - L) * blk + (n - 1) * blk / L, (L - 1) * blk + (n - 1) * blk * (L - 1) / L, (n - 1) * blk};
       break;
     }
-    case Algo::kHierarchical:
-    case Algo::kChainIdeal: {  // S across each of the H-1 host boundaries, each way
+    case Algorithm::kHierarchical: {  // S across each of the H-1 host boundaries, each way
       const double chunk = S / L;
       r = {2 * (H - 1) * S / n, 2 * (L - 1) * chunk, L * chunk};
       break;
     }
-    case Algo::kNcclRing: {  // 2(n-1)/n S a rank; H of the n ring links cross hosts
-      const double sent = 2.0 * (n - 1) / n * S;
-      r = {sent * H / n, sent * (n - H) / n, (n - 1.0) / n * S};
-      break;
-    }
-    case Algo::kNcclTree:  // 2S over each of the H-1 edges between hosts and the L-1 inside each
-      r = {2 * (H - 1) * S / n, 2.0 * (L - 1) * S / L, S};
-      break;
     default: return false;
   }
   *out = r;
   return true;
+}
+bool rankWork(Reference ref, const World& w, double S, RankWork* out) {
+  const int n = w.ranks(), H = w.hosts, L = w.per_host;
+  switch (ref) {
+    case Reference::kChainIdeal: return rankWork(Algorithm::kHierarchical, w, S, out);  // the chain's bytes
+    case Reference::kNcclRing: {  // 2(n-1)/n S a rank; H of the n ring links cross hosts
+      const double sent = 2.0 * (n - 1) / n * S;
+      *out = {sent * H / n, sent * (n - H) / n, (n - 1.0) / n * S};
+      return true;
+    }
+    case Reference::kNcclTree:  // 2S over each of the H-1 edges between hosts and the L-1 inside each
+      *out = {2 * (H - 1) * S / n, 2.0 * (L - 1) * S / L, S};
+      return true;
+  }
+  return false;
+}
+
+// The CPU bound (Params::tcp_cpu) of an algorithm or a reference.
+template <typename Which>
+double cpuSeconds(Which a, const Params& p, const World& w, size_t bytes) {
+  RankWork r;
+  if (p.tcp_cpu <= 0 || w.machine_cpus <= 0 || w.hosts < 2 || p.between_hosts != LinkKind::kTcp ||
+      !rankWork(a, w, double(bytes), &r))
+    return 0;
+  const double machine_ranks = double(std::min(w.machine_hosts, w.hosts)) * w.per_host;
+  // A shared-memory message keeps two CPUs busy for beta a byte (copied in and out at once, in
+  // slots): 2 beta of CPU. tcp_cpu already counts both ends.
+  return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
+}
+
+// The links' time and the CPU bound together.
+template <typename Which>
+double predictBoth(Which a, const Params& p, const World& w, size_t bytes) {
+  const double t = predictLinks(a, p, w, bytes);
+  return t >= kNotApplicable ? t : std::max(t, cpuSeconds(a, p, w, bytes));
+}
+
+template <typename Which>
+size_t bestSlice(Which a, const Params& p, const World& w, size_t bytes) {
+  size_t best = w.slice_bytes;
+  double best_t = predict(a, p, w, bytes);
+  for (size_t s = size_t(4) << 10; s < w.slice_bytes; s *= 2) {
+    World t = w;
+    t.slice_bytes = s;
+    const double v = predict(a, p, t, bytes);
+    if (v < best_t) best_t = v, best = s;
+  }
+  return best;
 }
 
 // One whole number: "10", "2.5" (nothing before or after it).
@@ -217,27 +256,19 @@ bool parseLink(std::string_view v, LinkCost* out) {
 
 const char* linkKindName(LinkKind k) { return k == LinkKind::kShm ? "shm" : k == LinkKind::kTcp ? "tcp" : "ib"; }
 
-const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::kCopy: return "copy";
-    case Algo::kDirectInline: return "direct-inline";
-    case Algo::kDirectSymmetric: return "direct-symmetric";
-    case Algo::kDirectStaged: return "direct-staged";
-    case Algo::kOneShot: return "one-shot";
-    case Algo::kGatherFold: return "gather-fold";
-    case Algo::kPairwise: return "pairwise";
-    case Algo::kHierarchical: return "hierarchical";
-    case Algo::kChainIdeal: return "chain-ideal";
-    case Algo::kNcclRing: return "nccl-ring";
-    case Algo::kNcclTree: return "nccl-tree";
+const char* referenceName(Reference r) {
+  switch (r) {
+    case Reference::kChainIdeal: return "chain-ideal";
+    case Reference::kNcclRing: return "nccl-ring";
+    case Reference::kNcclTree: return "nccl-tree";
   }
   return "?";
 }
 
-const std::vector<Algo>& ouroAlgorithms() {
-  static const std::vector<Algo> all{Algo::kCopy,    Algo::kDirectInline, Algo::kDirectSymmetric,
-                                     Algo::kDirectStaged, Algo::kOneShot, Algo::kGatherFold,
-                                     Algo::kPairwise, Algo::kHierarchical};
+const std::vector<Algorithm>& ouroAlgorithms() {
+  static const std::vector<Algorithm> all{Algorithm::kCopy,         Algorithm::kDirectInline, Algorithm::kDirectSymmetric,
+                                          Algorithm::kDirectStaged, Algorithm::kOneShot,      Algorithm::kGatherFold,
+                                          Algorithm::kPairwiseRing, Algorithm::kHierarchical};
   return all;
 }
 
@@ -302,91 +333,76 @@ std::string describeParams(const Params& p) {
   return link(LinkKind::kShm) + "; " + link(LinkKind::kTcp) + "; " + link(LinkKind::kIb) + "; " + r;
 }
 
-double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes) {
-  RankWork r;
-  if (p.tcp_cpu <= 0 || w.machine_cpus <= 0 || w.hosts < 2 || p.between_hosts != LinkKind::kTcp ||
-      !rankWork(a, w, double(bytes), &r))
-    return 0;
-  const double machine_ranks = double(std::min(w.machine_hosts, w.hosts)) * w.per_host;
-  // A shared-memory message keeps two CPUs busy for beta a byte (copied in and out at once, in
-  // slots): 2 beta of CPU. tcp_cpu already counts both ends.
-  return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
-}
+double machineCpuSeconds(Algorithm a, const Params& p, const World& w, size_t bytes) { return cpuSeconds(a, p, w, bytes); }
+double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t bytes) { return cpuSeconds(r, p, w, bytes); }
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes) { return predictBoth(a, p, w, bytes); }
+double predict(Reference r, const Params& p, const World& w, size_t bytes) { return predictBoth(r, p, w, bytes); }
 
-double predict(Algo a, const Params& p, const World& w, size_t bytes) {
-  const double t = predictLinks(a, p, w, bytes);
-  return t >= kNotApplicable ? t : std::max(t, machineCpuSeconds(a, p, w, bytes));
-}
-
-double predictLinks(Algo a, const Params& p, const World& w, size_t bytes) {
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) {
   const int n = w.ranks();
   const double S = double(bytes);
-  if (n == 1) return a == Algo::kCopy ? S * p.shm.beta : kNotApplicable;
+  if (n == 1) return a == Algorithm::kCopy ? S * p.shm.beta : kNotApplicable;
   const bool one_host = w.hosts == 1;
   switch (a) {
-    case Algo::kCopy: return kNotApplicable;
-    case Algo::kDirectInline:
+    case Algorithm::kDirectInline:
       return one_host && w.direct && bytes <= w.inline_bytes ? directInline(p, w, S) : kNotApplicable;
-    case Algo::kDirectSymmetric: return one_host && w.direct ? directSymmetric(p, w, bytes) : kNotApplicable;
-    case Algo::kDirectStaged: return one_host && w.direct ? directStaged(p, w, bytes) : kNotApplicable;
-    case Algo::kOneShot:
+    case Algorithm::kDirectSymmetric: return one_host && w.direct ? directSymmetric(p, w, bytes) : kNotApplicable;
+    case Algorithm::kDirectStaged: return one_host && w.direct ? directStaged(p, w, bytes) : kNotApplicable;
+    case Algorithm::kOneShot:
       return !(one_host && w.direct) && bytes + kDescriptorBytes <= w.slice_bytes ? oneShot(p, w, S) : kNotApplicable;
-    case Algo::kGatherFold:
+    case Algorithm::kGatherFold:
       return !(one_host && w.direct) && double(n) * (S + kDescriptorBytes) <= double(w.slice_bytes)
                  ? gatherFold(p, w, S)
                  : kNotApplicable;
-    case Algo::kPairwise: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
-    case Algo::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
-    case Algo::kChainIdeal: return w.hosts >= 2 ? chain(p, w, bytes, true) : kNotApplicable;
-    case Algo::kNcclRing: return ncclRing(p, w, bytes);
-    case Algo::kNcclTree: return ncclTree(p, w, bytes);
+    case Algorithm::kPairwiseRing: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
+    case Algorithm::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
+    default: return kNotApplicable;  // not priced: kCopy past one rank, and what all-reduce never runs
+  }
+}
+
+double predictLinks(Reference r, const Params& p, const World& w, size_t bytes) {
+  switch (r) {
+    case Reference::kChainIdeal: return w.hosts >= 2 && w.ranks() > 1 ? chain(p, w, bytes, true) : kNotApplicable;
+    case Reference::kNcclRing: return w.ranks() > 1 ? ncclRing(p, w, bytes) : kNotApplicable;
+    case Reference::kNcclTree: return w.ranks() > 1 ? ncclTree(p, w, bytes) : kNotApplicable;
   }
   return kNotApplicable;
 }
 
-Algo plannedAlgorithm(const World& w, size_t bytes) {
+Algorithm plannedAlgorithm(const World& w, size_t bytes) {
   const int n = w.ranks();
-  if (n == 1) return Algo::kCopy;
+  if (n == 1) return Algorithm::kCopy;
   if (w.hosts == 1 && w.direct) {
-    if (bytes <= w.inline_bytes) return Algo::kDirectInline;
-    if (n == 2 || bytes <= kDirectSymmetricMaxBytes) return Algo::kDirectSymmetric;
-    return Algo::kDirectStaged;
+    if (bytes <= w.inline_bytes) return Algorithm::kDirectInline;
+    if (n == 2 || bytes <= kDirectSymmetricMaxBytes) return Algorithm::kDirectSymmetric;
+    return Algorithm::kDirectStaged;
   }
   if (w.hosts > 1) {
     const double total = double(n) * double(bytes + kDescriptorBytes);
     const double limit = double(kGatherFoldMaxBytes) + double(n) * double(kDescriptorBytes);
-    if (total <= double(w.slice_bytes) && total <= limit) return Algo::kGatherFold;
+    if (total <= double(w.slice_bytes) && total <= limit) return Algorithm::kGatherFold;
   }
   if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
-    return Algo::kOneShot;
-  if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algo::kHierarchical;
-  return Algo::kPairwise;
+    return Algorithm::kOneShot;
+  if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algorithm::kHierarchical;
+  return Algorithm::kPairwiseRing;
 }
 
-size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes) {
-  size_t best = w.slice_bytes;
-  double best_t = predict(a, p, w, bytes);
-  for (size_t s = size_t(4) << 10; s < w.slice_bytes; s *= 2) {
-    World t = w;
-    t.slice_bytes = s;
-    const double v = predict(a, p, t, bytes);
-    if (v < best_t) best_t = v, best = s;
-  }
-  return best;
-}
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes) { return bestSlice(a, p, w, bytes); }
+size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes) { return bestSlice(r, p, w, bytes); }
 
 Choice bestOuro(const Params& p, const World& w, size_t bytes) {
   Choice best;
-  for (Algo a : ouroAlgorithms()) {
+  for (Algorithm a : ouroAlgorithms()) {
     const double t = predict(a, p, w, bytes);
     if (t < best.seconds) best = {a, t};
   }
   return best;
 }
 
-Choice bestNccl(const Params& p, const World& w, size_t bytes) {
-  const double ring = predict(Algo::kNcclRing, p, w, bytes), tree = predict(Algo::kNcclTree, p, w, bytes);
-  return tree < ring ? Choice{Algo::kNcclTree, tree} : Choice{Algo::kNcclRing, ring};
+ReferenceChoice bestNccl(const Params& p, const World& w, size_t bytes) {
+  const double ring = predict(Reference::kNcclRing, p, w, bytes), tree = predict(Reference::kNcclTree, p, w, bytes);
+  return tree < ring ? ReferenceChoice{Reference::kNcclTree, tree} : ReferenceChoice{Reference::kNcclRing, ring};
 }
 
 }  // namespace ouro::model

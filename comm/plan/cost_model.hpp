@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/plan/algorithm.hpp"
+
 namespace ouro::model {
 
 enum class LinkKind { kShm, kTcp, kIb };
@@ -79,24 +81,21 @@ struct World {
   int ranks() const { return hosts * per_host; }
 };
 
-enum class Algo {
-  kCopy,             // one rank
-  kDirectInline,     // one host: data in the announcement line
-  kDirectSymmetric,  // one host: every rank folds every staged chunk
-  kDirectStaged,     // one host: reduce-scatter + all-gather through staging
-  kOneShot,          // links: every rank sends every peer its data, folds locally
-  kGatherFold,       // links: Bruck all-gather of contributions in ceil(log2 n) rounds, folds locally
-  kPairwise,         // links: pairwise reduce-scatter, ring all-gather (the collective driver)
-  kHierarchical,     // inside each host, a chain between hosts, finished values back the reverse way
-                     // with a window of 2H slices (as built; one rank per host too, when named)
-  kChainIdeal,       // not built: the ordered chain's bound on links between neighbouring hosts (each
-                     // pair its own link): one hop a slice per direction, no window (docs/DESIGN.md)
-  kNcclRing,         // reference: NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
-  kNcclTree,         // reference: NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
+// ouro's algorithms are priced by the one Algorithm enum (comm/plan/algorithm.hpp): kCopy, the
+// direct ones, one-shot, gather-fold, kPairwiseRing (the collective driver: pairwise reduce-scatter,
+// ring all-gather) and kHierarchical (inside each host, a chain between hosts, finished values back
+// the reverse way with a window of 2H slices; one rank per host too, when named). The others are
+// not priced (kNotApplicable).
+// What ouro's algorithms are held against, priced with the same parameters but never run:
+enum class Reference {
+  kChainIdeal,  // the ordered chain's bound on links between neighbouring hosts (each pair its own
+                // link): one hop a slice per direction, no window (docs/DESIGN.md)
+  kNcclRing,    // NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
+  kNcclTree,    // NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
 };
-const char* algoName(Algo a);
-// ouro's algorithms that run today (kCopy .. kHierarchical).
-const std::vector<Algo>& ouroAlgorithms();
+const char* referenceName(Reference r);  // "chain-ideal", "nccl-ring", "nccl-tree"
+// ouro's algorithms the model prices (kCopy .. kHierarchical), in the order ties are broken.
+const std::vector<Algorithm>& ouroAlgorithms();
 
 constexpr double kNotApplicable = 1e300;
 
@@ -108,29 +107,37 @@ inline double machineWaiting(int machine_ranks, int cpus) {
 // The CPU work bound alone (Params::tcp_cpu): seconds the most crowded machine's CPUs need for
 // the call's TCP bytes, copies and folds under algorithm `a`; 0 where it does not apply (tcp_cpu
 // unset, one host, links between hosts that are not TCP, or the direct algorithms).
-double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes);
+double machineCpuSeconds(Algorithm a, const Params& p, const World& w, size_t bytes);
+double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t bytes);
 
 // Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
 // on this world (direct across hosts, one-shot or gather-fold past one slot, ...).
 // With Params::tcp_cpu, the larger of the links' time (predictLinks) and machineCpuSeconds.
-double predict(Algo a, const Params& p, const World& w, size_t bytes);
-double predictLinks(Algo a, const Params& p, const World& w, size_t bytes);
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes);
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes);
+double predict(Reference r, const Params& p, const World& w, size_t bytes);
+double predictLinks(Reference r, const Params& p, const World& w, size_t bytes);
 
 // The algorithm the planner picks under OURO_ALGO=auto (comm/plan/planner.cpp's rules, mirrored;
 // tests/comm/test_cost_model.cpp holds the two to the same answers).
-Algo plannedAlgorithm(const World& w, size_t bytes);
+Algorithm plannedAlgorithm(const World& w, size_t bytes);
 
 // The slice (a power of two from 4 KiB up to the slot) under which the model predicts `a` fastest:
 // what the planner could set for the chain, whose fill grows with the slice times 2(H-1) hops.
-size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes);
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes);
+size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes);
 
 struct Choice {
-  Algo algo = Algo::kCopy;
+  Algorithm algo = Algorithm::kCopy;
   double seconds = kNotApplicable;
 };
 // The fastest of ouro's algorithms by the model (ties: the earlier in ouroAlgorithms()).
 Choice bestOuro(const Params& p, const World& w, size_t bytes);
 // The faster of NCCL's ring and tree.
-Choice bestNccl(const Params& p, const World& w, size_t bytes);
+struct ReferenceChoice {
+  Reference ref = Reference::kNcclRing;
+  double seconds = kNotApplicable;
+};
+ReferenceChoice bestNccl(const Params& p, const World& w, size_t bytes);
 
 }  // namespace ouro::model

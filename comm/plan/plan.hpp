@@ -10,6 +10,7 @@
 #include <string>
 
 #include "comm/plan/algo_setting.hpp"
+#include "comm/plan/algorithm.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/plan/hierarchy.hpp"
 
@@ -28,27 +29,6 @@ struct DirectWrites {
 // Which executor runs the call: the host (the caller's thread, or a host stream's worker) or the
 // CUDA executor (a kernel on the user's stream).
 enum class ExecutorKind : uint8_t { kHost, kCuda };
-
-enum class Algorithm : uint8_t {
-  kCopy,               // one rank: the output is the input
-  // One host, every rank mapping every other's shared memory (comm/exec/algo_direct.cpp):
-  kDirectInline,       //   the data rides in the announcement line (at most kInlineBytes)
-  kDirectSymmetric,    //   all-reduce: every rank reduces every staged chunk
-  kDirectStaged,       //   through the staging buffers (all-reduce: reduce-scatter, then all-gather)
-  // Messages over links, shm FIFOs and TCP (comm/exec/algo_links.cpp):
-  kOneShot,            //   the data rides in the descriptor exchange
-  kPairwiseRing,       //   the collective driver: pairwise reduce-scatter, ring all-gather, chain broadcast
-  kHierarchical,       //   all-reduce inside each host, then a chain between hosts
-  kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
-  kGatherFold,         //   small calls: every contribution gathered in ceil(log2 W) Bruck steps, then
-                       //   folded locally in rank order (comm/exec/algo_gather_fold.cpp)
-  kDescriptorExchange, //   barrier: the exchange is the whole call
-  // CUDA (comm/exec/cuda_executor.cpp):
-  kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel
-};
-const char* algorithmName(Algorithm a);
-// One word, as OURO_ALGO and the cost model spell it ("pairwise", "gather-fold"): for tables.
-const char* algorithmShortName(Algorithm a);
 
 // How the device kernels move data: whole slots (Simple) or 8-byte flag+data lines (LL, for small
 // calls). Host plans have no protocol.

@@ -46,21 +46,6 @@ size_t directInlineBytes(const CollArgs& a, int n) {
   }
 }
 
-// The model's name for an executor algorithm, for all-reduce; false where the model has none.
-bool asModelAlgo(Algorithm a, model::Algo* out) {
-  switch (a) {
-    case Algorithm::kCopy: *out = model::Algo::kCopy; return true;
-    case Algorithm::kDirectInline: *out = model::Algo::kDirectInline; return true;
-    case Algorithm::kDirectSymmetric: *out = model::Algo::kDirectSymmetric; return true;
-    case Algorithm::kDirectStaged: *out = model::Algo::kDirectStaged; return true;
-    case Algorithm::kOneShot: *out = model::Algo::kOneShot; return true;
-    case Algorithm::kGatherFold: *out = model::Algo::kGatherFold; return true;
-    case Algorithm::kPairwiseRing: *out = model::Algo::kPairwise; return true;
-    case Algorithm::kHierarchical: *out = model::Algo::kHierarchical; return true;
-    default: return false;
-  }
-}
-
 // "12.3 us" or "4.56 ms".
 std::string formatSeconds(double s) {
   return s < 0.01 ? strprintf("%.1f us", s * 1e6) : strprintf("%.2f ms", s * 1e3);
@@ -87,40 +72,6 @@ size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks
   const size_t blocks = kind == CollKind::kReduceScatter || kind == CollKind::kAllToAll ? size_t(nranks) : 1;
   if (es == 0 || d.count > SIZE_MAX / es / blocks) return SIZE_MAX;
   return size_t(d.count) * es * blocks;
-}
-
-const char* algorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return "copy (one rank)";
-    case Algorithm::kDirectInline: return "direct inline (data in the announcement line)";
-    case Algorithm::kDirectSymmetric: return "direct symmetric (every rank reduces all staged chunks)";
-    case Algorithm::kDirectStaged: return "direct, through staging buffers";
-    case Algorithm::kOneShot: return "one-shot (data inside the descriptor exchange)";
-    case Algorithm::kPairwiseRing: return "pairwise reduce-scatter, ring all-gather, chain broadcast (driver)";
-    case Algorithm::kHierarchical: return "hierarchical (inside each host, a chain between hosts)";
-    case Algorithm::kPairwiseTransfers: return "pairwise transfers";
-    case Algorithm::kGatherFold: return "gather-fold (contributions gathered in log2 steps, folded locally in rank order)";
-    case Algorithm::kDescriptorExchange: return "descriptor exchange";
-    case Algorithm::kDeviceDriver: return "device driver kernel";
-  }
-  return "unknown";
-}
-
-const char* algorithmShortName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return "copy";
-    case Algorithm::kDirectInline: return "direct-inline";
-    case Algorithm::kDirectSymmetric: return "direct-symmetric";
-    case Algorithm::kDirectStaged: return "direct-staged";
-    case Algorithm::kOneShot: return "one-shot";
-    case Algorithm::kPairwiseRing: return "pairwise";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kPairwiseTransfers: return "pairwise-transfers";
-    case Algorithm::kGatherFold: return "gather-fold";
-    case Algorithm::kDescriptorExchange: return "descriptor-exchange";
-    case Algorithm::kDeviceDriver: return "device-driver";
-  }
-  return "unknown";
 }
 
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
@@ -176,23 +127,16 @@ bool Planner::modelWorld(model::World* out) const {
   return true;
 }
 
-// The executor's algorithm that runs the model's `m` for this all-reduce over links, or false
-// where it cannot run it for this call. The candidates come from model::ouroAlgorithms(), so an
-// algorithm added to the model is weighed here as soon as it has a case below (and the host
-// executor runs it).
-static bool linksAlgorithm(model::Algo m, const CollArgs& a, const PlannerWorld& w, const HostLayout& hosts,
-                           Algorithm* out) {
-  const size_t bytes = a.count * a.elementBytes();
-  switch (m) {
-    case model::Algo::kOneShot:
-      *out = Algorithm::kOneShot;
-      return bytes + sizeof(CallDescriptor) <= w.slice_bytes;
-    case model::Algo::kGatherFold:
-      *out = Algorithm::kGatherFold;
-      return gatherFoldTotalBytes(a, w.nranks) <= w.slice_bytes;
-    case model::Algo::kPairwise: *out = Algorithm::kPairwiseRing; return true;
-    case model::Algo::kHierarchical:
-      *out = Algorithm::kHierarchical;
+// Whether the executor can run `a` for this all-reduce over links (the model prices more than
+// that). The candidates come from model::ouroAlgorithms(), so an algorithm added to the model is
+// weighed here as soon as it has a case below (and the host executor runs it).
+static bool runsOverLinks(Algorithm a, const CollArgs& args, const PlannerWorld& w, const HostLayout& hosts) {
+  const size_t bytes = args.count * args.elementBytes();
+  switch (a) {
+    case Algorithm::kOneShot: return bytes + sizeof(CallDescriptor) <= w.slice_bytes;
+    case Algorithm::kGatherFold: return gatherFoldTotalBytes(args, w.nranks) <= w.slice_bytes;
+    case Algorithm::kPairwiseRing: return true;
+    case Algorithm::kHierarchical:
       return chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
     default: return false;  // one host's direct algorithms (not over links), or one not built here yet
   }
@@ -209,15 +153,14 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
     Algorithm runner_up = Algorithm::kCopy;
     double runner_up_s = model::kNotApplicable;
   } pick;
-  for (const model::Algo m : model::ouroAlgorithms()) {
-    Algorithm algorithm;
-    if (!linksAlgorithm(m, a, world_, hosts_, &algorithm)) continue;
+  for (const Algorithm algorithm : model::ouroAlgorithms()) {
+    if (!runsOverLinks(algorithm, a, world_, hosts_)) continue;
     // Pipelined algorithms take the slice the model likes best (at most the slot); the others
     // need the whole slot (one message per peer or per step).
     model::World t = w;
     if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
-      t.slice_bytes = model::bestSliceBytes(m, world_.model_params, w, bytes);
-    const double s = model::predict(m, world_.model_params, t, bytes);
+      t.slice_bytes = model::bestSliceBytes(algorithm, world_.model_params, w, bytes);
+    const double s = model::predict(algorithm, world_.model_params, t, bytes);
     if (s >= model::kNotApplicable) continue;
     if (s < pick.seconds) {
       pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
@@ -248,10 +191,9 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
 
 double Planner::predictPlan(const Plan& p) const {
   model::World w;
-  model::Algo m;
-  if (p.executor != ExecutorKind::kHost || !modelWorld(&w) || !asModelAlgo(p.algorithm, &m)) return 0;
+  if (p.executor != ExecutorKind::kHost || !modelWorld(&w)) return 0;
   if (p.slice_bytes) w.slice_bytes = p.slice_bytes;
-  const double s = model::predict(m, world_.model_params, w, p.bytes);
+  const double s = model::predict(p.algorithm, world_.model_params, w, p.bytes);
   return s < model::kNotApplicable ? s : 0;
 }
 
@@ -334,9 +276,8 @@ std::string Planner::describe(const Plan& p) const {
   if (p.by_model) {
     s += strprintf(": the cost model's fastest (%s), at least %.2fx faster than the rules' choice: %s predicted",
                    world_.model_source.c_str(), kModelMargin, formatSeconds(p.predicted_s).c_str());
-    model::Algo next;
-    if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &next))
-      s += strprintf(", next %s %s", model::algoName(next), formatSeconds(p.runner_up_s).c_str());
+    if (p.runner_up_s > 0)
+      s += strprintf(", next %s %s", algorithmShortName(p.runner_up), formatSeconds(p.runner_up_s).c_str());
   } else if (p.algorithm == Algorithm::kGatherFold) {
     s += world_.setting == AlgoSetting::kGatherFold
              ? strprintf(": every contribution fits one %zu-byte link slot", world_.slice_bytes)
@@ -356,11 +297,10 @@ std::string Planner::describe(const Plan& p) const {
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
   if (p.predicted_s > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());
-    model::Algo best;
     if (p.runner_up_s > 0 && p.runner_up == p.algorithm)
       s += ", the model's fastest too";
-    else if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &best))
-      s += strprintf(" (its fastest, %s at %s, is not %.2fx faster: the rules' choice stands)", model::algoName(best),
+    else if (p.runner_up_s > 0)
+      s += strprintf(" (its fastest, %s at %s, is not %.2fx faster: the rules' choice stands)", algorithmShortName(p.runner_up),
                      formatSeconds(p.runner_up_s).c_str(), kModelMargin);
   }
   return s;

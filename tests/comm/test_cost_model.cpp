@@ -45,40 +45,27 @@ Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice) {
   return Planner(pw).planHost(a).algorithm;
 }
 
-Algo asModel(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return Algo::kCopy;
-    case Algorithm::kDirectInline: return Algo::kDirectInline;
-    case Algorithm::kDirectSymmetric: return Algo::kDirectSymmetric;
-    case Algorithm::kDirectStaged: return Algo::kDirectStaged;
-    case Algorithm::kOneShot: return Algo::kOneShot;
-    case Algorithm::kGatherFold: return Algo::kGatherFold;
-    case Algorithm::kHierarchical: return Algo::kHierarchical;
-    default: return Algo::kPairwise;
-  }
-}
-
 }  // namespace
 
 TEST_CASE("cost model: NCCL's ring and tree are the textbook formulas", "[cost_model]") {
   const Params p = simple();
   const World w = grid(4, 2);  // n = 8, across hosts: the tcp link sets the pace
   const double S = 1 << 20, n = 8;
-  CHECK(predict(Algo::kNcclRing, p, w, size_t(S)) ==
+  CHECK(predict(Reference::kNcclRing, p, w, size_t(S)) ==
         Approx(2 * (n - 1) * 2e-6 + 2 * (n - 1) / n * S * 8e-11 + (n - 1) / n * S * 1e-10));
-  CHECK(predict(Algo::kNcclTree, p, w, size_t(S)) == Approx(2 * (2 * 2e-6 + 1 * 1e-6) + 2 * S * 8e-11 + S * 1e-10));
+  CHECK(predict(Reference::kNcclTree, p, w, size_t(S)) == Approx(2 * (2 * 2e-6 + 1 * 1e-6) + 2 * S * 8e-11 + S * 1e-10));
 }
 
 TEST_CASE("cost model: what applies where", "[cost_model]") {
   const Params p = simple();
-  CHECK(predict(Algo::kCopy, p, grid(1, 1), 1024) == Approx(1024 * 5e-11));
-  CHECK(predict(Algo::kDirectStaged, p, grid(2, 4), 1024) == kNotApplicable);  // direct is one host only
-  CHECK(predict(Algo::kDirectInline, p, grid(1, 4), 33) == kNotApplicable);    // past the line
-  CHECK(predict(Algo::kOneShot, p, grid(2, 4), 128 << 10) == kNotApplicable);   // past one slot
-  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 16 << 10) == kNotApplicable);  // 8 contributions > slot
-  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 1024) < kNotApplicable);
-  CHECK(predict(Algo::kHierarchical, p, grid(1, 8), 1 << 20) == kNotApplicable);
-  CHECK(predict(Algo::kHierarchical, p, grid(4, 8), 1 << 20) < kNotApplicable);
+  CHECK(predict(Algorithm::kCopy, p, grid(1, 1), 1024) == Approx(1024 * 5e-11));
+  CHECK(predict(Algorithm::kDirectStaged, p, grid(2, 4), 1024) == kNotApplicable);  // direct is one host only
+  CHECK(predict(Algorithm::kDirectInline, p, grid(1, 4), 33) == kNotApplicable);    // past the line
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 4), 128 << 10) == kNotApplicable);   // past one slot
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 16 << 10) == kNotApplicable);  // 8 contributions > slot
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 1024) < kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(1, 8), 1 << 20) == kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(4, 8), 1 << 20) < kNotApplicable);
 }
 
 TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]") {
@@ -89,8 +76,8 @@ TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]
   p.tcp = {0, 1e-9};
   const size_t S = 1000;
   const double b = S + 16;
-  CHECK(predict(Algo::kOneShot, p, grid(2, 1), S) == Approx(1 * b * 1e-9));
-  CHECK(predict(Algo::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 1), S) == Approx(1 * b * 1e-9));
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
 }
 
 TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn", "[cost_model]") {
@@ -104,21 +91,21 @@ TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn",
   CHECK(machineWaiting(4, 4) == 0);
   CHECK(machineWaiting(2, 0) == 0);
   // Alone: 3 x alpha plus 1 + 2 + 4 blocks of 8 + 16 bytes (the descriptor) at 8 ns a byte.
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 7 * 24 * 8e-9));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 7 * 24 * 8e-9));
   w.waiting = machineWaiting(16, 4);
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 3 * 21e-6));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 3 * 21e-6));
   // A transfer longer than the wait hides it: 8 blocks of 64 KiB take 4 ms a message.
   World big = grid(2, 1);
-  const double pairwise_alone = predict(Algo::kPairwise, p, big, 8 << 20);
+  const double pairwise_alone = predict(Algorithm::kPairwiseRing, p, big, 8 << 20);
   big.waiting = 3;
-  CHECK(predict(Algo::kPairwise, p, big, 8 << 20) == Approx(pairwise_alone));
+  CHECK(predict(Algorithm::kPairwiseRing, p, big, 8 << 20) == Approx(pairwise_alone));
   // And the model then prefers fewer, larger messages: pairwise's 2(n-1) steps at 2 KiB cost more
   // than gather-fold's 3 rounds (measured on 8 namespace hosts of one 2-CPU machine: 475 us
   // against 121; docs/ACROSS-HOSTS.md "Ranks that share cores").
   w.waiting = 0;
-  CHECK(predict(Algo::kPairwise, p, w, 2048) < predict(Algo::kGatherFold, p, w, 2048) * 1.25);
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 2048) < predict(Algorithm::kGatherFold, p, w, 2048) * 1.25);
   w.waiting = 3;
-  CHECK(predict(Algo::kGatherFold, p, w, 2048) * 1.25 < predict(Algo::kPairwise, p, w, 2048));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 2048) * 1.25 < predict(Algorithm::kPairwiseRing, p, w, 2048));
   Params q;
   std::string err;
   REQUIRE(parseParams("wake=12.5", &q, &err));
@@ -134,32 +121,32 @@ TEST_CASE("cost model: hosts that share a machine's CPUs carry their TCP at tcpc
   p.gamma = 1e-11;
   World w = grid(4, 1);
   const size_t S = size_t(256) << 20;
-  const double links = predict(Algo::kPairwise, p, w, S);
-  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  const double links = predict(Algorithm::kPairwiseRing, p, w, S);
+  CHECK(predictLinks(Algorithm::kPairwiseRing, p, w, S) == links);
   // Off until tcpcpu is set, and where the machine's CPUs are unknown.
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   p.tcp_cpu = 1e9;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   // 4 namespace hosts on 2 CPUs (measured: 2.03 GB/s of TCP for the machine, 795 ms at 256 MiB;
   // the links alone give 330): each rank sends 2 x 3/4 S over TCP and folds 3/4 S.
   w.machine_hosts = 4;
   w.machine_cpus = 2;
   const double cpu = 4 * (1.5 * double(S) / 1e9 + 0.75 * double(S) * 1e-11) / 2;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu));
-  CHECK(predict(Algo::kPairwise, p, w, S) == Approx(cpu));
-  CHECK(predict(Algo::kPairwise, p, w, S) > 2 * links);
-  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu));
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu));
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, S) > 2 * links);
+  CHECK(predictLinks(Algorithm::kPairwiseRing, p, w, S) == links);
   // The chain: S each way across each of the 3 host boundaries, 6 S for the machine.
-  CHECK(machineCpuSeconds(Algo::kHierarchical, p, w, S) == Approx(4 * (6.0 * double(S) / 4 / 1e9 + double(S) * 1e-11) / 2));
+  CHECK(machineCpuSeconds(Algorithm::kHierarchical, p, w, S) == Approx(4 * (6.0 * double(S) / 4 / 1e9 + double(S) * 1e-11) / 2));
   // A small call stays the links' (alpha) cost: the bound is bytes.
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == predictLinks(Algo::kGatherFold, p, w, 8));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == predictLinks(Algorithm::kGatherFold, p, w, 8));
   // Hosts with a machine each (a cluster): each host's own CPUs carry its share.
   w.machine_hosts = 1;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu / 4));
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu / 4));
   // InfiniBand between hosts: no TCP stack to price.
   w.machine_hosts = 4;
   p.between_hosts = LinkKind::kIb;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   Params q;
   std::string err;
   REQUIRE(parseParams("tcpcpu=1.1", &q, &err));
@@ -178,7 +165,7 @@ TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   World w = grid(16, 8);
   w.slice_bytes = 512 << 10;
   const size_t S = size_t(1) << 30;
-  const double built = predict(Algo::kHierarchical, p, w, S), ideal = predict(Algo::kChainIdeal, p, w, S);
+  const double built = predict(Algorithm::kHierarchical, p, w, S), ideal = predict(Reference::kChainIdeal, p, w, S);
   CHECK(ideal < built);
   // Ideal (links between neighbouring hosts), large S: each link direction carries S once,
   // shared by the L owners.
@@ -190,17 +177,17 @@ TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   // one the model picks, the chain is again within a fifth of its 2S.
   World many = w;
   many.hosts = 256;
-  many.slice_bytes = bestSliceBytes(Algo::kHierarchical, p, many, S);
+  many.slice_bytes = bestSliceBytes(Algorithm::kHierarchical, p, many, S);
   CHECK(many.slice_bytes < w.slice_bytes);
-  CHECK(predict(Algo::kHierarchical, p, many, S) == Approx(2 * double(S) * 8e-11).epsilon(0.2));
+  CHECK(predict(Algorithm::kHierarchical, p, many, S) == Approx(2 * double(S) * 8e-11).epsilon(0.2));
   // A window of 3 slices (what the chain had before, bounded by the link's slots) would cost the
   // round trip over 3 per slice: 2(H-1)/3 hops, 5x the 2 hops at 16 hosts.
   // Two hosts: one hop each way; the window holds it back only by a slice's local work.
   World two = grid(2, 8);
   two.slice_bytes = 512 << 10;
-  CHECK(predict(Algo::kHierarchical, p, two, S) == Approx(predict(Algo::kChainIdeal, p, two, S)).epsilon(0.05));
+  CHECK(predict(Algorithm::kHierarchical, p, two, S) == Approx(predict(Reference::kChainIdeal, p, two, S)).epsilon(0.05));
   // One rank per host: the chain runs (named), no local work.
-  CHECK(predict(Algo::kHierarchical, p, grid(4, 1), S) < kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(4, 1), S) < kNotApplicable);
 }
 
 TEST_CASE("cost model: the chain's window and slice are the ones the planner gives it", "[cost_model]") {
@@ -222,10 +209,10 @@ TEST_CASE("cost model: large calls across hosts favour two levels over flat pair
   const Params p = simple();
   World w = grid(4, 8);
   w.slice_bytes = 512 << 10;
-  CHECK(predict(Algo::kHierarchical, p, w, 256 << 20) < predict(Algo::kPairwise, p, w, 256 << 20));
-  CHECK(bestOuro(p, w, 8).algo == Algo::kGatherFold);
-  CHECK(bestNccl(p, w, 8).algo == Algo::kNcclTree);
-  CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).algo == Algo::kNcclRing);
+  CHECK(predict(Algorithm::kHierarchical, p, w, 256 << 20) < predict(Algorithm::kPairwiseRing, p, w, 256 << 20));
+  CHECK(bestOuro(p, w, 8).algo == Algorithm::kGatherFold);
+  CHECK(bestNccl(p, w, 8).ref == Reference::kNcclTree);
+  CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).ref == Reference::kNcclRing);
 }
 
 TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
@@ -262,7 +249,7 @@ TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_mo
             w.slice_bytes = slice;
             INFO(h << " hosts x " << l << (direct ? " direct" : " links") << ", slot " << slice << ", " << bytes
                    << " bytes");
-            CHECK(algoName(plannedAlgorithm(w, bytes)) == std::string(algoName(asModel(planned(h, l, direct, bytes, slice)))));
+            CHECK(algorithmShortName(plannedAlgorithm(w, bytes)) == std::string(algorithmShortName(planned(h, l, direct, bytes, slice))));
           }
         }
       }

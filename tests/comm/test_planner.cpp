@@ -198,14 +198,14 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
   const Plan mid = p.planHost(call(CollKind::kAllReduce, 2048));  // 8 KiB
   CHECK(mid.algorithm == Algorithm::kGatherFold);
   CHECK(mid.by_model);
-  CHECK(mid.predicted_s == Approx(model::predict(model::Algo::kGatherFold, params, modelShape(4, 1), 8192)));
+  CHECK(mid.predicted_s == Approx(model::predict(Algorithm::kGatherFold, params, modelShape(4, 1), 8192)));
   CHECK(mid.runner_up == Algorithm::kOneShot);
   CHECK(mid.runner_up_s > 1.25 * mid.predicted_s);
   // Where the model agrees with the rules, the rules' plan stands and carries its time.
   const Plan small = p.planHost(call(CollKind::kAllReduce, 2));  // 8 bytes: gather-fold either way
   CHECK(small.algorithm == Algorithm::kGatherFold);
   CHECK_FALSE(small.by_model);
-  CHECK(small.predicted_s == Approx(model::predict(model::Algo::kGatherFold, params, modelShape(4, 1), 8)));
+  CHECK(small.predicted_s == Approx(model::predict(Algorithm::kGatherFold, params, modelShape(4, 1), 8)));
   const Plan big = p.planHost(call(CollKind::kAllReduce, 4 << 20));  // 16 MiB: only pairwise runs here
   CHECK(big.algorithm == Algorithm::kPairwiseRing);
   CHECK_FALSE(big.by_model);
@@ -233,19 +233,19 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
       INFO(spec << ", " << bytes << " bytes");
       const Plan plan = q.planHost(call(CollKind::kAllReduce, count));
       double best = model::kNotApplicable;
-      for (model::Algo a : {model::Algo::kOneShot, model::Algo::kGatherFold, model::Algo::kPairwise,
-                            model::Algo::kHierarchical}) {
+      for (Algorithm a : {Algorithm::kOneShot, Algorithm::kGatherFold, Algorithm::kPairwiseRing,
+                            Algorithm::kHierarchical}) {
         model::World w = modelShape(3, 2);
-        if (a == model::Algo::kPairwise || a == model::Algo::kHierarchical) w.slice_bytes = model::bestSliceBytes(a, mp, w, bytes);
+        if (a == Algorithm::kPairwiseRing || a == Algorithm::kHierarchical) w.slice_bytes = model::bestSliceBytes(a, mp, w, bytes);
         best = std::min(best, model::predict(a, mp, w, bytes));
       }
       const Plan r = rules.planHost(call(CollKind::kAllReduce, count));
       model::World rw = modelShape(3, 2);
       rw.slice_bytes = r.slice_bytes;
-      const model::Algo ra = r.algorithm == Algorithm::kHierarchical ? model::Algo::kHierarchical
-                             : r.algorithm == Algorithm::kGatherFold ? model::Algo::kGatherFold
-                             : r.algorithm == Algorithm::kOneShot    ? model::Algo::kOneShot
-                                                                     : model::Algo::kPairwise;
+      const Algorithm ra = r.algorithm == Algorithm::kHierarchical ? Algorithm::kHierarchical
+                             : r.algorithm == Algorithm::kGatherFold ? Algorithm::kGatherFold
+                             : r.algorithm == Algorithm::kOneShot    ? Algorithm::kOneShot
+                                                                     : Algorithm::kPairwiseRing;
       const double rules_s = model::predict(ra, mp, rw, bytes);
       if (best * 1.25 < rules_s) {
         CHECK(plan.by_model);
@@ -282,7 +282,7 @@ TEST_CASE("planner: the model prices the CPUs of a machine whose hosts share the
   model::World shape = modelShape(4, 1);
   shape.machine_hosts = 4;
   shape.machine_cpus = 2;
-  CHECK(plan.predicted_s == Approx(model::predict(model::Algo::kPairwise, w.model_params, shape, 256 << 20)));
+  CHECK(plan.predicted_s == Approx(model::predict(Algorithm::kPairwiseRing, w.model_params, shape, 256 << 20)));
   CHECK(plan.predicted_s > 2 * links);
 }
 
