@@ -349,7 +349,7 @@ struct CudaExecutor::Impl {
     comm.planner().note(plan, number);
     FlightRecorder& recorder = comm.progress().recorder();
     recorder.noteCall(number);
-    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+    recorder.notePlan(algorithmShortName(plan.algorithm), kernels::protocolName(plan.protocol),
                       plan.channels);
     if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
@@ -407,7 +407,7 @@ struct CudaExecutor::Impl {
       p.buffer = t->buffer;
       p.count = t->bytes;
       const bool ll = t->bytes <= cc.llMaxBytes();  // the peer's send or receive has the same size
-      p.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
+      p.protocol = ll ? kernels::Protocol::kLL : kernels::Protocol::kSimple;
       p.elem_bytes = 1;
       p.slice_elems = ll ? facts.ll_message_bytes : facts.simple_message_bytes;
       p.nchannels = l.nchannels;

@@ -13,6 +13,7 @@
 #include "comm/plan/algorithm.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/plan/hierarchy.hpp"
+#include "kernels/common/protocol.hpp"
 
 namespace ouro {
 
@@ -30,15 +31,15 @@ struct DirectWrites {
 // CUDA executor (a kernel on the user's stream).
 enum class ExecutorKind : uint8_t { kHost, kCuda };
 
-// How the device kernels move data: whole slots (Simple) or 8-byte flag+data lines (LL, for small
-// calls). Host plans have no protocol.
-enum class Protocol : uint8_t { kNone, kSimple, kLL };
+// How the messages travel: whole slots (Simple) or, on the device FIFOs only, 8-byte flag+data
+// lines (LL, for small calls). One enum from the plan to the kernels (kernels/common/protocol.hpp).
+using Protocol = kernels::Protocol;
 
 struct Plan {
   CollKind kind = CollKind::kAllReduce;
   ExecutorKind executor = ExecutorKind::kHost;
   Algorithm algorithm = Algorithm::kCopy;
-  Protocol protocol = Protocol::kNone;
+  Protocol protocol = Protocol::kSimple;  // host plans: always kSimple
   bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK)
   size_t bytes = 0;         // what the choice was made on: the call's bytes per rank (all-to-all,
                             // reduce-scatter and all-gather: the largest buffer)

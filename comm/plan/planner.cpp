@@ -287,7 +287,7 @@ std::string Planner::describe(const Plan& p) const {
     if (!why.empty()) s += ": " + why;
   }
   s += p.executor == ExecutorKind::kCuda ? "; plan: CUDA executor" : "; plan: host executor";
-  if (p.protocol != Protocol::kNone) s += p.protocol == Protocol::kLL ? ", LL protocol" : ", Simple protocol";
+  if (p.executor == ExecutorKind::kCuda) s += strprintf(", %s protocol", kernels::protocolName(p.protocol));
   if (p.algorithm != Algorithm::kCopy && p.algorithm != Algorithm::kDirectInline)
     s += strprintf(", %zu-byte slices", p.slice_bytes);
   if (p.executor == ExecutorKind::kCuda)

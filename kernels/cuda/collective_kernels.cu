@@ -123,7 +123,7 @@ bool validChannels(int nchannels, const DeviceChannel* channels) {
   return nchannels >= 1 && nchannels <= kMaxChannels && channels != nullptr;
 }
 
-bool validProtocol(DeviceProtocol p) { return p == DeviceProtocol::kSimple || p == DeviceProtocol::kLL; }
+bool validProtocol(Protocol p) { return p == Protocol::kSimple || p == Protocol::kLL; }
 
 }  // namespace
 

@@ -48,7 +48,7 @@ struct PrimsContext {
   int rank = 0;
   int nranks = 0;
   RedOp op = RedOp::kSum;
-  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  Protocol protocol = Protocol::kSimple;
   const DeviceChannel* channel = nullptr;
   uint32_t* abort_word = nullptr;
   uint32_t* const* peer_abort_words = nullptr;  // every rank's abort word (DeviceCall::peer_abort_words)

@@ -1,4 +1,4 @@
-// The LL ("low latency") protocol of the device primitives (DeviceProtocol::kLL), after NCCL's:
+// The LL ("low latency") protocol of the device primitives (Protocol::kLL), after NCCL's:
 // for small messages, where the simple protocol's fence, barrier and tail round trip cost more
 // than the copy. kernels/cuda/device_prims.cuh dispatches to it.
 //

@@ -1,4 +1,4 @@
-// The simple protocol of the device primitives (DeviceProtocol::kSimple): whole slots published
+// The simple protocol of the device primitives (Protocol::kSimple): whole slots published
 // by a tail flag, for large messages. kernels/cuda/device_prims.cuh dispatches to it.
 //
 // Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours,

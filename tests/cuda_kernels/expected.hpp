@@ -35,7 +35,7 @@ inline std::string describe(const Case& c) {
                 "%s %s %s nranks=%d channels=%d count=%zu root=%d offset=%zu%s %s header=%u %s seed=%llu",
                 c.point_to_point ? "point-to-point" : collectiveName(c.kind), dataTypeName(c.dtype), redOpName(c.op),
                 c.nranks, c.nchannels, c.count, c.root, c.offset_elems, c.in_place ? " in-place" : "",
-                c.protocol == DeviceProtocol::kLL ? "LL" : "simple", c.header_bytes,
+                c.protocol == Protocol::kLL ? "LL" : "simple", c.header_bytes,
                 c.mode == Mode::kThreads ? "threads" : "processes", static_cast<unsigned long long>(c.seed));
   return text;
 }

@@ -40,7 +40,7 @@ struct Case {
   int root = 0;
   size_t offset_elems = 0;  // buffers start this many elements past a 64-byte boundary
   bool in_place = false;    // all-reduce and all-to-all: out == in
-  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  Protocol protocol = Protocol::kSimple;
   bool check = true;            // collectives: the call check's hellos (OURO_CHECK=1)
   uint64_t call_number = 1;     // the stamp's call number
   uint32_t slot_bytes = 64;     // simple protocol: data bytes per message
@@ -75,7 +75,7 @@ struct Outcome {
 
 // Data bytes per message (the driver's slice) under the case's protocol.
 inline uint32_t messageBytes(const Case& c) {
-  return c.protocol == DeviceProtocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
+  return c.protocol == Protocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
 }
 
 // The stamp the CUDA executor gives this call: comm/plan's describeCall of it (the same fields,
@@ -107,7 +107,7 @@ Outcome runRanks(const std::vector<Case>& per_rank, bool check);
 int launchCollectiveUnderTest(const DeviceCall& call, void* stream);
 int launchPointToPointUnderTest(const DevicePointToPoint& p2p, void* stream);
 struct PlantedBug {
-  DeviceProtocol protocol;  // the protocol whose rule it breaks
+  Protocol protocol;  // the protocol whose rule it breaks
   const char* what;
 };
 PlantedBug plantedBug();  // planted_*.cpp only

@@ -36,7 +36,7 @@ std::vector<size_t> awkwardCounts(int nranks, size_t large) {
   return {0, 1, size_t(nranks - 1), size_t(nranks + 1), large};
 }
 
-constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol::kLL};
+constexpr Protocol kProtocols[] = {Protocol::kSimple, Protocol::kLL};
 
 }  // namespace
 
@@ -44,7 +44,7 @@ constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol
 // both protocols (LL with 32 data bytes per message: partial line groups at every width).
 TEST_CASE("emulated kernels: every collective x dtype x op matches the host reductions", "[cuda][emulation]") {
   uint64_t seed = 1;
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
   for (CollKind kind : kAllCollectives)
     for (DataType dtype : ouro::kernels::test::kAllDataTypes)
       for (RedOp op : ouro::kernels::test::kAllRedOps) {
@@ -98,7 +98,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
           for (int i = 0; i < nranks; i++) c.ring.push_back((nranks - i + 1) % nranks);
         // LL on even channel counts: with the ring choice above, every kind meets all four
         // combinations of protocol and ring order.
-        c.protocol = nchannels % 2 == 0 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+        c.protocol = nchannels % 2 == 0 ? Protocol::kLL : Protocol::kSimple;
         c.seed = seed++;
         requireMatch(c);
       }
@@ -106,7 +106,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
 
 TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
   uint64_t seed = 2000;
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
   for (int nchannels = 1; nchannels <= 4; nchannels++)
     for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(5), size_t(1001)}) {
       Case c;
@@ -138,11 +138,11 @@ TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulati
       c.root = 1;
       c.count = 517;
       c.offset_elems = 1;
-      c.protocol = nranks == 2 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+      c.protocol = nranks == 2 ? Protocol::kLL : Protocol::kSimple;
       c.seed = seed++;
       requireMatch(c);
     }
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case p2p;
     p2p.mode = Mode::kProcesses;
     p2p.point_to_point = true;
@@ -158,7 +158,7 @@ TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulati
 // the dead peer, the rest a timeout too or the abort word the first one set.
 TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cuda][emulation][failure]") {
   for (Mode mode : {Mode::kThreads, Mode::kProcesses})
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
     c.protocol = protocol;
@@ -186,7 +186,7 @@ TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cud
 // kAborted long before the deadline.
 TEST_CASE("emulated kernels: the abort word ends waiting kernels", "[cuda][emulation][failure]") {
   for (Mode mode : {Mode::kThreads, Mode::kProcesses})
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
     c.protocol = protocol;
