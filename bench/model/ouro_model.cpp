@@ -10,6 +10,7 @@
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
+//                   [--order tree|rank (OURO_ORDER: which algorithms may run, World::tree_order)]
 //                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib;wake=US)]
 //                   [--waiting W (runnable ranks ahead of a woken one, World::waiting; 0: a core each)]
 //                   [--cpus C (every host on one machine of C CPUs, namespace hosts: World::machine_hosts
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "comm/plan/cost_model.hpp"
+#include "comm/plan/halving_doubling_rules.hpp"
 #include "comm/plan/hierarchy.hpp"
 #include "comm/plan/plan_limits.hpp"
 
@@ -49,14 +51,20 @@ Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* ru
   Planned rules{plannedAlgorithm(w, bytes), kNotApplicable, w.slice_bytes};
   World rw = w;
   if (rules.algo == Algo::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
+  if (rules.algo == Algo::kHalvingDoubling)
+    rw.slice_bytes = rules.slice = ouro::halvingDoublingSliceBytes(bytes, w.slot());
   rules.seconds = predict(rules.algo, p, rw, bytes);
   *rules_out = rules;
   if (w.direct || w.hosts == 1) return rules;
   Planned best{Algo::kCopy, kNotApplicable, w.slice_bytes};
   for (Algo a : ouroAlgorithms()) {
-    if (a != Algo::kOneShot && a != Algo::kGatherFold && a != Algo::kPairwise && a != Algo::kHierarchical) continue;
+    if (a != Algo::kOneShot && a != Algo::kGatherFold && a != Algo::kPairwise && a != Algo::kHierarchical &&
+        a != Algo::kDoubling && a != Algo::kHalvingDoubling)
+      continue;
+    if (!keepsOrder(a, w)) continue;
     World t = w;
-    if (a == Algo::kPairwise || a == Algo::kHierarchical) t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+    if (a == Algo::kPairwise || a == Algo::kHierarchical || a == Algo::kHalvingDoubling)
+      t.slice_bytes = bestSliceBytes(a, p, w, bytes);
     const double s = predict(a, p, t, bytes);
     if (s < best.seconds) best = {a, s, t.slice_bytes};
   }
@@ -91,7 +99,7 @@ size_t parseBytes(const std::string& s) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
-               "[--slot BYTES] [--slots N] [--model SPEC] [--waiting W] [--cpus C]\n", why);
+               "[--slot BYTES] [--slots N] [--order tree|rank] [--model SPEC] [--waiting W] [--cpus C]\n", why);
   return 2;
 }
 
@@ -103,6 +111,7 @@ int main(int argc, char** argv) {
   base.per_host = 8;
   base.direct = false;
   base.slice_bytes = 524288;
+  base.slot_bytes = 524288;
   size_t lo = 8, hi = size_t(1) << 30;
   Params p;
   // The simulation's default: 100 Gbit/s, 2 us between hosts; a fast inside of the host.
@@ -116,7 +125,11 @@ int main(int argc, char** argv) {
     else if (a == "--per-host") base.per_host = std::atoi(v.c_str());
     else if (a == "--min") lo = parseBytes(v);
     else if (a == "--max") hi = parseBytes(v);
-    else if (a == "--slot") base.slice_bytes = parseBytes(v);
+    else if (a == "--slot") base.slice_bytes = base.slot_bytes = parseBytes(v);
+    else if (a == "--order") {
+      if (v != "tree" && v != "rank") return usage("--order is tree or rank");
+      base.tree_order = v == "tree";
+    }
     else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
     else if (a == "--model") spec = v;
     else if (a == "--waiting") base.waiting = std::atof(v.c_str());
@@ -127,7 +140,7 @@ int main(int argc, char** argv) {
   if (!parseParams(spec, &p, &err)) return usage(err.c_str());
   const std::vector<Algo> cols{Algo::kDirectInline, Algo::kDirectSymmetric, Algo::kDirectStaged, Algo::kOneShot,
                                Algo::kGatherFold,   Algo::kPairwise,        Algo::kHierarchical,  Algo::kChainIdeal,
-                               Algo::kNcclRing,     Algo::kNcclTree};
+                               Algo::kDoubling,     Algo::kHalvingDoubling, Algo::kNcclRing, Algo::kNcclTree};
   if (base.waiting < 0) return usage("--waiting must be 0 or more");
   if (cpus < 0) return usage("--cpus must be 0 (hosts of their own) or more");
   base.machine_cpus = cpus;

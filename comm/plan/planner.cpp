@@ -166,6 +166,8 @@ bool Planner::modelWorld(model::World* out) const {
   w.per_host = hosts_.grid.per_host;
   w.direct = world_.direct;
   w.slice_bytes = world_.slice_bytes;
+  w.slot_bytes = world_.slice_bytes;
+  w.tree_order = false;  // the host executor folds in rank order (issue #37 turns this to the tree)
   w.inline_bytes = transport::shm::kInlineBytes;
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;
