@@ -273,7 +273,7 @@ uint64_t getElem(const std::byte* buffer, size_t i, size_t es) {
 void setElem(std::byte* buffer, size_t i, size_t es, uint64_t v) { std::memcpy(buffer + i * es, &v, es); }
 
 uint64_t canonical(DataType t, RedOp op, const std::vector<uint64_t>& column) {
-  const uint64_t folded = test::refReduce(t, op, column.data(), column.size());
+  const uint64_t folded = test::refReduceRanks(t, op, column.data(), column.size(), FoldOrder::kRank);
   return op == RedOp::kAvg ? test::refFinishAvg(t, folded, int(column.size())) : folded;
 }
 
