@@ -17,6 +17,9 @@ namespace ouro {
 
 constexpr size_t kHalvingDoublingSlices = 16;
 constexpr size_t kHalvingDoublingMaxSlots = 64;
+// Slices the steps inside a host may run ahead of the all-gather (the algorithm's two lanes): 2 keeps
+// both lanes busy when one slice's steps between hosts take as long as two slices' inside.
+constexpr int kHalvingDoublingLag = 2;
 
 // A power of two times the slot (the slot itself for calls of up to 16 slots).
 inline size_t halvingDoublingSliceBytes(size_t bytes, size_t slot_bytes) {

@@ -12,6 +12,7 @@
 #include "comm/plan/algo_setting.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/plan/hierarchy.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 namespace ouro {
 
@@ -41,7 +42,10 @@ enum class Algorithm : uint8_t {
   kHierarchical,       //   all-reduce inside each host, then a chain between hosts
   kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
   kGatherFold,         //   small calls: every contribution gathered in ceil(log2 W) Bruck steps, then
-                       //   folded locally in rank order (comm/exec/algo_gather_fold.cpp)
+                       //   folded locally in the communicator's order (comm/exec/algo_gather_fold.cpp)
+  kDoubling,           //   all-reduce, the canonical tree (issue #37): recursive doubling, the whole call
+                       //   (one slot at most) every level (comm/exec/algo_halving_doubling.cpp)
+  kHalvingDoubling,    //   all-reduce, the canonical tree: halving reduce-scatter, doubling all-gather, in slices
   kDescriptorExchange, //   barrier: the exchange is the whole call
   // CUDA (comm/exec/cuda_executor.cpp):
   kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel
@@ -68,6 +72,12 @@ struct Plan {
   HostGrid grid;            // hierarchical: the hosts and their ranks
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
+  // The communicator's reduction order (OURO_ORDER, agreed at init): every fold of the call follows it.
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;
+  // Halving-doubling: the largest message (the link slot; slice_bytes is then a slice of the whole
+  // buffer, each level's piece of it sent in messages of at most this) and how many slices the
+  // steps inside a host run ahead of the all-gather (HalvingDoubling's lanes).
+  size_t message_bytes = 0;
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
   // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
   // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).

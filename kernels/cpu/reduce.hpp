@@ -27,8 +27,8 @@ enum class WritePolicy { kCached, kStreaming };
 
 // dst[i] = op(...op(op(srcs[0][i], srcs[1][i]), srcs[2][i])..., srcs[n-1][i]): the left fold in
 // source order, rounded to the dtype after every op (so it equals n-1 reduceTwo calls, in one pass
-// over memory). Pass the sources in rank order for the canonical result. n >= 1; dst may equal one
-// of the sources (then the store is always cached).
+// over memory). n >= 1; dst may equal one of the sources (then the store is always cached). A whole
+// world's contributions fold with reduceRanks below, in the communicator's order.
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
                 WritePolicy store = WritePolicy::kCached);
 

@@ -20,7 +20,7 @@ namespace {
 // same environment; init refuses ranks whose settings differ).
 ouro::kernels::FoldOrder orderOfRun() {
   const char* v = std::getenv("OURO_ORDER");
-  return v && std::string(v) == "tree" ? ouro::kernels::FoldOrder::kTree : ouro::kernels::FoldOrder::kRank;
+  return v && std::string(v) == "rank" ? ouro::kernels::FoldOrder::kRank : ouro::kernels::FoldOrder::kTree;
 }
 
 // Rank `rank`'s input for element i of case `id` (every rank computes every rank's inputs).

@@ -30,9 +30,10 @@ World grid(int h, int l) {
   return w;
 }
 
-Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice) {
+Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice, bool tree = true) {
   PlannerWorld pw;
   pw.nranks = h * l;
+  pw.order = tree ? kernels::FoldOrder::kTree : kernels::FoldOrder::kRank;
   pw.direct = direct;
   pw.slice_bytes = slice;
   for (int r = 0; r < pw.nranks; r++) pw.host_of.push_back(r / l);
@@ -54,6 +55,8 @@ Algo asModel(Algorithm a) {
     case Algorithm::kOneShot: return Algo::kOneShot;
     case Algorithm::kGatherFold: return Algo::kGatherFold;
     case Algorithm::kHierarchical: return Algo::kHierarchical;
+    case Algorithm::kDoubling: return Algo::kDoubling;
+    case Algorithm::kHalvingDoubling: return Algo::kHalvingDoubling;
     default: return Algo::kPairwise;
   }
 }
@@ -248,7 +251,8 @@ TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
 }
 
 TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_model]") {
-  for (int h : {1, 2, 3, 8}) {
+  for (bool tree : {true, false})
+  for (int h : {1, 2, 3, 5, 8}) {
     for (int l : {1, 2, 4, 8}) {
       for (bool direct : {false, true}) {
         if (direct && h > 1) continue;
@@ -261,10 +265,11 @@ TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_mo
             w.per_host = l;
             w.direct = direct;
             w.slice_bytes = slice;
-            w.tree_order = false;  // the planner's order (OURO_ORDER=rank) until the tree's algorithms run
+            w.tree_order = tree;
             INFO(h << " hosts x " << l << (direct ? " direct" : " links") << ", slot " << slice << ", " << bytes
-                   << " bytes");
-            CHECK(algoName(plannedAlgorithm(w, bytes)) == std::string(algoName(asModel(planned(h, l, direct, bytes, slice)))));
+                   << " bytes" << (tree ? ", tree order" : ", rank order"));
+            CHECK(algoName(plannedAlgorithm(w, bytes)) ==
+                  std::string(algoName(asModel(planned(h, l, direct, bytes, slice, tree)))));
           }
         }
       }
