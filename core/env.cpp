@@ -67,6 +67,11 @@ constexpr Setting kSettings[] = {
     {"OURO_CUDA_FIFO_MEMORY", "auto", "auto|host: auto puts a rank's FIFOs in its GPU's memory when every other rank's GPU may write there (the same GPU, or within OURO_P2P_LEVEL), else in pinned host memory; host always uses pinned host memory"},
     // Diagnostics.
     {"OURO_DEBUG", "warn", "warn|info|trace: log level (lines go to stderr, tagged with host, pid and rank)"},
+    // The flight recorder and replica checks (issue #34; docs/LAUNCHER.md "When a job hangs").
+    {"OURO_TRACE_CALLS", "2000", "calls each communicator keeps in its flight recorder (sequence, collective, plan, times, state, error); 0 turns the recorder off"},
+    {"OURO_TRACE_DIR", "", "directory each rank writes its flight record to (ouro-trace-JOB-rankR-HOST.json) when a communicator fails, on SIGUSR1 and at exit; ouro-run sets its own run directory; unset: no files"},
+    {"OURO_JOB_ID", "", "names the job in flight-record files (ouro-run sets it; default SLURM_JOB_ID, TORCHELASTIC_RUN_ID, else job)"},
+    {"OURO_VERIFY", "0", "N > 0: every Nth all-reduce, all-gather and broadcast of a communicator checks that its output has the same bits on every rank (a 64-bit hash all-gathered); a difference fails the call with ouroReplicaMismatch naming the ranks. Every rank must use the same value"},
 };
 
 std::string rawValue(const char* name) {

@@ -18,6 +18,7 @@ const char* resultName(Result r) {
     case Result::kInProgress: return "in progress";
     case Result::kTimeout: return "timeout";
     case Result::kUnavailable: return "unavailable";
+    case Result::kReplicaMismatch: return "replica mismatch";
   }
   return "unknown result";
 }

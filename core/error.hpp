@@ -24,6 +24,7 @@ enum class Result : int {
   kInProgress = 7,
   kTimeout = 8,
   kUnavailable = 9,
+  kReplicaMismatch = 10,  // an extension: replicas that must be identical differ (ouroCommCheckReplicas)
 };
 
 const char* resultName(Result r);

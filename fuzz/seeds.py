@@ -72,6 +72,14 @@ write('ib', 'receiver', b'\2' + bytes([3]) + struct.pack('<Q', 0) +
       bytes([0]) + struct.pack('<I', imm(2, 1, 1)) + bytes([1]) + struct.pack('<IIIIQQ', 0x4f55524d, 2, 0, 0, 2, 0) +
       bytes([2]) + struct.pack('<Q', 1) + bytes([3]) + struct.pack('<QIH', 0x1000, 7, 64))
 
+# The CUDA proxies' frames (transport/cuda/proxy_wire.hpp): the receiver's FIFO shape (channels,
+# slot / 16, LL slot / 16, log2 slots), then a link header whose call and aux carry the frame.
+def proxy(kind, call, aux, nbytes):
+    return bytes([2, 7, 7, 2]) + struct.pack('<IIIIQQ', 0x4f55524d, kind, nbytes, 0, call, aux)
+write('proxy_wire', 'data-simple', proxy(1, 1 | 1 << 8, 5, 100))
+write('proxy_wire', 'data-ll', proxy(1, 1 | 1 << 16, 5 | 6 << 32, 40))
+write('proxy_wire', 'credit', proxy(1, 2 | 1 << 8 | 1 << 16, 9, 0))
+write('proxy_wire', 'abort', proxy(1, 4, 0, 37))
 
 # Saved inputs under fuzz/regressions/<target>/, replayed by every fuzz test before fuzzing: the
 # inputs of bugs fixed in the parsers (and of one harness bug), kept so they stay fixed.

@@ -13,7 +13,10 @@
 #      GPU 0, with the device's own copy rate, and each size's share of the one-GPU ceiling
 #      (docs/CUDA.md "Ranks on one GPU: the ceiling"; target >= 70% from 256 MiB);
 #   6. ranks as processes on GPU 0: time-sliced (small sizes), and under MPS when the machine has
-#      nvidia-cuda-mps-control (started here with private directories, stopped at the end).
+#      nvidia-cuda-mps-control (started here with private directories, stopped at the end);
+#   7. ranks on other hosts: two processes on GPU 0 playing two hosts (OURO_HOSTID) through the
+#      proxy over loopback TCP, every collective exact, the set-up's report (GPUDirect RDMA found
+#      or not), and the all-reduce's time through the proxy.
 # Writes every step's output under $OUT (the device tool's output folder) or BUILD/gpu-check-device,
 # and a summary. Without a GPU: one line, exit 77.
 set -uo pipefail
@@ -73,6 +76,17 @@ grep -q "FIFOs in device memory" "$out/fifos-processes.log" ||
 step fifos-threads 60 env OURO_DEBUG=info "$threads" --ranks 2 --quick
 grep -q "reached by pointer" "$out/fifos-threads.log" ||
   { echo "fifos-threads: no 'reached by pointer' in the info log" | tee -a "$summary"; failed=1; }
+
+# Ranks on other hosts (docs/CUDA.md "Across hosts"): two processes on GPU 0 playing two hosts
+# (OURO_HOSTID) reach each other through the proxy over loopback TCP, staged through pinned host
+# memory, every collective exact against the host path; the set-up says so, and what it found of
+# GPUDirect RDMA. Then the all-reduce's time through the proxy (time-sliced: two processes, one GPU).
+step across-hosts 90 env OURO_DEBUG=info OURO_CUDA_DEVICE=0 TEST_RANKS_PER_HOST=1 "$ouro_run" -n 2 "$rank" --quick
+grep -q "ranks on other hosts through the proxy thread: TCP with ranks" "$out/across-hosts.log" ||
+  { echo "across-hosts: no 'through the proxy thread' in the info log" | tee -a "$summary"; failed=1; }
+grep -o "GPUDirect RDMA [^;]*" "$out/across-hosts.log" | sort -u | tee -a "$summary"
+step across-hosts-bench 60 env OURO_CUDA_DEVICE=0 "$ouro_run" -n 2 sh -c \
+  'OURO_HOSTID=gpu-check-host-$OURO_RANK exec "$0" all_reduce -D -b 8 -e 64M -f 8 -w 2 -n 10 -c 1 --no-progress' "$bench"
 
 # A host-only job must make no CUDA context (item 6): none of its processes in nvidia-smi.
 echo

@@ -88,6 +88,30 @@ Executor* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char
   return h;
 }
 
+// What the flight recorder keeps of an operation (comm/progress/flight_recorder.hpp).
+TraceCall traceCallOf(const Operation& op, ouroStream_t stream) {
+  TraceCall t;
+  t.stream = reinterpret_cast<uintptr_t>(stream);
+  if (op.collective) {
+    t.kind = op.args.kind;
+    t.dtype = op.args.kind == CollKind::kBarrier ? -1 : int(op.args.dtype);
+    t.redop = op.args.reduces() ? int(op.args.op) : -1;
+    t.peer = op.args.root;
+    t.count = op.args.count;
+    return t;
+  }
+  // A group of transfers: its bytes, and the peer of a lone send or recv.
+  t.kind = CollKind::kSendRecv;
+  t.dtype = int(DataType::kUint8);
+  t.transfers = int(std::min<size_t>(op.transfers.size(), 127));
+  for (const Transfer& tr : op.transfers) t.count += tr.bytes;
+  if (op.transfers.size() == 1) {
+    t.peer = op.transfers[0].peer;
+    t.send = op.transfers[0].send;
+  }
+  return t;
+}
+
 // Runs op now on this thread (stream NULL) or hands it to the stream's executor, in issue order.
 // The blocking path (the latency-critical one) allocates nothing.
 void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& op) {
@@ -95,6 +119,7 @@ void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& 
   Executor* s = streamFor(stream, comm, c, call);
   c.progress().requireUsable(call);
   uint64_t ticket = c.issue();
+  c.progress().recorder().issue(ticket, traceCallOf(op, stream), s != nullptr);
   if (s) return s->enqueue(ticket, std::move(op));
   c.runInTurn(ticket, [&] {
     if (op.collective)
@@ -142,14 +167,6 @@ RedOp checkedOp(const Communicator& c, const char* call, int op) {
   return RedOp(op);
 }
 
-// TODO(#32): the CUDA executor's pre-multiplication (a kernel before the sum) is not written yet.
-void requireHostPreMultiply(Communicator& c, ouroComm_t comm, ouroStream_t stream, const char* call) {
-  Executor* s = streamFor(stream, comm, c, call);
-  if (s && s->buffers() == BufferKind::kDevice)
-    raise(Result::kInvalidUsage, "rank %d: %s: pre-multiplied sums (ouroRedOpCreatePreMulSum) run on host buffers "
-          "only in this build; on a CUDA stream, scale the input first and use ouroSum", c.rank(), call);
-}
-
 ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, CollArgs a, int dtype, int op,
                         size_t send_blocks, size_t recv_blocks) {
   return guard(call, comm, [&] {
@@ -174,7 +191,6 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
     if (a.kind != CollKind::kBarrier)
       checkKinds(c, comm, stream, call, {{"sendbuff", send_bytes ? a.send : nullptr},
                                          {"recvbuff", recv_bytes && needs_recv ? a.recv : nullptr}});
-    if (a.premul.active) requireHostPreMultiply(c, comm, stream, call);
     if (t_group_depth > 0) {
       t_group.push_back({comm, stream, true, a, {}});
       return;
@@ -329,6 +345,12 @@ ouroResult_t ouroRecvAny(void* recvbuff, size_t count, ouroDataType_t datatype, 
     checkKinds(c, comm, nullptr, call, {{"recvbuff", bytes ? recvbuff : nullptr}});
     c.progress().requireUsable(call);
     const uint64_t ticket = c.issue();
+    TraceCall traced;
+    traced.kind = CollKind::kSendRecv;
+    traced.dtype = int(DataType::kUint8);
+    traced.count = bytes;
+    traced.transfers = 1;  // a receive from any rank: peer -1
+    c.progress().recorder().issue(ticket, traced, false);
     int source = -1;
     c.runInTurn(ticket, [&] { source = runHostRecvAny(c, static_cast<std::byte*>(recvbuff), bytes); });
     *peer = source;
@@ -431,6 +453,15 @@ ouroResult_t ouroStreamDestroy(ouroStream_t stream) {
 }  // extern "C"
 
 namespace ouro::api {
+
+// ouroCommCheckReplicas (api_diagnostics.cpp): the work queued on `stream` first, so the bytes are
+// what it left; the stream must be comm's. Throws what the stream's work failed with.
+void finishStreamWork(ouroStream_t stream, ouroComm_t comm, const char* call) {
+  Communicator& c = requireCommunicator(comm, call);
+  Executor* s = streamFor(stream, comm, c, call);
+  if (s)
+    if (auto e = s->synchronize()) throw *e;
+}
 
 // Called by ouroCommDestroy/ouroCommAbort before the communicator goes: queued work finishes
 // (or, after an abort, fails at once) and the streams' handles become invalid.

@@ -138,11 +138,10 @@ class Direct {
       generation_ = g;
       control(me_)->consumed.value.store(g, std::memory_order_release);
       ringPeers();
-      raise(Result::kInvalidUsage,
-            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s; every rank "
-            "must make the same collective calls with the same count, type, op and root",
-            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), p,
-            callText(loadDescriptor(line(p).descriptor)).c_str());
+      raise(Result::kInvalidUsage, "%s",
+            disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
+                                {me_, callText(desc_), call_}, {p, callText(loadDescriptor(line(p).descriptor)), call_})
+                .c_str());
     }
   }
 

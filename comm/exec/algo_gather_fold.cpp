@@ -157,19 +157,15 @@ class GatherFold {
   }
 
   [[noreturn]] void report() const {
-    if (malformed_ || disagree_ == me_)
-      raise(Result::kInvalidUsage,
-            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but the blocks that reached it from "
-            "rank %d (%s) do not fit that call; every rank must make the same collective calls with the same count, "
-            "type, op and root",
-            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree_,
-            callText(theirs_).c_str());
-    raise(Result::kInvalidUsage,
-          "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
-          "must make the same collective calls with the same count, type, op and root",
-          me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree_,
-          callText(theirs_).c_str(),
-          their_call_ != call_ ? strprintf(" as its call #%llu", (unsigned long long)their_call_).c_str() : "");
+    // Blocks that do not fit this rank's call say only that rank disagree_ called something else.
+    const std::string theirs = malformed_ || disagree_ == me_
+                                   ? callText(theirs_) + ", its blocks not fitting this rank's call"
+                                   : callText(theirs_);
+    raise(Result::kInvalidUsage, "%s",
+          disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
+                              {me_, callText(desc_), call_},
+                              {disagree_, theirs, malformed_ || disagree_ == me_ ? call_ : their_call_})
+              .c_str());
   }
 
   // Rank p's contribution (past its descriptor) in the gathered buffer: block (p - me) mod W.

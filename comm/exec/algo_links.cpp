@@ -149,12 +149,10 @@ class OverLinks {
     e_.waitUntil(receiveSome, [&] { return pending; });
     if (disagree < 0 && differently >= 0) raisePlannedDifferently(e_, a_, differently);
     if (disagree >= 0)
-      raise(Result::kInvalidUsage,
-            "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
-            "must make the same collective calls with the same count, type, op and root",
-            me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), disagree,
-            callText(theirs).c_str(),
-            their_call != call_ ? strprintf(" as its call #%llu", (unsigned long long)their_call).c_str() : "");
+      raise(Result::kInvalidUsage, "%s",
+            disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
+                                {me_, callText(desc_), call_}, {disagree, callText(theirs), their_call})
+                .c_str());
   }
 
   void oneShot() {

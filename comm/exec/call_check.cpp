@@ -167,12 +167,10 @@ class CallCheck {
 
   [[noreturn]] void report() const {
     if (planned_differently_) raisePlannedDifferently(e_, a_, other_.rank);
-    raise(Result::kInvalidUsage,
-          "rank %d: %s #%llu: ranks disagree on this call: rank %d called %s but rank %d called %s%s; every rank "
-          "must make the same collective calls with the same count, type, op and root",
-          me_, collName(a_.kind), (unsigned long long)call_, me_, callText(desc_).c_str(), other_.rank,
-          callText(other_.desc).c_str(),
-          other_.call != call_ ? strprintf(" as its call #%llu", (unsigned long long)other_.call).c_str() : "");
+    raise(Result::kInvalidUsage, "%s",
+          disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
+                              {me_, callText(desc_), call_}, {other_.rank, callText(other_.desc), other_.call})
+              .c_str());
   }
 
   Progress& e_;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,10 +59,19 @@ CudaComm& CudaComm::of(Communicator& c) {
   return c.executorState<CudaComm>(ExecutorKind::kCuda, [] { return std::make_unique<CudaComm>(); });
 }
 
+void CudaComm::stopRemote() noexcept {
+  // The kernels have ended (the streams went first): the proxy carries what the outboxes still
+  // hold and closes its links, then the staging block can go.
+  remote_.reset();
+  if (staging_host_) cudaFreeHost(staging_host_);
+  staging_host_ = nullptr;
+}
+
 CudaComm::~CudaComm() {
   if (!arena_) return;
   try {
     const tc::CurrentDevice on(arena_->device());
+    stopRemote();
     if (order_event_) cudaEventDestroy(order_event_);
     if (ring_device_) cudaFree(ring_device_);
     // The executors (streams) went first, waiting for this rank's kernels: this rank no longer
@@ -151,14 +161,43 @@ std::unique_ptr<tc::Arena> CudaComm::connectArena(Communicator& c, const std::st
   }
 }
 
+void CudaComm::connectRemote(Communicator& c, const std::string& who, const tc::ArenaLayout& layout,
+                             const std::vector<int>& remote, tc::Arena& arena) {
+  const tc::StagingLayout staging = stagingLayout(layout, int(remote.size()));
+  try {
+    // One block for the kernels and the proxy: pinned (the proxy and the NIC read it while the GPU
+    // writes it) and mapped (the kernels write it across the bus).
+    OURO_CUDA_HINT(cudaHostAlloc(&staging_host_, staging.totalBytes(), cudaHostAllocMapped | cudaHostAllocPortable),
+                   strprintf("pinning %zu bytes of outboxes and inboxes for %zu rank(s) on other hosts (OURO_CUDA_CHANNELS, "
+                             "OURO_CUDA_SLOTS, OURO_CUDA_SLOT_BYTES)",
+                             staging.totalBytes(), remote.size()));
+    std::memset(staging_host_, 0, staging.totalBytes());
+    void* device = nullptr;
+    OURO_CUDA(cudaHostGetDevicePointer(&device, staging_host_, 0));
+    const StagingMemory memory{static_cast<std::byte*>(staging_host_), static_cast<std::byte*>(device)};
+    remote_ = std::make_unique<DeviceRemote>(c, staging, remote, memory, arena.abortWordHost(), who);
+    tc::RemoteFifos fifos;
+    fifos.channels.assign(size_t(layout.nchannels), kc::DeviceChannel{});
+    remote_->fillChannels(fifos.channels);
+    fifos.abort_device.assign(size_t(c.size()), nullptr);
+    fifos.abort_host.assign(size_t(c.size()), nullptr);
+    for (int p : remote) {
+      fifos.abort_device[size_t(p)] = remote_->abortRequestDevice(p);
+      fifos.abort_host[size_t(p)] = remote_->abortRequestHost(p);
+    }
+    arena.addRemote(fifos);
+  } catch (...) {
+    stopRemote();
+    throw;
+  }
+  OURO_INFO("%s: ranks on other hosts through the proxy thread: %s; %zu bytes of outboxes and inboxes; %s", who.c_str(),
+            remote_->describe().c_str(), staging.totalBytes(),
+            tc::describeGpuDirect(tc::gpuDirectFacts(arena.device(), remote_->anyInfiniBand())).c_str());
+}
+
 void CudaComm::setUp(Communicator& c, int device) {
   const int rank = c.rank(), n = c.size();
   const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
-  if (c.localCount() != n)
-    raise(Result::kUnavailable,
-          "%s: the CUDA executor connects ranks on one host, and only %d of this communicator's %d ranks are on "
-          "this host; use host buffers across hosts",
-          who.c_str(), c.localCount(), n);
   tc::ArenaLayout layout;
   layout.nranks = n;
   layout.nchannels = int(envInt("OURO_CUDA_CHANNELS"));
@@ -175,13 +214,20 @@ void CudaComm::setUp(Communicator& c, int device) {
     raise(Result::kInvalidArgument, "%s: OURO_CUDA_FIFO_MEMORY=%s: give auto or host", who.c_str(), memory.c_str());
   const tc::CurrentDevice on(device);
 
-  std::vector<tc::DeviceIdentity> ids;
+  std::vector<tc::DeviceIdentity> all_ids;
   int r = 0;
   for (const auto& rec : storeAllGather(c, "device/", tc::encodeIdentity(tc::identify(device)), who))
-    ids.push_back(tc::decodeIdentity(rec, r++));
+    all_ids.push_back(tc::decodeIdentity(rec, r++));
+  // The GPUs of this host's ranks decide where its FIFOs go and who shares a GPU (a bus id names a
+  // GPU only within its host); the ranks on other hosts are reached through the proxy.
+  const std::vector<int>& local = c.membership().local_ranks;
+  const std::vector<int> remote = remoteRanks(c);
+  const int me = int(std::find(local.begin(), local.end(), rank) - local.begin());
+  std::vector<tc::DeviceIdentity> ids;
+  for (int p : local) ids.push_back(all_ids[size_t(p)]);
   // Ranks in several processes on one GPU: refused where they cannot share it, said where they
   // time-slice (every rank reads the same identities, so every rank of the GPU says the same).
-  const tc::SharingProblem sharing = tc::deviceSharingProblem(who, rank, device, ids);
+  const tc::SharingProblem sharing = tc::deviceSharingProblem(who, me, device, ids);
   if (sharing.refuse) raise(Result::kUnavailable, "%s", sharing.message.c_str());
   if (!sharing.message.empty()) OURO_WARN("%s", sharing.message.c_str());
   requireSame(c, who, "OURO_CUDA_LL_MAX_BYTES", std::to_string(ll_max),
@@ -190,11 +236,18 @@ void CudaComm::setUp(Communicator& c, int device) {
   // a rank that sends none would leave its peers waiting for one.
   requireSame(c, who, "OURO_CHECK", c.planner().world().check ? "1" : "0",
               "with OURO_CHECK=1 every device collective exchanges its call's descriptor with every rank");
+  // Both ends of a link to another host read each other's messages through their proxies, which
+  // check every message against their own FIFOs' shape.
+  if (!remote.empty())
+    requireSame(c, who, "OURO_CUDA_CHANNELS/OURO_CUDA_SLOTS/OURO_CUDA_SLOT_BYTES",
+                strprintf("%d/%u/%u", layout.nchannels, layout.slot_count, layout.slot_bytes),
+                "the proxies between hosts carry each FIFO's slots as they are");
   ll_max_bytes_ = size_t(ll_max);
   comm_ = &c;
-  for (const tc::DeviceIdentity& id : ids) pids_.push_back(id.pid);
+  pids_.assign(size_t(n), -1);  // a rank on another host never reaches this host's FIFOs
+  for (size_t i = 0; i < local.size(); i++) pids_[size_t(local[i])] = ids[i].pid;
   ranks_on_device_ = int(std::count_if(ids.begin(), ids.end(),
-                                       [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(rank)].bus_id; }));
+                                       [&](const tc::DeviceIdentity& id) { return id.bus_id == ids[size_t(me)].bus_id; }));
   // Where each rank's FIFOs go follows the GPUs' paths (comm/setup/p2p_level.hpp, OURO_P2P_LEVEL);
   // the ring follows NVLink. Every rank reads the same host topology and the same identities.
   const GpuTopology topo = loadGpuTopology();
@@ -204,12 +257,26 @@ void CudaComm::setUp(Communicator& c, int device) {
     raise(Result::kInvalidArgument, "%s: OURO_P2P_LEVEL=%s: give LOC, NVL, PIX, PXB, PHB, NODE or SYS", who.c_str(),
           level_text.c_str());
   std::string why;
-  const bool in_device = fifosInDeviceMemory(rank, ids, topo, *level, memory == "host", &why);
+  const bool in_device = fifosInDeviceMemory(me, ids, topo, *level, memory == "host", &why);
   OURO_INFO("%s: FIFOs planned in %s: %s", who.c_str(), in_device ? "device memory" : "pinned host memory", why.c_str());
-  std::unique_ptr<tc::Arena> arena = connectArena(c, who, tc::ArenaOptions{rank, device, layout}, in_device);
+  tc::ArenaOptions options;
+  options.rank = rank;
+  options.device = device;
+  options.layout = layout;
+  options.layout.nranks = int(local.size());  // the arena holds FIFOs from this host's ranks only
+  options.local_ranks = local;
+  options.world = n;
+  std::unique_ptr<tc::Arena> arena = connectArena(c, who, options, in_device);
+  if (!remote.empty()) connectRemote(c, who, layout, remote, *arena);
+  // The ring: each host's ranks in the order its topology gives them, the hosts in the order of
+  // their first rank (every rank of a host computes its host's part alike; the parts go round
+  // through the store).
   std::vector<int> gpu_of_rank;
   for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
-  const std::vector<int> ring = ringOrder(topo, gpu_of_rank);
+  std::string host_ring;
+  for (int i : ringOrder(topo, gpu_of_rank)) host_ring += (host_ring.empty() ? "" : ",") + std::to_string(local[size_t(i)]);
+  const std::vector<int> ring =
+      joinHostRings(remote.empty() ? std::vector<std::string>(size_t(n), host_ring) : storeAllGather(c, "ring/", host_ring, who), n);
   void* ring_memory = nullptr;
   OURO_CUDA(cudaMalloc(&ring_memory, ring.size() * sizeof(int)));
   ring_device_ = static_cast<int*>(ring_memory);
@@ -220,7 +287,7 @@ void CudaComm::setUp(Communicator& c, int device) {
   OURO_INFO(
       "rank %d: CUDA executor on device %d (%s), FIFOs in %s: %d channels x %u slots x %u bytes (LL: %u bytes, for "
       "calls up to %lld bytes), ring %s (%s), call check %s",
-      rank, device, ids[size_t(rank)].bus_id.c_str(), arena->inDeviceMemory() ? "device memory" : "pinned host memory",
+      rank, device, ids[size_t(me)].bus_id.c_str(), arena->inDeviceMemory() ? "device memory" : "pinned host memory",
       layout.nchannels, layout.slot_count, layout.slot_bytes, layout.ll_slot_bytes, (long long)ll_max, order.c_str(),
       topo.source.c_str(), c.planner().world().check ? "in the kernels" : "off (OURO_CHECK=0)");
   std::lock_guard lock(mu_);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/exec/device_remote.hpp"
 #include "comm/setup/communicator.hpp"
 #include "transport/cuda/arena.hpp"
 #include "transport/cuda/cuda_check.hpp"
@@ -44,6 +45,12 @@ class CudaComm final : public ExecutorState {
   size_t llMaxBytes() const { return ll_max_bytes_; }
   // The ranks of this communicator whose FIFOs' kernels run on this rank's GPU (this one included).
   int ranksOnDevice() const { return ranks_on_device_; }
+  // A kernel was enqueued: the proxy to the ranks on other hosts, if any, looks at once.
+  void launched() {
+    if (remote_) remote_->kick();
+  }
+  // Why the proxy to the ranks on other hosts stopped this rank's device work ("" when it did not).
+  std::string remoteFailure() const { return remote_ ? remote_->failure() : std::string(); }
   // Every device operation of this communicator waits for the one issued before it.
   void orderBefore(cudaStream_t s) {
     if (recorded_) OURO_CUDA(cudaStreamWaitEvent(s, order_event_, 0));
@@ -55,11 +62,17 @@ class CudaComm final : public ExecutorState {
 
  private:
   void setUp(Communicator& c, int device);
+  // The FIFOs with the ranks on other hosts (`remote`): staging block, links, proxy (device_remote.hpp).
+  void connectRemote(Communicator& c, const std::string& who, const transport::cuda::ArenaLayout& layout,
+                     const std::vector<int>& remote, transport::cuda::Arena& arena);
+  void stopRemote() noexcept;
   std::unique_ptr<transport::cuda::Arena> connectArena(Communicator& c, const std::string& who,
                                                        const transport::cuda::ArenaOptions& options, bool in_device);
 
   std::mutex mu_;  // arena_ against abort() from another thread
   std::unique_ptr<transport::cuda::Arena> arena_;
+  std::unique_ptr<DeviceRemote> remote_;  // ranks on other hosts; before the staging block it uses goes
+  void* staging_host_ = nullptr;          // cudaHostAlloc'd (pinned, mapped) for remote_
   bool aborted_ = false;
   cudaEvent_t order_event_ = nullptr;
   bool recorded_ = false;
@@ -68,7 +81,7 @@ class CudaComm final : public ExecutorState {
   size_t ll_max_bytes_ = 0;
   int ranks_on_device_ = 1;
   Communicator* comm_ = nullptr;  // its owner, set with the arena (teardown needs its store)
-  std::vector<int64_t> pids_;     // every rank's process
+  std::vector<int64_t> pids_;     // every rank's process; -1 for ranks on other hosts
 };
 
 }  // namespace ouro

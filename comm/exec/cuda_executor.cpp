@@ -30,6 +30,10 @@ namespace kc = kernels::cuda;
 
 #if OURO_HAVE_CUDA_KERNELS
 int launchCollectiveKernel(const kc::DeviceCall& call, void* stream) { return kc::launchCollective(call, stream); }
+int launchPremultiplyKernel(void* out, const void* in, size_t count, DataType dtype, const void* scalar_on_device,
+                            const void* scalar_bytes, void* stream) {
+  return kc::launchPremultiply(out, in, count, int(dtype), scalar_on_device, scalar_bytes, stream);
+}
 int residentKernelBlocks(int* blocks) { return kc::residentBlocks(blocks); }
 int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
   return kc::launchPointToPoint(p2p, stream);
@@ -43,6 +47,7 @@ int launchPointToPointKernel(const kc::DevicePointToPoint& p2p, void* stream) {
         "with -Dcuda=enabled on a tree that has kernels/cuda/meson.build");
 }
 int launchCollectiveKernel(const kc::DeviceCall&, void*) { noKernels(); }
+int launchPremultiplyKernel(void*, const void*, size_t, DataType, const void*, const void*, void*) { noKernels(); }
 int launchPointToPointKernel(const kc::DevicePointToPoint&, void*) { noKernels(); }
 int residentKernelBlocks(int*) { noKernels(); }
 #endif
@@ -124,6 +129,38 @@ class CudaLaunchRuntime final : public LaunchRuntime {
   std::vector<cudaEvent_t> free_events_;
 };
 
+// A pre-multiplied sum's input on the device (ouroRedOpCreatePreMulSum): the user's input times its
+// scalar in memory allocated on the call's stream (cudaMallocAsync: captured into a graph, the
+// memory belongs to the graph), freed on the stream after the collective's kernel. args() is the
+// call to run: a sum over that memory, or the call itself when it is no pre-multiplied sum.
+class PreMultiplied {
+ public:
+  PreMultiplied(const CollArgs& given, int nranks, cudaStream_t stream, const std::string& who)
+      : args_(given), stream_(stream) {
+    if (!given.premul.active) return;
+    const size_t elements = given.kind == CollKind::kReduceScatter ? given.count * size_t(nranks) : given.count;
+    args_.premul = {};
+    if (elements == 0) return;
+    OURO_CUDA(cudaMallocAsync(&scaled_, elements * given.elementBytes(), stream));
+    const int rc = launchPremultiplyKernel(scaled_, given.send, elements, given.dtype,
+                                           given.premul.immediate ? nullptr : given.premul.scalar,
+                                           given.premul.value, stream);
+    if (rc != 0) tc::raiseCuda(cudaError_t(rc), "launchPremultiply", __FILE__, __LINE__, who);
+    args_.send = scaled_;
+  }
+  ~PreMultiplied() {
+    if (scaled_) cudaFreeAsync(scaled_, stream_);
+  }
+  PreMultiplied(const PreMultiplied&) = delete;
+  PreMultiplied& operator=(const PreMultiplied&) = delete;
+  const CollArgs& args() const { return args_; }
+
+ private:
+  CollArgs args_;
+  cudaStream_t stream_;
+  void* scaled_ = nullptr;
+};
+
 }  // namespace
 
 void requireCudaDevice(int rank, const char* call) { tc::deviceCountOrThrow(strprintf("rank %d: %s", rank, call)); }
@@ -171,6 +208,14 @@ struct CudaExecutor::Impl {
     }
     if (context != cudaSuccess) tc::raiseCuda(context, "cudaFree(nullptr) (creating the CUDA context)", __FILE__, __LINE__, "");
     launches = std::make_unique<DeviceLaunches>(runtime, c.rank(), timeout_s, [this](const Error& e) { fail(e); });
+    // A device call's flight-recorder entry ends when its kernel is seen done, not with its turn.
+    launches->onFinished([this](const DeviceLaunches::Slot& slot, const std::string* error) {
+      FlightRecorder& recorder = comm.progress().recorder();
+      if (error) recorder.fail(slot.trace_op, *error);
+      recorder.end(slot.trace_op);  // no effect once failed
+    });
+    // An aborted kernel's message says what stopped it when the proxy to other hosts knows.
+    launches->setAbortCause([this] { return CudaComm::of(comm).remoteFailure(); });
     OURO_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
   }
 
@@ -262,17 +307,21 @@ struct CudaExecutor::Impl {
   // Enqueues the call's kernel and returns: nothing here waits for a peer or for the GPU (the
   // ranks' agreement on the call is checked by the kernel, kernels/cuda/device_call_check.cuh).
   // Only the first device call of a communicator waits, for the FIFOs' set-up with every rank.
-  void collective(const CollArgs& a) {
+  void collective(const CollArgs& given) {
     const std::string misaligned =
-        deviceBufferAlignmentProblem(a, strprintf("rank %d: %s", comm.rank(), collName(a.kind)));
+        deviceBufferAlignmentProblem(given, strprintf("rank %d: %s", comm.rank(), collName(given.kind)));
     if (!misaligned.empty()) throw Error(Result::kInvalidArgument, misaligned);
-    const std::string who = strprintf("rank %d: %s", comm.rank(), collName(a.kind));
-    requireOnDevice(a.send, who, "send");
-    requireOnDevice(a.recv, who, "receive");
+    const std::string who = strprintf("rank %d: %s", comm.rank(), collName(given.kind));
+    requireOnDevice(given.send, who, "send");
+    requireOnDevice(given.recv, who, "receive");
     const tc::CurrentDevice on(device);
     CudaComm& cc = CudaComm::of(comm);
     void* graph = nullptr;
     tc::Arena& arena = ready(cc, who, &graph);
+    // A pre-multiplied sum: the input times the scalar into stream-ordered memory (a graph owns
+    // it when captured), then the call runs as a sum over it, as on the host path.
+    PreMultiplied scaled(given, comm.size(), stream, who);
+    const CollArgs& a = scaled.args();
     const Plan plan = comm.planner().planDevice(a, deviceFacts(arena.layout(), cc.llMaxBytes(), cc.ringDevice()));
     if (a.count == 0 && !launchesWithoutData(a, plan, comm.size())) {
       cc.nextCall();  // nothing to launch, but the call counts on every rank
@@ -296,10 +345,16 @@ struct CudaExecutor::Impl {
       tc::raiseCuda(cudaError_t(rc), "launchCollective", __FILE__, __LINE__, slot.what);
     }
     cc.nextCall();
+    cc.launched();
     comm.planner().note(plan, number);
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.noteCall(number);
+    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+                      plan.channels);
     if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
     slots.push_back(std::move(slot));
+    traced(slots, graph);
     launches->launched(stream, std::move(slots), graph);
   }
 
@@ -381,7 +436,19 @@ struct CudaExecutor::Impl {
         OURO_CUDA(cudaStreamWaitEvent(stream, join_events[index], 0));
       }
     if (!graph) cc.orderAfter(stream);
+    traced(slots, graph);
+    cc.launched();
     launches->launched(stream, std::move(slots), graph);
+  }
+
+  // The call's turn ends before its kernel does: an eager launch's flight-recorder entry stays
+  // running until DeviceLaunches sees the kernel done (onFinished above). A captured call ends
+  // with its turn: it is in the graph, run at each replay.
+  void traced(std::vector<Slot>& slots, void* graph) {
+    if (graph) return;
+    FlightRecorder& recorder = comm.progress().recorder();
+    recorder.deferEnd();
+    for (Slot& s : slots) s.trace_op = recorder.current();
   }
 };
 

@@ -22,20 +22,12 @@ std::string describeStamp(const kernels::cuda::CallStamp& stamp) {
   return callText(d);
 }
 
+// In rank order, so both ranks of a pair print one sentence.
 Error mismatchError(int rank, const std::string& what, const kernels::cuda::DeviceError& e) {
-  // "rank A calls X but rank B calls Y" in rank order, so both ranks of a pair print one sentence;
-  // a call number unlike this call's says the ranks are out of step.
-  auto side = [&](int r) {
-    const kernels::cuda::CallStamp& s = r == rank ? e.mine : e.theirs;
-    std::string text = strprintf("rank %d calls %s", r, describeStamp(s).c_str());
-    if (r != rank && s.call != e.mine.call) text += strprintf(" as its call #%llu", (unsigned long long)s.call);
-    return text;
-  };
-  const int low = rank < e.peer ? rank : e.peer, high = rank < e.peer ? e.peer : rank;
-  return Error(Result::kInvalidUsage,
-               strprintf("rank %d: %s (CUDA): the ranks disagree on this call: %s but %s; every rank must make the "
-                         "same calls in the same order",
-                         rank, what.c_str(), side(low).c_str(), side(high).c_str()));
+  const CallSide mine{rank, describeStamp(e.mine), e.mine.call}, theirs{e.peer, describeStamp(e.theirs), e.theirs.call};
+  const bool me_first = rank < e.peer;
+  return Error(Result::kInvalidUsage, disagreementMessage(rank, what + " (CUDA)", e.mine.call, me_first ? mine : theirs,
+                                                          me_first ? theirs : mine));
 }
 
 }  // namespace
@@ -53,7 +45,8 @@ CallDescriptor stampDescriptor(const kernels::cuda::CallStamp& stamp) {
   return d;
 }
 
-Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& e, int64_t timeout_s) {
+Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& e, int64_t timeout_s,
+                  const std::string& abort_cause) {
   using kernels::cuda::DeviceFailure;
   const std::string where =
       e.peer >= 0 ? strprintf("rank %d (channel %d, %s)", e.peer, e.channel,
@@ -67,6 +60,11 @@ Error deviceError(int rank, const std::string& what, const kernels::cuda::Device
                              "same order, or raise OURO_TIMEOUT_S; then destroy the communicator (ouroCommAbort)",
                              rank, what.c_str(), (long long)timeout_s, where.c_str(), e.peer));
     case DeviceFailure::kAborted:
+      if (!abort_cause.empty())
+        return Error(Result::kRemoteError,
+                     strprintf("rank %d: %s (CUDA) was aborted while waiting for %s: %s; destroy the communicator "
+                               "(ouroCommAbort) and create a new one",
+                               rank, what.c_str(), where.c_str(), abort_cause.c_str()));
       return Error(Result::kRemoteError,
                    strprintf("rank %d: %s (CUDA) was aborted while waiting for %s: the communicator was aborted "
                              "(ouroCommAbort) or an earlier call of this rank failed (see its log); destroy it "

@@ -21,7 +21,9 @@ CallDescriptor stampDescriptor(const kernels::cuda::CallStamp& stamp);
 // Result: kTimeout for a timeout, kRemoteError for an abort, kInvalidUsage when the ranks
 // disagree on the call (kMismatch: "the ranks disagree on this call: rank A calls ... but rank B
 // calls ...", the two ranks in rank order) or a peer sent data where the call's descriptor was due
-// (kNotACall), kInternalError for an unknown code.
-Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& record, int64_t timeout_s);
+// (kNotACall), kInternalError for an unknown code. `abort_cause`, when known, says why an aborted
+// kernel was stopped (the proxy to another host's ranks: "rank 3 on node-b stopped: ...").
+Error deviceError(int rank, const std::string& what, const kernels::cuda::DeviceError& record, int64_t timeout_s,
+                  const std::string& abort_cause = "");
 
 }  // namespace ouro

@@ -145,6 +145,11 @@ void DeviceLaunches::launched(void* stream, std::vector<Slot> slots, void* graph
   });
 }
 
+Error DeviceLaunches::recordError(const std::string& what, const kc::DeviceError& rec) const {
+  const bool aborted = rec.failure == uint32_t(kc::DeviceFailure::kAborted);
+  return deviceError(rank_, what, rec, timeout_s_, aborted && abort_cause_ ? abort_cause_() : std::string());
+}
+
 void DeviceLaunches::fail(const Error& e) {
   if (failed_) return;
   failed_ = true;
@@ -158,14 +163,23 @@ bool DeviceLaunches::finishOldest(bool wait) {
   const bool done = runtime_.eventDone(l.event, wait, &error);
   if (!done && error.empty()) return false;
   if (!error.empty()) {
-    fail(Error(Result::kUnhandledCudaError,
-               strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart the "
-                         "process",
-                         rank_, l.slots.empty() ? "a call" : l.slots[0].what.c_str(), error.c_str())));
+    const Error e(Result::kUnhandledCudaError,
+                  strprintf("rank %d: %s (CUDA): the kernel failed: %s; the CUDA context is likely unusable: restart the "
+                            "process",
+                            rank_, l.slots.empty() ? "a call" : l.slots[0].what.c_str(), error.c_str()));
+    fail(e);
+    if (on_finished_)
+      for (const Slot& slot : l.slots) on_finished_(slot, &e.message());
   } else {
     for (const Slot& slot : l.slots) {
       const kc::DeviceError rec = readRecord(slot.record);
-      if (rec.failure != 0) fail(deviceError(rank_, slot.what, rec, timeout_s_));
+      if (rec.failure != 0) {
+        const Error e = recordError(slot.what, rec);
+        fail(e);
+        if (on_finished_) on_finished_(slot, &e.message());
+      } else if (on_finished_) {
+        on_finished_(slot, nullptr);
+      }
     }
   }
   for (const Slot& slot : l.slots) free_.push_back(slot.record);
@@ -177,11 +191,11 @@ bool DeviceLaunches::finishOldest(bool wait) {
 // Only when nothing on the stream runs: a replay could be writing a record now.
 void DeviceLaunches::readCaptured() {
   std::lock_guard lock(graphs_->mu);
-  for (const auto& [rec, what] : graphs_->orphaned) fail(deviceError(rank_, what + " in a CUDA graph", rec, timeout_s_));
+  for (const auto& [rec, what] : graphs_->orphaned) fail(recordError(what + " in a CUDA graph", rec));
   graphs_->orphaned.clear();
   for (const Slot& slot : graphs_->live) {
     const kc::DeviceError rec = readRecord(slot.record);
-    if (rec.failure != 0) fail(deviceError(rank_, slot.what + " in a CUDA graph", rec, timeout_s_));
+    if (rec.failure != 0) fail(recordError(slot.what + " in a CUDA graph", rec));
   }
 }
 

@@ -77,14 +77,23 @@ class DeviceLaunches {
  public:
   struct Slot {
     ErrorRecord record;
-    std::string what;  // the call, for messages ("allreduce #3", "send #2 to rank 1")
+    std::string what;   // the call, for messages ("allreduce #3", "send #2 to rank 1")
+    uint64_t trace_op = 0;  // the flight recorder's entry (comm/progress/flight_recorder.hpp), or 0
   };
+  // Told, once per slot of an eager launch, when its kernel is seen done (error null) or failed
+  // (error: the message), under the executor's lock: the flight recorder's entry ends then.
+  using Finished = std::function<void(const Slot& slot, const std::string* error)>;
+  void onFinished(Finished f) { on_finished_ = std::move(f); }
 
   // `on_failure` is called once, with the first failure, under the executor's lock.
   DeviceLaunches(LaunchRuntime& runtime, int rank, int64_t timeout_s, std::function<void(const Error&)> on_failure);
   ~DeviceLaunches();  // waits for the eager launches; graphs should be gone first (their records are freed)
   DeviceLaunches(const DeviceLaunches&) = delete;
   DeviceLaunches& operator=(const DeviceLaunches&) = delete;
+
+  // What says why an aborted kernel was stopped, when something outside the kernels knows (the
+  // proxy to the ranks on other hosts): "" when nothing does.
+  void setAbortCause(std::function<std::string()> cause) { abort_cause_ = std::move(cause); }
 
   // A cleared record for a launch about to be enqueued: for an eager launch (graph null) from the
   // pool, else owned by `graph` from the graph records (Error kInvalidUsage when kGraphRecords are
@@ -129,6 +138,10 @@ class DeviceLaunches {
   const int rank_;
   const int64_t timeout_s_;
   std::function<void(const Error&)> on_failure_;
+  Finished on_finished_;
+  std::function<std::string()> abort_cause_;
+  // The record's failure as the user's error (deviceError, with the abort's cause).
+  Error recordError(const std::string& what, const kernels::cuda::DeviceError& rec) const;
   std::deque<Launch> launches_;  // eager, oldest first
   std::vector<ErrorRecord> free_;
   std::vector<ErrorRecord> chunks_;

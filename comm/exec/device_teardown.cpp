@@ -57,7 +57,7 @@ std::vector<int> retireDeviceFifos(DeviceTeardown t, const std::function<bool(in
   // The last rank of this process: wait for the other processes' ranks.
   std::vector<int> pending;
   for (int r = 0; r < nranks; r++)
-    if (t.pids[size_t(r)] != t.pid) pending.push_back(r);
+    if (t.pids[size_t(r)] != t.pid && t.pids[size_t(r)] >= 0) pending.push_back(r);
   const Deadline deadline = t.wait_s > 0 ? Deadline::afterSeconds(t.wait_s) : Deadline::never();
   auto pause = std::chrono::microseconds(200);
   for (;;) {

@@ -29,7 +29,9 @@ struct DeviceTeardown {
   store::Store* store = nullptr;
   std::string prefix;            // the communicator's key prefix in the store
   int rank = 0;
-  std::vector<int64_t> pids;     // every rank's process (ranks on one host)
+  // Every rank's process; -1 for a rank on another host, which reaches none of this host's FIFOs
+  // (it talks to this rank through the proxies: comm/exec/device_remote.hpp) and is not waited for.
+  std::vector<int64_t> pids;
   int64_t pid = 0;               // this rank's
   double wait_s = 0;             // how long the last rank of a process waits for the others (<= 0: no limit)
   // Frees this rank's FIFOs (true) or leaves them allocated (false); called once, maybe on

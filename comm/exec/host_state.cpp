@@ -4,6 +4,8 @@
 
 #include "comm/exec/algorithms.hpp"
 #include "comm/exec/buffer_kinds.hpp"
+#include "comm/exec/replica_check.hpp"
+#include "core/env.hpp"
 #include "kernels/cpu/reduce.hpp"
 
 namespace ouro {
@@ -12,7 +14,12 @@ HostState::HostState(Progress& progress, const Planner& planner)
     : progress_(progress),
       planner_(planner),
       writes_(planner.world().direct_writes),
-      sources_(size_t(progress.size()), nullptr) {}
+      sources_(size_t(progress.size()), nullptr),
+      verify_every_(envInt("OURO_VERIFY")) {
+  if (verify_every_ < 0)
+    raise(Result::kInvalidArgument, "rank %d: OURO_VERIFY=%lld: give 0 (no checks) or N > 0 (check every Nth output)",
+          progress.rank(), (long long)verify_every_);
+}
 
 HostState& HostState::of(Communicator& comm) {
   return comm.executorState<HostState>(ExecutorKind::kHost,
@@ -58,6 +65,7 @@ void runHostCollective(HostState& state, const CollArgs& given) {
   const CollArgs args = given.premul.active ? preMultiply(state, given) : given;
   const Plan plan = state.planner().planHost(args);
   Progress& progress = state.progress();
+  progress.recorder().notePlan(algorithmShortName(plan.algorithm), nullptr, plan.channels);
   progress.runCall(args.kind, [&] {
     state.planner().note(plan, progress.call());
     const HostCall call{progress, state, plan, args};
@@ -84,16 +92,19 @@ void runHostCollective(HostState& state, const CollArgs& given) {
     raise(Result::kInternalError, "rank %d: the host executor was given a %s plan; please report this as a bug",
           progress.rank(), algorithmName(plan.algorithm));
   });
+  verifyOutput(state, args, progress.call());
 }
 
 void runHostTransfers(Communicator& comm, std::vector<Transfer>& transfers) {
   Progress& progress = comm.progress();
+  progress.recorder().notePlan("transfers", nullptr, 1);
   progress.runCall(CollKind::kSendRecv, [&] { runTransfers(progress, transfers); });
 }
 
 int runHostRecvAny(Communicator& comm, std::byte* buffer, size_t bytes) {
   Progress& progress = comm.progress();
   int source = -1;
+  progress.recorder().notePlan("receive-from-any", nullptr, 1);
   progress.runCall(CollKind::kSendRecv, [&] { source = receiveFromAny(progress, buffer, bytes); });
   return source;
 }

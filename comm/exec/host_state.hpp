@@ -41,6 +41,25 @@ class HostState final : public ExecutorState {
   // A reusable array of one source pointer per rank (for kernels::reduceMany).
   std::vector<const void*>& sources() { return sources_; }
   uint64_t& directGeneration() { return direct_generation_; }
+  // OURO_VERIFY (comm/exec/replica_check.hpp): check every Nth output (0: never); the calls that
+  // count towards it so far; whether a check's own call is running (it is not checked itself).
+  int64_t verifyEvery() const { return verify_every_; }
+  uint64_t& verifiedCalls() { return verified_calls_; }
+  bool verifying() const { return verifying_; }
+  // While a check's own call runs: it is not checked itself, and (quiet) the flight record keeps
+  // the checked call in the turn's entry.
+  struct Verifying {
+    Verifying(HostState& s, bool quiet) : state(s), quiet_(quiet) {
+      state.verifying_ = true;
+      if (quiet_) state.progress_.recorder().setQuiet(true);
+    }
+    ~Verifying() {
+      state.verifying_ = false;
+      if (quiet_) state.progress_.recorder().setQuiet(false);
+    }
+    HostState& state;
+    bool quiet_;
+  };
   CoreDistance& coreDistance() { return core_distance_; }
   // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
   kernels::WritePolicy outputStore(size_t bytes) const { return storeFor(bytes, writes_.stream_output_bytes); }
@@ -64,6 +83,9 @@ class HostState final : public ExecutorState {
   std::vector<std::byte> scratch_;
   std::vector<std::byte> premultiplied_;
   std::vector<const void*> sources_;
+  int64_t verify_every_ = 0;
+  uint64_t verified_calls_ = 0;
+  bool verifying_ = false;
 };
 
 // Runs one collective on this thread, from its plan to its last byte (arguments already

@@ -25,4 +25,16 @@ std::string callText(const CallDescriptor& d) {
   return s + ")";
 }
 
+std::string disagreementMessage(int me, const std::string& where, uint64_t number, const CallSide& first,
+                                const CallSide& second) {
+  auto side = [&](const CallSide& s) {
+    std::string text = strprintf("rank %d called %s", s.rank, s.call.c_str());
+    if (s.number != number) text += strprintf(" as its call #%llu", (unsigned long long)s.number);
+    return text;
+  };
+  return strprintf("rank %d: %s: ranks disagree on this call: %s but %s; every rank must make the same collective "
+                   "calls in the same order, with the same count, type, op and root",
+                   me, where.c_str(), side(first).c_str(), side(second).c_str());
+}
+
 }  // namespace ouro

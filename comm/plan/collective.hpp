@@ -41,4 +41,19 @@ CallDescriptor describeCall(const CollArgs& args);
 // "allreduce(count=10, float32, sum)", "broadcast(count=4, int8, root=2)", for messages.
 std::string callText(const CallDescriptor& d);
 
+// One rank's side of a disagreement: its rank, what it called (callText, or what its messages
+// showed), and the call number it called it as.
+struct CallSide {
+  int rank = 0;
+  std::string call;
+  uint64_t number = 0;
+};
+// The one message for ranks that disagree on a call (API.md "Bad input"), whoever finds it (the
+// direct algorithms' announcements, the call check and one-shot exchange over links, gather-fold's
+// blocks, the kernels' stamps): "rank R: WHERE: ranks disagree on this call: rank A called X but rank
+// B called Y[ as its call #N]; every rank must ...". `where` names the call ("allreduce #17",
+// "allreduce #7 (CUDA)"); a side's number unlike `number` says the ranks are out of step.
+std::string disagreementMessage(int me, const std::string& where, uint64_t number, const CallSide& first,
+                                const CallSide& second);
+
 }  // namespace ouro

@@ -10,6 +10,7 @@
 
 #include "core/env.hpp"
 #include "core/log.hpp"
+#include "comm/progress/trace_dump.hpp"
 #include "core/strings.hpp"
 #include "transport/shm/doorbell.hpp"
 
@@ -43,11 +44,21 @@ bool processGone(int pidfd, int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+// Calls the flight recorder keeps (OURO_TRACE_CALLS): 0..10^7 (10^7 calls are about 1 GB).
+size_t traceCapacity() {
+  const int64_t calls = envInt("OURO_TRACE_CALLS");
+  if (calls < 0 || calls > 10'000'000)
+    raise(Result::kInvalidArgument, "OURO_TRACE_CALLS=%lld is out of range: give 0 (recorder off) to 10000000 calls",
+          (long long)calls);
+  return size_t(calls);
+}
+
 }  // namespace
 
 Progress::Progress(Setup setup)
     : rank_(setup.rank),
       nranks_(setup.nranks),
+      recorder_(traceCapacity()),
       shm_(std::move(setup.shm)),
       shm_local_index_(std::move(setup.shm_local_index)),
       links_(std::move(setup.links)),
@@ -93,6 +104,7 @@ Progress::Progress(Setup setup)
 }
 
 Progress::~Progress() {
+  trace::unregisterRecorder(&recorder_);
   for (int fd : pidfds_)
     if (fd >= 0) ::close(fd);
 }
@@ -124,13 +136,14 @@ void Progress::throwUnusable(const char* call) const {
           rank_, call, failure_.c_str());
 }
 
-void Progress::fail(const std::string& reason) {
+void Progress::fail(const std::string& reason, const char* why) {
   {
     std::lock_guard lock(failure_mu_);
     if (!failure_.empty()) return;
     failure_ = reason;
     failed_.store(true, std::memory_order_release);
   }
+  recorder_.setFailure(reason);
   // Tell every peer, so ranks waiting on us (or on ranks waiting on us) stop within moments
   // instead of at their own timeout.
   if (shm_) {
@@ -142,12 +155,16 @@ void Progress::fail(const std::string& reason) {
   }
   for (auto& l : links_)
     if (l) l->sendAbort(reason);
+  // After the peers were told (a dump takes a few milliseconds): this rank's last calls, for the
+  // launcher's analysis of the failure (docs/LAUNCHER.md "When a job hangs").
+  trace::dumpToDir(why, reason);
 }
 
 void Progress::beginCall(CollKind kind) {
   whole_world_call_ = kind != CollKind::kSendRecv;
   call_ = whole_world_call_ ? ++calls_ : ++p2p_calls_;
   call_name_ = collName(kind);
+  recorder_.noteCall(call_);
   deadline_ = Deadline::never();  // set when a wait first turns slow: no clock read on fast calls
   if (shm_) {
     // send/recv publishes the collective count it follows, as peers compare collectives only.
@@ -161,7 +178,11 @@ void Progress::endCallWithError(Error& e) {
                                  ? strprintf("rank %d: %s #%llu", rank_, call_name_, (unsigned long long)call_)
                                  : strprintf("rank %d: send/recv #%llu", rank_, (unsigned long long)call_);
   if (e.message().rfind(prefix, 0) != 0) e.addContext(prefix);
-  if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument) fail(e.message());
+  recorder_.fail(recorder_.current(), e.message());  // before fail()'s dump, which then shows it
+  if (e.code() != Result::kInvalidUsage && e.code() != Result::kInvalidArgument)
+    fail(e.message(), e.code() == Result::kTimeout       ? "timeout"
+                      : e.code() == Result::kRemoteError ? "peer-failure"
+                                                         : "failure");
 }
 
 void Progress::progressLinks() {

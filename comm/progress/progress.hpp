@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/collective_kind.hpp"
+#include "comm/progress/flight_recorder.hpp"
 #include "comm/progress/topology.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
@@ -79,8 +80,11 @@ class Progress {
       throw;
     }
   }
-  // Marks the communicator failed and tells every peer; later calls fail at once.
-  void fail(const std::string& reason);
+  // Marks the communicator failed and tells every peer; later calls fail at once. `why` names the
+  // cause in the flight record written then ("timeout", "peer-failure", "abort", "failure").
+  void fail(const std::string& reason, const char* why = "failure");
+  // This communicator's flight recorder (flight_recorder.hpp): its last calls, for dumps.
+  FlightRecorder& recorder() { return recorder_; }
   // Messages other ranks sent this rank that are still waiting in the links, one line each (sender,
   // its call number, size): a send no receive matched. Looked at once, at destroy; a message still
   // on the wire then is not seen, nor any on links that cannot look without receiving (InfiniBand).
@@ -135,6 +139,7 @@ class Progress {
 
   int rank_;
   int nranks_;
+  FlightRecorder recorder_;
   std::unique_ptr<transport::shm::ShmWorld> shm_;
   std::vector<int> shm_local_index_;
   std::vector<std::unique_ptr<transport::Link>> links_;

@@ -6,6 +6,7 @@
 
 #include "comm/setup/connect.hpp"
 #include "comm/progress/topology.hpp"
+#include "comm/progress/trace_dump.hpp"
 #include "comm/setup/model_calibration.hpp"
 #include "core/env.hpp"
 #include "core/error.hpp"
@@ -54,6 +55,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
     throw;
   }
   comm->store_->idle();
+  // The flight recorder joins the process's records under the communicator's key, which every
+  // rank of it shares (comm/progress/trace_dump.hpp).
+  comm->progress_->recorder().identify(comm->prefix_, rank, nranks);
+  trace::registerRecorder(&comm->progress_->recorder());
   OURO_INFO("%s: rank %d of %d ready (local rank %d of %d on %s) via %s", what, rank, nranks,
             comm->membership_.local_rank, comm->membership_.local_count, self.hostname.c_str(),
             comm->store_->describe().c_str());
@@ -107,7 +112,7 @@ void Communicator::abort(const char* call) {
   OURO_INFO("rank %d: communicator aborted (%s)", rank_, call);
   for (auto& state : executor_state_)
     if (state) state->abort();  // kernels still running stop at their next poll
-  if (progress_) progress_->fail(strprintf("rank %d called %s", rank_, call));
+  if (progress_) progress_->fail(strprintf("rank %d called %s", rank_, call), "abort");
 }
 
 // Waiters re-check every millisecond, so a turn published without the lock (finishTurn while no

@@ -44,6 +44,8 @@ class Communicator {
   int size() const { return nranks_; }
   int localRank() const { return membership_.local_rank; }
   int localCount() const { return membership_.local_count; }
+  // Every rank's record (host, address, process) and which share this host.
+  const Membership& membership() const { return membership_; }
 
   // Collective over this communicator; nullptr for color OURO_SPLIT_NOCOLOR (-1).
   std::unique_ptr<Communicator> split(int color, int key);
@@ -91,7 +93,15 @@ class Communicator {
       uint64_t next;
       ~Advance() { c->finishTurn(next); }
     } advance{this, ticket + 1};
-    op();
+    FlightRecorder& recorder = progress_->recorder();
+    recorder.begin(ticket);
+    try {
+      op();
+    } catch (const std::exception& e) {
+      recorder.failTurn(ticket, e.what());
+      throw;
+    }
+    recorder.endTurn(ticket);
   }
   void streamAdded() { streams_.fetch_add(1); }
   void streamRemoved() { streams_.fetch_sub(1); }

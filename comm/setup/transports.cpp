@@ -100,7 +100,9 @@ size_t shmWorldSlotBytes(const ConnectContext& ctx, bool same_host_pair, bool cr
 
 // ---- InfiniBand: ranks on other hosts, when both ends have a usable RDMA port ----
 
-transport::ib::IbSettings ibSettings() {
+}  // namespace
+
+transport::ib::IbSettings ibSettingsFromEnv() {
   transport::ib::IbSettings s;
   s.hca = envString("OURO_IB_HCA");
   s.gid_index = int(envInt("OURO_IB_GID_INDEX"));
@@ -115,6 +117,8 @@ transport::ib::IbSettings ibSettings() {
   return s;
 }
 
+namespace {
+
 // Every rank with peers on other hosts says whether it offers InfiniBand, so both ends of a pair
 // decide alike (one without a device makes the pair use TCP, or fails OURO_TRANSPORT=ib).
 void ibSetup(ConnectContext& ctx) {
@@ -124,7 +128,7 @@ void ibSetup(ConnectContext& ctx) {
   std::string mine = transport::ib::unavailableReason();
   if (mine.empty()) {
     try {
-      ctx.ib_fabric = transport::ib::IbFabric::open(ibSettings());
+      ctx.ib_fabric = transport::ib::IbFabric::open(ibSettingsFromEnv());
     } catch (const Error& e) {
       // A bad setting or a failing device (not a missing one) fails the job: say so to every
       // rank, whose waits would otherwise last until the timeout.

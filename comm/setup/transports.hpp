@@ -66,4 +66,8 @@ struct TransportEntry {
 
 std::span<const TransportEntry> transportTable();
 
+// The OURO_IB_* settings (checked: kInvalidArgument names the limits), for the InfiniBand links of
+// the transport table and of the CUDA executor's proxy (comm/exec/device_remote.cpp).
+transport::ib::IbSettings ibSettingsFromEnv();
+
 }  // namespace ouro

@@ -29,7 +29,10 @@ typedef enum {
   ouroInProgress = 7,
   ouroTimeout = 8,
   ouroUnavailable = 9,
-  ouroNumResults = 10
+  /* Extension (issue #34, ouro/diagnostics.h): bytes that must be identical on every rank are not;
+   * the message names the ranks that differ from the majority. */
+  ouroReplicaMismatch = 10,
+  ouroNumResults = 11
 } ouroResult_t;
 
 typedef enum {

@@ -15,6 +15,11 @@
 // setting that sizes a FIFO is checked with it.
 // Each counter sits on its own line (the owner of the memory decides where: see
 // transport/shm/layout.hpp and transport/cuda/arena_layout.hpp).
+// A FIFO a progress thread reads instead of the receiver (the CUDA executor's outbox to a rank on
+// another host, transport/cuda/staging_layout.hpp) also has `sizes`: the sender stores each
+// message's byte count at sizes[counter % slot_count] before it publishes the tail, so the thread
+// knows how much of the slot to carry; every other FIFO leaves it null (the receiver derives each
+// message's size from the call, as the sender does).
 #pragma once
 
 #include <cstddef>
@@ -38,6 +43,7 @@ struct FifoView {
   uint32_t slot_stride = 0;     // bytes from one slot to the next
   uint32_t header_bytes = 0;    // bytes before a slot's payload (shm: the message header; device: 0)
   uint32_t slot_bytes = 0;      // payload capacity of one slot
+  uint32_t* sizes = nullptr;    // outbox only: byte count of message k at sizes[k % slot_count]
 
   OURO_HOST_DEVICE std::byte* slot(uint32_t counter) const {
     return slots + size_t(counter % slot_count) * slot_stride;

@@ -9,6 +9,7 @@
 // kernels/cuda/device_model.hpp.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.hpp"
 #include "kernels/common/collective_driver.hpp"
@@ -190,6 +191,61 @@ int residentBlocks(int* blocks) {
 
 int launchCollective(const DeviceCall& call, void* stream) {
   return launchCollectiveWith<ShippedKernels>(call, stream);
+}
+
+// ---- pre-multiplied sums (ouroRedOpCreatePreMulSum) on device buffers ----
+
+namespace {
+
+// out[i] = in[i] * scalar, one ouroProd step of element_ops: the arithmetic the host executor's
+// kernels::premultiply does, so a device call's products have the host call's bits. The scalar is
+// read here, when the kernel runs, from `scalar_on_device` (ouroScalarDevice), else it is `scalar`.
+template <typename T>
+OURO_GLOBAL void premultiplyKernel(T* out, const T* in, size_t count, const T* scalar_on_device, T scalar,
+                                   int nblocks) {
+  const T s = scalar_on_device ? *scalar_on_device : scalar;
+  const size_t stride = size_t(nblocks) * size_t(dm::blockSize());
+  for (size_t i = size_t(dm::blockIndex()) * size_t(dm::blockSize()) + size_t(dm::threadIndex()); i < count; i += stride)
+    out[i] = reduceElement<RedOp::kProd>(in[i], s);
+}
+
+template <typename T>
+int launchPremultiplyAs(void* out, const void* in, size_t count, const void* scalar_on_device, const void* scalar_bytes,
+                        void* stream) {
+  T scalar{};  // unused when the kernel reads the scalar from device memory
+  if (scalar_bytes) std::memcpy(&scalar, scalar_bytes, sizeof(T));
+  const int threads = dm::launchThreadsPerBlock(kThreadsPerBlock);
+  const size_t wanted = (count + size_t(threads) - 1) / size_t(threads);
+  const int nblocks = int(wanted < 1024 ? (wanted ? wanted : 1) : 1024);
+  return OURO_LAUNCH_KERNEL(&premultiplyKernel<T>, dim3(unsigned(nblocks)), dim3(unsigned(threads)), stream,
+                            static_cast<T*>(out), static_cast<const T*>(in), count,
+                            static_cast<const T*>(scalar_on_device), scalar, nblocks);
+}
+
+}  // namespace
+
+int launchPremultiply(void* out, const void* in, size_t count, int dtype, const void* scalar_on_device,
+                      const void* scalar_bytes, void* stream) {
+  if (!isValidDataType(dtype) || (count && (!out || !in)) || (!scalar_on_device && !scalar_bytes))
+    return kInvalidValue;
+  if (count == 0) return 0;
+  switch (DataType(dtype)) {
+    case DataType::kInt8: return launchPremultiplyAs<int8_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint8: return launchPremultiplyAs<uint8_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kInt32: return launchPremultiplyAs<int32_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint32: return launchPremultiplyAs<uint32_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kInt64: return launchPremultiplyAs<int64_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kUint64: return launchPremultiplyAs<uint64_t>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat16: return launchPremultiplyAs<Float16>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat32: return launchPremultiplyAs<float>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat64: return launchPremultiplyAs<double>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kBfloat16: return launchPremultiplyAs<Bfloat16>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat8e4m3:
+      return launchPremultiplyAs<Float8e4m3>(out, in, count, scalar_on_device, scalar_bytes, stream);
+    case DataType::kFloat8e5m2:
+      return launchPremultiplyAs<Float8e5m2>(out, in, count, scalar_on_device, scalar_bytes, stream);
+  }
+  return kInvalidValue;
 }
 
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream) {

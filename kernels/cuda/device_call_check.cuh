@@ -71,14 +71,28 @@ OURO_DEVICE_NOINLINE void writeHellos(const PrimsContext& x) {
   }
 }
 
+// Data bytes of a hello: its lines carry the stamp's words.
+constexpr uint32_t kHelloDataBytes = uint32_t(kCallStampWords * sizeof(uint64_t));  // 24
+
 // Thread 0, after the block's barrier that follows writeHellos: counts the hello on every link (in
 // this rank's LL counts, and in the block's when the call's data is LL too: it follows the hello).
-OURO_DEVICE_INLINE void countHellos(const PrimsContext& x, BlockState& s) {
+// An outbox (a peer on another host) gets the hello's byte count and its tail, after one fence for
+// all of them, as an LL data message does (device_prims_ll.cuh publishSent).
+OURO_DEVICE_NOINLINE void countHellos(const PrimsContext& x, BlockState& s) {
+  bool outboxes = false;
+  for (int p = 0; p < x.nranks; p++) {
+    const FifoView& f = x.channel->ll_to[p];
+    if (p == x.rank || !f.sizes) continue;
+    dm::storeRelaxed(f.sizes + dm::loadRelaxed(&x.channel->counters->sent[1][p]) % f.slot_count, kHelloDataBytes);
+    outboxes = true;
+  }
+  if (outboxes) dm::fenceSystem();
   for (int p = 0; p < x.nranks; p++) {
     if (p == x.rank) continue;
     uint32_t* sent = &x.channel->counters->sent[1][p];
     const uint32_t next = dm::loadRelaxed(sent) + 1;
     dm::storeRelaxed(sent, next);
+    if (x.channel->ll_to[p].sizes) dm::storeRelease(x.channel->ll_to[p].tail, next);
     if (x.protocol == DeviceProtocol::kLL) s.sent[p] = next;
   }
 }

@@ -11,7 +11,9 @@
 //   send:    thread 0 waits until sent[p] - acquire(ll_to[p].head) < slot_count; barrier; every
 //            thread stores its lines into slot sent[p]; barrier; thread 0 counts the message
 //            (the count is kept in this rank's LocalCounters across calls; the FIFO's tail word
-//            is not used).
+//            is not used, but for an outbox to a peer on another host, where thread 0 stores
+//            the message's byte count in ll_to[p].sizes, fences and release-stores the tail, for
+//            the progress thread that carries the lines: transport/cuda/staging_layout.hpp).
 //   receive: every thread polls its lines of slot received[p] until both flags are
 //            received[p] + 1 (one polling thread at a time also watches the abort word and the
 //            deadline for the block: keepSpinning), then uses the data; barrier; thread 0 release-stores
@@ -82,7 +84,7 @@ class LlPrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || waitSpace(peer, bytes))) return;
     moveLines(x_, s_, -1, peer, src, dst == src ? nullptr : dst, bytes);
     dm::syncBlock();
-    if (dm::threadIndex() == 0) countSent(peer);
+    if (dm::threadIndex() == 0) publishSent(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) { recvCopySend(peer, -1, dst, n); }
@@ -95,7 +97,7 @@ class LlPrims : public PrimsBlock {
       return;
     if (!agree(moveLines(x_, s_, from, to, nullptr, dst, bytes)) || dm::threadIndex() != 0) return;
     releaseHead(x_.channel->ll_from[from], from);
-    if (to >= 0) countSent(to);
+    if (to >= 0) publishSent(to, bytes);
   }
 
   OURO_DEVICE_INLINE void recvReduceCopy(const std::byte* own, std::byte* dst, size_t n) {
@@ -110,7 +112,7 @@ class LlPrims : public PrimsBlock {
     if (failed_ || !agree(dm::threadIndex() != 0 || (checkCall() && fitsAll(bytes) && waitSpace(peer, bytes)))) return;
     if (!agree(reduce(own, peer, nullptr, bytes)) || dm::threadIndex() != 0) return;
     releaseAllHeads(x_.channel->ll_from);
-    countSent(peer);
+    publishSent(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void copy(const std::byte* src, std::byte* dst, size_t n) {
@@ -136,9 +138,21 @@ class LlPrims : public PrimsBlock {
   OURO_DEVICE_INLINE bool waitSpace(int peer, size_t bytes) {
     return fits(peer, bytes, true) && PrimsBlock::waitSpace(x_.channel->ll_to[peer], peer);
   }
-  // An LL message needs no tail (its lines carry their flags): the count is this rank's alone,
-  // kept in the block and saved at the kernel's end.
-  OURO_DEVICE_INLINE void countSent(int peer) { ++s_.sent[peer]; }
+  // Thread 0, after the barrier that follows the block's line stores. An LL message needs no
+  // tail (its lines carry their flags): the count is this rank's alone, kept in the block and
+  // saved at the kernel's end. An outbox (a peer on another host: the FIFO has sizes) is read by a
+  // progress thread instead, which needs to know that the lines are complete and how many there
+  // are: there the message's byte count and a tail are published as the simple protocol does
+  // (a fence, then the release store), one message at a time.
+  OURO_DEVICE_INLINE void publishSent(int peer, size_t bytes) {
+    const FifoView& f = x_.channel->ll_to[peer];
+    if (f.sizes) {
+      dm::storeRelaxed(f.sizes + s_.sent[peer] % f.slot_count, uint32_t(bytes));
+      dm::fenceSystem();
+      dm::storeRelease(f.tail, s_.sent[peer] + 1);
+    }
+    ++s_.sent[peer];
+  }
 
   // ---- every thread: lines ----
 

@@ -5,7 +5,9 @@
 // each head in its sender's memory: transport/cuda/arena_layout.hpp):
 //   send:    thread 0 waits until sent[p] - acquire(to[p].head) < slot_count; block barrier; every
 //            thread writes its part of the payload into slot sent[p]; barrier; thread 0
-//            __threadfence_system() and release-stores to[p].tail = sent[p] + 1.
+//            __threadfence_system() and release-stores to[p].tail = sent[p] + 1 (to a peer on
+//            another host, to[p] is an outbox and thread 0 first stores the message's byte count
+//            in to[p].sizes: transport/cuda/staging_layout.hpp).
 //   receive: thread 0 waits until acquire(from[p].tail) != received[p]; barrier; every thread
 //            reads its part of slot received[p]; barrier; thread 0 release-stores
 //            from[p].head = received[p] + 1 (the slot may then be overwritten).
@@ -49,7 +51,7 @@ class SimplePrims : public PrimsBlock {
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
-    finishSend(peer);
+    finishSend(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void copySend(int peer, const std::byte* src, std::byte* dst, size_t n) {
@@ -59,7 +61,7 @@ class SimplePrims : public PrimsBlock {
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     copyBytes(slot, src, bytes);
     if (dst != src) copyBytes(dst, src, bytes);
-    finishSend(peer);
+    finishSend(peer, bytes);
   }
 
   OURO_DEVICE_INLINE void recv(int peer, std::byte* dst, size_t n) {
@@ -78,7 +80,7 @@ class SimplePrims : public PrimsBlock {
     Bug::beforePayload(x_.channel->to[to].tail, s_.sent[to] + 1);
     copyBytes(slot, in, bytes);
     copyBytes(dst, in, bytes);
-    finishSend(to);
+    finishSend(to, bytes);
     if (dm::threadIndex() == 0) releaseHead(x_.channel->from[from], from);
   }
 
@@ -95,7 +97,7 @@ class SimplePrims : public PrimsBlock {
     std::byte* slot = x_.channel->to[peer].payload(s_.sent[peer]);
     Bug::beforePayload(x_.channel->to[peer].tail, s_.sent[peer] + 1);
     fold(slot, n);
-    finishSend(peer);
+    finishSend(peer, bytes);
     if (dm::threadIndex() == 0) releaseAllHeads(x_.channel->from);
   }
 
@@ -139,11 +141,15 @@ class SimplePrims : public PrimsBlock {
   // scope); thread 0's system fence and release store then publish them all, cumulatively, at
   // system scope (NCCL's postPeer: one fence by the posting thread, not one per thread: 512
   // fences of every thread were as many waits for the writes to drain over NVLink or PCIe).
-  OURO_DEVICE_INLINE void finishSend(int peer) {
+  // An outbox (a peer on another host: the FIFO has sizes) also gets the message's byte count,
+  // before the fence, for the progress thread that carries it (kernels/common/fifo.hpp).
+  OURO_DEVICE_INLINE void finishSend(int peer, size_t bytes) {
     dm::syncBlock();
     if (dm::threadIndex() == 0) {
+      const FifoView& f = x_.channel->to[peer];
+      if (f.sizes) dm::storeRelaxed(f.sizes + s_.sent[peer] % f.slot_count, uint32_t(bytes));
       dm::fenceSystem();
-      dm::storeRelease(x_.channel->to[peer].tail, s_.sent[peer] + 1);
+      dm::storeRelease(f.tail, s_.sent[peer] + 1);
       s_.sent[peer]++;
     }
   }

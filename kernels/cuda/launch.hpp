@@ -39,6 +39,14 @@ struct DevicePointToPoint {
 };
 int launchPointToPoint(const DevicePointToPoint& p2p, void* stream);
 
+// Pre-multiplied sums (ouroRedOpCreatePreMulSum): out[i] = in[i] * scalar for `count` elements of
+// `dtype`, each product one ouroProd step (kernels/common/element_ops.hpp), as the host executor
+// multiplies. The scalar is read by the kernel from device memory at `scalar_on_device` when that
+// is not null, else it is the element at `scalar_bytes` (host memory, read now). Enqueued on
+// `stream`; returns its cudaError_t (0: enqueued). out may equal in.
+int launchPremultiply(void* out, const void* in, size_t count, int dtype, const void* scalar_on_device,
+                      const void* scalar_bytes, void* stream);
+
 // How many blocks of the launchers' kernels the current device runs at once: the least, over
 // every kernel, of its blocks per SM at kThreadsPerBlock (cudaOccupancyMaxActiveBlocksPerMultiprocessor)
 // x the SMs. The ranks' kernels wait on each other inside the GPU, so every block a call needs,

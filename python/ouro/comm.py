@@ -14,6 +14,8 @@ Results of reductions follow ouro's reproducible rank-order fold (docs/API.md). 
 contiguous (they are copied); `out=` arrays receive the result wherever they live.
 """
 
+import json
+
 import numpy as np
 
 from . import _ouro
@@ -224,3 +226,15 @@ class Comm:
     def abort(self):
         """Frees the communicator at once; peers' calls then fail with ouro.Error."""
         self._c.abort()
+
+    # ---- diagnostics (docs/API.md "Diagnostics") ----
+    def check_replicas(self, array):
+        """Collective: are `array`'s bytes the same on every rank? Raises ouro.ReplicaMismatch (an
+        ouro.Error) on every rank when not, naming the ranks that differ from the majority. Costs one
+        8-byte all-gather of a 64-bit hash of each rank's copy."""
+        self._c.check_replicas(np.ascontiguousarray(array))
+
+    def dump_trace(self):
+        """The flight recorder's record of this communicator's last calls, as a dict (the JSON
+        document ouro-trace reads; docs/LAUNCHER.md "When a job hangs"). Local; never waits."""
+        return json.loads(self._c.dump_trace())

@@ -5,10 +5,12 @@
 // and turns a failure into ouro.Error carrying ouro's message.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "core/dtype.hpp"
+#include "ouro/diagnostics.h"
 #include "ouro/ouro.h"
 
 namespace py = pybind11;
@@ -18,8 +20,14 @@ namespace {
 struct OuroError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// ouroReplicaMismatch: ouro.ReplicaMismatch, an ouro.Error a caller may catch on its own.
+struct ReplicaMismatch : OuroError {
+  using OuroError::OuroError;
+};
 
 void check(ouroResult_t rc) {
+  if (rc == ouroReplicaMismatch)
+    throw ReplicaMismatch(std::string(ouroGetLastError(nullptr)) + " [" + ouroGetErrorString(rc) + "]");
   if (rc != ouroSuccess)
     throw OuroError(std::string(ouroGetLastError(nullptr)) + " [" + ouroGetErrorString(rc) + "]");
 }
@@ -130,7 +138,8 @@ void callOuro(Fn&& fn) {
 
 PYBIND11_MODULE(_ouro, m) {
   m.doc() = "libouro for Python buffers; use ouro.Comm (ouro/comm.py)";
-  py::register_exception<OuroError>(m, "Error", PyExc_RuntimeError);
+  auto error = py::register_exception<OuroError>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<ReplicaMismatch>(m, "ReplicaMismatch", error.ptr());
   m.def("version", [] {
     int v = 0;
     check(ouroGetVersion(&v));
@@ -214,5 +223,21 @@ PYBIND11_MODULE(_ouro, m) {
              callOuro([&] { return ouroRecvAny(b, count, ouroDataType_t(dtype), &source, c.live("recv_any"), nullptr); });
              return source;
            })
-      .def("barrier", [](Communicator& c) { callOuro([&] { return ouroBarrier(c.live("barrier")); }); });
+      .def("barrier", [](Communicator& c) { callOuro([&] { return ouroBarrier(c.live("barrier")); }); })
+      // Diagnostics (ouro/diagnostics.h): replicas compared by hash, the flight recorder's record.
+      .def("check_replicas",
+           [](Communicator& c, py::buffer buf) {
+             py::buffer_info info = buf.request();
+             const size_t bytes = size_t(info.size) * size_t(info.itemsize);
+             const void* p = bufferFor(buf, bytes, 1 /* uint8: counted in bytes */, false, "the array", "check_replicas");
+             callOuro([&] { return ouroCommCheckReplicas(c.live("check_replicas"), p, bytes, nullptr); });
+           })
+      .def("dump_trace", [](Communicator& c) {
+        size_t length = 0;
+        check(ouroCommDumpTrace(c.live("dump_trace"), nullptr, 0, &length));
+        std::string text(length + 1, '\0');
+        check(ouroCommDumpTrace(c.live("dump_trace"), text.data(), text.size(), &length));
+        text.resize(std::min(length, text.size() - 1));
+        return text;
+      });
 }

@@ -1,6 +1,6 @@
 // One rank of the CUDA executor's multi-rank tests (started by tools/ouro-run; see meson.build).
 // Every collective on device buffers, on a stream from ouroStreamFromCuda, must equal bit for bit
-// the same call on host buffers (docs/API.md "Reproducible reductions": the result never depends on
+// the same call on host buffers (TEST_RANKS_PER_HOST: with ranks playing separate hosts) (docs/API.md "Reproducible reductions": the result never depends on
 // the executor); then send/recv around a ring, host calls on the same communicator, and last a
 // disagreement, reported by the kernels on every rank at the next synchronize. Exits 77 with one
 // line only when this machine has no GPU; a GPU it cannot use (a driver too old) fails.
@@ -71,6 +71,13 @@ int main(int argc, char** argv) {
       die(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(probe) + ": " + cudaGetErrorString(probe) + "; " +
           kc::probeAdvice(int(probe)));
   }
+  // TEST_RANKS_PER_HOST=L: ranks r / L play separate hosts (OURO_HOSTID), so the others are reached
+  // through the proxy over loopback TCP, staged through pinned host memory (docs/CUDA.md "Across
+  // hosts"): the real path of a multi-node job, on one machine.
+  const char* per_host = std::getenv("TEST_RANKS_PER_HOST");
+  const char* launcher_rank = std::getenv("OURO_RANK");
+  if (per_host && *per_host && launcher_rank)
+    setenv("OURO_HOSTID", ("gpu-rank-host-" + std::to_string(std::atoi(launcher_rank) / std::max(1, std::atoi(per_host)))).c_str(), 1);
   ouroComm_t comm = nullptr;
   ok(ouroCommInitFromEnv(&comm), nullptr, "ouroCommInitFromEnv");
   int n = 0, local = 0;
@@ -168,7 +175,7 @@ int main(int argc, char** argv) {
                                     " from ouroStreamSynchronize, expected ouroInvalidUsage");
     const std::string msg = ouroGetLastError(comm);
     if (msg.find("count=16") == std::string::npos || msg.find("count=32") == std::string::npos ||
-        msg.find("the ranks disagree on this call") == std::string::npos)
+        msg.find("ranks disagree on this call") == std::string::npos)
       die("the disagreement message names neither side: " + msg);
     ok(ouroStreamDestroy(stream), comm, "ouroStreamDestroy after a disagreement");
     ok(ouroCommAbort(comm), nullptr, "ouroCommAbort after a disagreement");

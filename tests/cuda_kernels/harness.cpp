@@ -3,9 +3,11 @@
 #include "expected.hpp"
 
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +20,10 @@
 #include "kernels/cpu/reduce.hpp"
 #include "kernels/cuda/launch.hpp"
 #include "tests/kernels/reference.hpp"
+#include "transport/cuda/fifo_proxy.hpp"
+#include "transport/cuda/proxy_wire.hpp"
+#include "transport/cuda/staging_layout.hpp"
+#include "transport/tcp/tcp_link.hpp"
 
 namespace ouro::kernels::cuda::test {
 namespace {
@@ -50,6 +56,40 @@ class Arena {
   size_t size_, used_ = 0;
 };
 
+namespace tc = transport::cuda;
+
+int hostOf(const Case& c, int rank) { return c.ranks_per_host > 0 ? rank / c.ranks_per_host : 0; }
+
+// A rank's FIFOs with the ranks on other hosts: its staging block (outboxes and inboxes) and those
+// ranks, ascending (the layout's peer index).
+struct Staging {
+  std::vector<int> peers;
+  tc::StagingLayout layout;
+  std::byte* block = nullptr;
+  int indexOf(int rank) const { return int(std::find(peers.begin(), peers.end(), rank) - peers.begin()); }
+};
+
+std::vector<Staging> stagingPlan(const Case& c) {
+  std::vector<Staging> plan(size_t(c.nranks));
+  for (int r = 0; r < c.nranks; r++) {
+    Staging& s = plan[size_t(r)];
+    for (int p = 0; p < c.nranks; p++)
+      if (hostOf(c, p) != hostOf(c, r)) s.peers.push_back(p);
+    s.layout.nchannels = c.nchannels;
+    s.layout.npeers = int(s.peers.size());
+    s.layout.slot_count = c.slot_count;
+    s.layout.slot_bytes = c.slot_bytes;
+    s.layout.ll_slot_bytes = c.ll_slot_bytes;
+  }
+  return plan;
+}
+
+size_t stagingBytes(const Case& c) {
+  size_t bytes = 0;
+  for (const Staging& s : stagingPlan(c)) bytes += s.layout.totalBytes() + 256;
+  return bytes;
+}
+
 struct World {
   Case c;                      // the world's shape and FIFOs (rank 0's case)
   std::vector<Case> per_rank;  // each rank's call
@@ -58,10 +98,23 @@ struct World {
   DeviceChannel* channels = nullptr;    // [rank * nchannels + channel]
   DeviceError* errors = nullptr;
   uint32_t* abort_words = nullptr;      // rank r's at abort_words[r * 16] (its own 64-byte line)
-  uint32_t** peer_abort_words = nullptr;  // every rank's word (kMaxDeviceRanks entries; the same
-                                          // addresses in every rank, as the product maps them)
+  // Per rank, kMaxDeviceRanks entries: every rank's word as that rank's kernels reach it (on one
+  // host the same addresses in every rank, as the product maps them; a rank on another host's
+  // entry is this rank's request word to it, in its staging block).
+  uint32_t** peer_abort_words = nullptr;
+  std::vector<Staging> staging;         // empty when every rank is on one host
   uint32_t* abortWord(int rank) const { return abort_words + size_t(rank) * 16; }
+  uint32_t** peerAbortWords(int rank) const { return peer_abort_words + size_t(rank) * kMaxDeviceRanks; }
 };
+
+// The lines the messages start - slot_count .. start - 1 left in their slots (Case::counter_start).
+void plantLines(const FifoView& f, uint32_t start) {
+  for (uint32_t back = 1; back <= f.slot_count && back <= start; back++) {
+    const uint32_t message = start - back;
+    uint64_t* lines = reinterpret_cast<uint64_t*>(f.payload(message));
+    for (size_t i = 0; i < f.slot_bytes / sizeof(uint64_t); i++) lines[i] = uint64_t(message + 1) << 32;
+  }
+}
 
 FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t header_bytes, uint32_t slot_bytes,
                   uint32_t start, bool ll) {
@@ -76,14 +129,29 @@ FifoView makeFifo(Arena& arena, uint32_t slot_count, uint32_t stride, uint32_t h
   f.slot_stride = stride;
   f.header_bytes = header_bytes;
   f.slot_bytes = slot_bytes;
-  // The lines the messages start - slot_count .. start - 1 left in their slots (Case::counter_start).
-  if (ll)
-    for (uint32_t back = 1; back <= slot_count && back <= start; back++) {
-      const uint32_t message = start - back;
-      uint64_t* lines = reinterpret_cast<uint64_t*>(f.payload(message));
-      for (size_t i = 0; i < slot_bytes / sizeof(uint64_t); i++) lines[i] = uint64_t(message + 1) << 32;
-    }
+  if (ll) plantLines(f, start);
   return f;
+}
+
+// Every rank's staging block, zeroed, its counters at `start` and its LL slots as the messages
+// before would have left them.
+void buildStaging(const Case& c, std::vector<Staging>& staging, Arena& arena) {
+  for (Staging& s : staging) {
+    if (s.peers.empty()) continue;
+    const size_t bytes = s.layout.totalBytes();
+    auto* raw = arena.take<std::byte>(bytes + 128);
+    s.block = raw + (128 - uintptr_t(raw) % 128) % 128;
+    std::memset(s.block, 0, bytes);
+    for (int ch = 0; ch < c.nchannels; ch++)
+      for (int i = 0; i < s.layout.npeers; i++)
+        for (bool outbox : {true, false})
+          for (bool ll : {false, true}) {
+            const FifoView f = s.layout.view(s.block, ch, i, outbox, ll);
+            *f.tail = c.counter_start;
+            *f.head = c.counter_start;
+            if (ll) plantLines(f, c.counter_start);
+          }
+  }
 }
 
 // FIFOs s -> r of a channel (simple and LL) live in r's memory; both ranks' DeviceChannels point
@@ -95,8 +163,9 @@ size_t fifoArenaBytes(const Case& c) {
   return 4096 + channels * n * (sizeof(DeviceChannel) + sizeof(LocalCounters) + 128) + channels * n * n * fifo_bytes;
 }
 
-// Every FIFO of the world into `channels` ([rank * nchannels + channel]).
-void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
+// Every FIFO of the world into `channels` ([rank * nchannels + channel]): shared FIFOs between ranks
+// of one host, outboxes and inboxes in the staging blocks between ranks of different hosts.
+void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena, const std::vector<Staging>* staging = nullptr) {
   const int n = c.nranks;
   for (int i = 0; i < n * c.nchannels; i++) {
     new (&channels[i]) DeviceChannel();
@@ -112,6 +181,17 @@ void buildFifos(const Case& c, DeviceChannel* channels, Arena& arena) {
     for (int s = 0; s < n; s++)
       for (int r = 0; r < n; r++) {
         if (s == r) continue;
+        if (hostOf(c, s) != hostOf(c, r)) {
+          const Staging& out = (*staging)[size_t(s)];
+          const Staging& in = (*staging)[size_t(r)];
+          for (bool ll : {false, true}) {
+            (ll ? channels[s * c.nchannels + ch].ll_to : channels[s * c.nchannels + ch].to)[r] =
+                out.layout.view(out.block, ch, out.indexOf(r), true, ll);
+            (ll ? channels[r * c.nchannels + ch].ll_from : channels[r * c.nchannels + ch].from)[s] =
+                in.layout.view(in.block, ch, in.indexOf(s), false, ll);
+          }
+          continue;
+        }
         const FifoView f = makeFifo(arena, c.slot_count, stride, c.header_bytes, c.slot_bytes, c.counter_start, false);
         channels[s * c.nchannels + ch].to[r] = f;
         channels[r * c.nchannels + ch].from[s] = f;
@@ -129,9 +209,22 @@ void buildWorld(World& w, Arena& arena) {
   std::memset(static_cast<void*>(w.errors), 0, sizeof(DeviceError) * size_t(c.nranks));
   w.abort_words = arena.take<uint32_t>(64 * size_t(c.nranks));
   std::memset(w.abort_words, 0, 64 * size_t(c.nranks));
-  w.peer_abort_words = arena.take<uint32_t*>(sizeof(uint32_t*) * kMaxDeviceRanks);
-  for (int r = 0; r < kMaxDeviceRanks; r++) w.peer_abort_words[r] = r < c.nranks ? w.abortWord(r) : nullptr;
-  buildFifos(c, w.channels, arena);
+  w.peer_abort_words = arena.take<uint32_t*>(sizeof(uint32_t*) * kMaxDeviceRanks * size_t(c.nranks));
+  if (c.ranks_per_host > 0 && c.ranks_per_host < c.nranks) {
+    if (c.mode != Mode::kThreads) throw std::invalid_argument("ranks on several hosts run as threads only");
+    w.staging = stagingPlan(c);
+    buildStaging(c, w.staging, arena);
+  }
+  for (int me = 0; me < c.nranks; me++)
+    for (int r = 0; r < kMaxDeviceRanks; r++) {
+      uint32_t*& word = w.peerAbortWords(me)[r];
+      word = r < c.nranks ? w.abortWord(r) : nullptr;
+      if (r < c.nranks && hostOf(c, r) != hostOf(c, me)) {
+        const Staging& mine = w.staging[size_t(me)];
+        word = mine.layout.abortRequest(mine.block, mine.indexOf(r));
+      }
+    }
+  buildFifos(c, w.channels, arena, &w.staging);
   for (int r = 0; r < c.nranks; r++) {
     const Case& mine = w.per_rank[size_t(r)];
     const size_t elem = dataTypeSize(mine.dtype);
@@ -172,7 +265,7 @@ void runRank(const World& w, int rank) {
     p2p.nchannels = c.nchannels;
     p2p.channels = &w.channels[rank * c.nchannels];
     p2p.abort_word = w.abortWord(rank);
-    p2p.peer_abort_words = w.peer_abort_words;
+    p2p.peer_abort_words = w.peerAbortWords(rank);
     p2p.error = &w.errors[rank];
     p2p.timeout_ns = c.timeout_ns;
     status = launchPointToPointUnderTest(p2p, nullptr);
@@ -196,7 +289,7 @@ void runRank(const World& w, int rank) {
     call.op = uint8_t(c.op);
     call.channels = &w.channels[rank * c.nchannels];
     call.abort_word = w.abortWord(rank);
-    call.peer_abort_words = w.peer_abort_words;
+    call.peer_abort_words = w.peerAbortWords(rank);
     call.error = &w.errors[rank];
     call.timeout_ns = c.timeout_ns;
     status = launchCollectiveUnderTest(call, nullptr);
@@ -244,6 +337,42 @@ std::string compare(const World& w) {
   return "";
 }
 
+// Per rank with peers on other hosts, a proxy over TCP links on socket pairs (one per pair of
+// ranks on different hosts), as the executor gives each rank (comm/exec/device_remote.hpp).
+std::vector<std::unique_ptr<tc::FifoProxy>> startProxies(const World& w) {
+  const Case& c = w.c;
+  std::vector<std::unique_ptr<tc::FifoProxy>> proxies(size_t(c.nranks));
+  if (w.staging.empty()) return proxies;
+  std::vector<tc::FifoProxy::Options> options(size_t(c.nranks));
+  const size_t link_bytes = std::max<size_t>(tc::proxyPayloadLimit(w.staging[0].layout), 4096);
+  for (int a = 0; a < c.nranks; a++)
+    for (int b : w.staging[size_t(a)].peers) {
+      if (b < a) continue;
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw std::runtime_error("socketpair failed");
+      std::vector<transport::tcp::Fd> fa, fb;
+      fa.emplace_back(sv[0]);
+      fb.emplace_back(sv[1]);
+      options[size_t(a)].peers.push_back({b, "rank " + std::to_string(b),
+                                           std::make_unique<transport::tcp::TcpLink>(b, std::move(fa), link_bytes, 4)});
+      options[size_t(b)].peers.push_back({a, "rank " + std::to_string(a),
+                                           std::make_unique<transport::tcp::TcpLink>(a, std::move(fb), link_bytes, 4)});
+    }
+  for (int r = 0; r < c.nranks; r++) {
+    tc::FifoProxy::Options& o = options[size_t(r)];
+    const Staging& s = w.staging[size_t(r)];
+    // Links were added in pairs: put them in the layout's peer order.
+    std::sort(o.peers.begin(), o.peers.end(), [](const auto& x, const auto& y) { return x.rank < y.rank; });
+    o.rank = r;
+    o.layout = s.layout;
+    o.staging = s.block;
+    o.abort_word = w.abortWord(r);
+    o.drain_s = 20;
+    proxies[size_t(r)] = std::make_unique<tc::FifoProxy>(std::move(o));
+  }
+  return proxies;
+}
+
 void setAbortLater(const World& w, int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   for (int r = 0; r < w.c.nranks; r++) ouro::cuda_emu::storeRelease(w.abortWord(r), 1);
@@ -263,6 +392,8 @@ std::string Outcome::describe() const {
     if (errors[r].failure)
       s += "; rank " + std::to_string(r) + " failure " + std::to_string(errors[r].failure) + " peer " +
            std::to_string(errors[r].peer) + " channel " + std::to_string(errors[r].channel);
+  for (size_t r = 0; r < proxy_failures.size(); r++)
+    if (!proxy_failures[r].empty()) s += "; rank " + std::to_string(r) + "'s proxy: " + proxy_failures[r];
   return s;
 }
 
@@ -276,18 +407,26 @@ Outcome runRanks(const std::vector<Case>& per_rank, bool check) {
     const Sizes sizes = sizesOf(mine);
     buffers += (sizes.in + sizes.out + 2 * mine.offset_elems) * dataTypeSize(mine.dtype) + 4 * kGuardBytes + 256;
   }
-  Arena arena(65536 + fifoArenaBytes(c) + 64 * size_t(c.nranks) + sizeof(uint32_t*) * kMaxDeviceRanks + buffers);
+  Arena arena(65536 + fifoArenaBytes(c) + stagingBytes(c) + 64 * size_t(c.nranks) +
+              sizeof(uint32_t*) * kMaxDeviceRanks * size_t(c.nranks) + buffers);
   World w;
   w.c = c;
   w.per_rank = per_rank;
   buildWorld(w, arena);
   ouro::cuda_emu::setSeed(c.seed);
   const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> proxy_failures(size_t(c.nranks));
   if (c.mode == Mode::kThreads) {
+    std::vector<std::unique_ptr<tc::FifoProxy>> proxies = startProxies(w);
     std::vector<std::thread> ranks;
     for (int r = 0; r < c.nranks; r++) ranks.emplace_back([&w, r] { runRank(w, r); });
     if (c.abort_after_ms >= 0) setAbortLater(w, c.abort_after_ms);
     for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < c.nranks; r++)
+      if (proxies[size_t(r)]) proxy_failures[size_t(r)] = proxies[size_t(r)]->failure();
+    // Each one carries what its outboxes still hold and closes its links; its peers' proxies,
+    // still running, answer.
+    for (auto& proxy : proxies) proxy.reset();
   } else {
     std::vector<pid_t> pids;
     for (int r = 0; r < c.nranks; r++) {
@@ -312,6 +451,7 @@ Outcome runRanks(const std::vector<Case>& per_rank, bool check) {
   Outcome outcome;
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outcome.errors.assign(w.errors, w.errors + c.nranks);
+  outcome.proxy_failures = proxy_failures;
   for (int r = 0; r < c.nranks; r++) outcome.abort_word |= *w.abortWord(r);
   bool same = true;
   for (const Case& mine : per_rank) same = same && sameCall(mine, c);

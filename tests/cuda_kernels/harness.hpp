@@ -5,6 +5,11 @@
 // MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
 // as each process has in the CUDA executor (transport/cuda/arena.hpp), and every rank's kernels
 // address every rank's word (DeviceCall::peer_abort_words): a failing rank sets them all.
+// Ranks may be placed on several emulated hosts (Case::ranks_per_host, threads only): then two
+// ranks of different hosts reach each other as the executor makes them, through outboxes and
+// inboxes in each rank's staging block (transport/cuda/staging_layout.hpp) and a real proxy per
+// rank (transport/cuda/fifo_proxy.hpp) over TCP links on socket pairs, and a rank's kernels set a
+// remote rank's abort request word instead of its abort word.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +59,9 @@ struct Case {
   // sending them). LL slots hold lines of the messages before it (data 0, their flags), as the
   // traffic that led there would have left them.
   uint32_t counter_start = 0;
+  // Ranks r / ranks_per_host share a host (0: every rank on one host); ranks of different hosts
+  // talk through their proxies (threads mode only).
+  int ranks_per_host = 0;
 };
 
 struct Outcome {
@@ -61,6 +69,7 @@ struct Outcome {
   std::vector<DeviceError> errors;  // per rank
   uint32_t abort_word = 0;          // nonzero when any rank's abort word was set
   double seconds = 0;               // from the first launch to the last rank's end
+  std::vector<std::string> proxy_failures;  // per rank: its proxy's failure() ("" when none or no proxy)
   std::string describe() const;
 };
 

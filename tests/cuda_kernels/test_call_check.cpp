@@ -80,9 +80,10 @@ TEST_CASE("call check: a count disagreement fails both ranks, with today's messa
     requireEveryRankDisagrees(calls, o, "count");
     const bool ll = protocol == DeviceProtocol::kLL;
     const std::string a = ll ? "6" : "400", b = ll ? "7" : "401";
-    const std::string sentence = "the ranks disagree on this call: rank 0 calls allreduce(count=" + a +
-                                 ", float32, sum) but rank 1 calls allreduce(count=" + b +
-                                 ", float32, sum); every rank must make the same calls in the same order";
+    const std::string sentence = "ranks disagree on this call: rank 0 called allreduce(count=" + a +
+                                 ", float32, sum) but rank 1 called allreduce(count=" + b +
+                                 ", float32, sum); every rank must make the same collective calls in the same order, with the same "
+                                 "count, type, op and root";
     for (int r = 0; r < 2; r++) {
       const Error e = deviceError(r, "allreduce #7", o.errors[size_t(r)], 60);
       CHECK(e.code() == Result::kInvalidUsage);
@@ -193,9 +194,9 @@ TEST_CASE("call check: messages from DeviceError records", "[cuda][emulation][ch
   e.theirs = stampOf(theirs);
   // The lower rank first, whichever side this is; a call number unlike ours says the ranks are out of step.
   CHECK(deviceError(1, "allreduce #7", e, 30).message() ==
-        "rank 1: allreduce #7 (CUDA): the ranks disagree on this call: rank 0 calls allreduce(count=400, float32, "
-        "sum) as its call #9 but rank 1 calls allreduce(count=400, float32, sum); every rank must make the same calls "
-        "in the same order");
+        "rank 1: allreduce #7 (CUDA): ranks disagree on this call: rank 0 called allreduce(count=400, float32, "
+        "sum) as its call #9 but rank 1 called allreduce(count=400, float32, sum); every rank must make the same "
+        "collective calls in the same order, with the same count, type, op and root");
   Case bcast = base(2, 1);
   bcast.kind = CollKind::kBroadcast;
   bcast.dtype = DataType::kInt8;
@@ -203,12 +204,12 @@ TEST_CASE("call check: messages from DeviceError records", "[cuda][emulation][ch
   e.theirs = stampOf(bcast);
   e.peer = 3;
   CHECK(deviceError(1, "allreduce #7", e, 30).message() ==
-        "rank 1: allreduce #7 (CUDA): the ranks disagree on this call: rank 1 calls allreduce(count=400, float32, "
-        "sum) but rank 3 calls broadcast(count=400, int8, root=1); every rank must make the same calls in the same "
-        "order");
+        "rank 1: allreduce #7 (CUDA): ranks disagree on this call: rank 1 called allreduce(count=400, float32, "
+        "sum) but rank 3 called broadcast(count=400, int8, root=1); every rank must make the same collective calls "
+        "in the same order, with the same count, type, op and root");
   e.theirs.descriptor[0] = 0xffffffffffffffffull;
   const std::string garbage = deviceError(1, "allreduce #7", e, 30).message();
-  CHECK(garbage.find("rank 3 calls something that is no collective (descriptor bytes ffffffffffffffff") !=
+  CHECK(garbage.find("rank 3 called something that is no collective (descriptor bytes ffffffffffffffff") !=
         std::string::npos);
 }
 

@@ -278,7 +278,7 @@ TEST_CASE("graph capture: a disagreement in a replay fails both ranks, and repla
     REQUIRE(e);
     INFO(e->message());
     CHECK(e->code() == Result::kInvalidUsage);
-    CHECK(e->message().find("the ranks disagree on this call: rank 0 calls allreduce(count=100") != std::string::npos);
+    CHECK(e->message().find("ranks disagree on this call: rank 0 called allreduce(count=100") != std::string::npos);
     CHECK(e->message().find("allreduce #4 in a CUDA graph (CUDA)") != std::string::npos);
     CHECK(r->failures.size() == 1);
   }

@@ -194,3 +194,22 @@ wait_job() {
     ranks_fail "$name exited with status $rc"
   }
 }
+
+# run_job_on_hosts NAME OURO_RUN ARGS...: one `ouro-run --nnodes NHOSTS` per host (inside it), each
+# starting PER_HOST ranks of COLL_RANK ARGS through the rank wrapper, all with the same token
+# (rank_env); waits for all of them, bounded by JOB_LIMIT_S from now (a caller may raise it first),
+# and fails with the ranks' output if one fails or hangs. Logs: WORK/NAME-hI.log.
+run_job_on_hosts() {
+  local name=$1 ouro_run=$2 i
+  shift 2
+  local -a pids=()
+  local deadline=$((SECONDS + JOB_LIMIT_S))
+  for ((i = 1; i <= NHOSTS; i++)); do
+    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
+      --master "$(addr 1):$STORE_PORT" "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name-h$i.log" 2>&1 </dev/null &
+    pids+=($!)
+  done
+  for ((i = 1; i <= NHOSTS; i++)); do
+    wait_job "${pids[i - 1]}" "$name-h$i" "$deadline"
+  done
+}

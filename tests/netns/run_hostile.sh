@@ -21,22 +21,6 @@ source "$HERE/lib.sh"
 readonly RATE=${NETNS_RATE:-1gbit}
 readonly LOSS_PCT=${NETNS_LOSS_PCT:-2}
 
-# One ouro-run per host, all with the same token; waits for all three (bounded).
-run_job_on_hosts() {
-  local name=$1 ouro_run=$2 i
-  shift 2
-  local -a pids=()
-  local deadline=$((SECONDS + JOB_LIMIT_S))
-  for ((i = 1; i <= NHOSTS; i++)); do
-    "$HOSTS" exec "$PREFIX" "$i" "$ouro_run" --nnodes "$NHOSTS" --node-rank $((i - 1)) --nproc-per-node "$PER_HOST" \
-      --master "$(addr 1):$STORE_PORT" "$RANK_WRAPPER" "$COLL_RANK" "$@" >"$WORK/$name-h$i.log" 2>&1 </dev/null &
-    pids+=($!)
-  done
-  for ((i = 1; i <= NHOSTS; i++)); do
-    wait_job "${pids[i - 1]}" "$name-h$i" "$deadline"
-  done
-}
-
 # The determinism cases have no SHARED line; their HASH lines of all-reduce outputs must agree.
 check_hashes_agree() {
   local r first="" mine

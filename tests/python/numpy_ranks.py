@@ -134,6 +134,26 @@ try:
 except ouro.Error as e:
     check(isinstance(e, RuntimeError) and "disagree" in str(e) and f"rank {r}" in str(e), "mismatch message", str(e))
 
+# Diagnostics (issue #34): replicas compared by hash; the flight recorder's record.
+same = np.arange(1000, dtype=np.float32)
+comm.check_replicas(same)
+check(True, "check_replicas passes on equal copies")
+odd = same.copy()
+if r == n - 1:
+    odd.view(np.uint32)[500] ^= 1 << 7  # one bit, on the last rank
+try:
+    comm.check_replicas(odd)
+    check(n == 1, "check_replicas raises on a flipped bit")
+except ouro.ReplicaMismatch as e:
+    verdict = "differs from the majority" if n > 2 else "no copy has a majority"
+    check(isinstance(e, ouro.Error) and f"rank {n - 1} (hash" in str(e) and verdict in str(e),
+          "check_replicas names the rank that differs", str(e))
+record = comm.dump_trace()
+calls = record["communicators"][0]["calls"]
+check(record["format"] == "ouro-trace" and record["communicators"][0]["size"] == n, "dump_trace's document")
+check(calls[-1]["collective"] == "allgather" and calls[-1]["count"] == 8, "the last call recorded is the check's",
+      str(calls[-1]))
+
 # split: even and odd ranks.
 sub = comm.split(r % 2, key=-r)
 check(sub.size == len(range(r % 2, n, 2)), "split size")

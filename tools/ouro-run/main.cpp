@@ -27,11 +27,14 @@
 #include <vector>
 
 #include "elastic_link.hpp"
+#include "failure_records.hpp"
 #include "node_link.hpp"
 #include "options.hpp"
 #include "ouro/ouro.h"
 #include "ouro/store.h"
+#include "run_dir.hpp"
 #include "signals.hpp"
+#include "status.hpp"
 #include "supervisor.hpp"
 
 namespace {
@@ -220,6 +223,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
   };
 
   const std::vector<int> cpus = bindCpus(opt);
+  const RunDir run_dir = makeRunDir(jobName(env_token, master));  // records of every round (issue #34)
   ouroStoreServer_t rank_server = nullptr;
   std::vector<int> members{0};
   for (int round = 0;; round++) {
@@ -303,12 +307,16 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
                {"GROUP_WORLD_SIZE", std::to_string(members.size())},
                {"OURO_RESTART_COUNT", rc},
                {"TORCHELASTIC_RESTART_COUNT", rc}, {"TORCHELASTIC_MAX_RESTARTS", mr}};
+      run_dir.addEnv(&s.env);
       specs.push_back(std::move(s));
     }
     const time_t round_start = time(nullptr);
     JobOutcome outcome;
     std::vector<pid_t> pids;
+    std::vector<int> local_ranks;
     bool lost_node0 = false;
+    // The round's flight records, through its own rank store; nodes by their place in the round.
+    FailureRecords records(run_dir, url, token, group_rank, int(members.size()));
     {
       Supervisor supervisor(opt.tag_output, opt.kill_timeout_s, signals.fd(), place);
       supervisor.setContinueOnFailure(opt.rank_failure == "continue");
@@ -319,6 +327,11 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
         std::fprintf(stderr, "ouro-run: cannot start the ranks: %s\n", e.what());
         leave(1);
       }
+      writeJobFile(run_dir, url, token, group_rank, int(members.size()), supervisor.rankPids());
+      supervisor.setBeforeStop([&] { records.collect(supervisor.rankStates()); });
+      StatusResponder responder(StatusResponder::Config{url, token, group_rank, int(members.size()),
+                                                        supervisor.rankPids(), {run_dir.trace_dir, run_dir.job}});
+      local_ranks = supervisor.rankNumbers();
       auto poll_remote = [&]() -> std::optional<std::string> {
         if (!link) return std::nullopt;
         ElasticLink::State st = link->state();
@@ -336,6 +349,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
       outcome = supervisor.wait(poll_remote, on_local_failure);
       pids = supervisor.pids();
     }
+    if (records.collected()) records.report(signals);
     removeRoundSegments(pids, round_start);
     std::vector<int> others;
     for (int n : members)
@@ -396,6 +410,7 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
       }
     }
     if (failure.empty()) {
+      if (reasons.empty()) removeRunDir(run_dir, group_rank, local_ranks);  // a round failed: keep its records
       summary("job finished in round " + std::to_string(round));
       if (link) leaveJob(0, others);
       if (rank_server) ouroStoreServerStop(rank_server);
@@ -437,6 +452,8 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
 
 int main(int argc, char** argv) {
   using namespace ouro::run;
+  if (argc > 1 && std::string(argv[1]) == "--status")  // another terminal's question about a running job
+    return statusMain(std::vector<std::string>(argv + 2, argv + argc));
   StopSignals signals;  // first: before the store server's thread exists
   Options opt;
   try {
@@ -517,6 +534,7 @@ int main(int argc, char** argv) {
   const int world = opt.nnodes * opt.nproc_per_node;
   const std::vector<int> cpus = bindCpus(opt);
   const bool bind = !cpus.empty();
+  const RunDir run_dir = makeRunDir(jobName(token, url));
   std::vector<RankSpec> specs;
   for (int local = 0; local < opt.nproc_per_node; local++) {
     RankSpec s;
@@ -532,6 +550,7 @@ int main(int argc, char** argv) {
              {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
              {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"OURO_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
              {"TORCHELASTIC_MAX_RESTARTS", "0"}};
+    run_dir.addEnv(&s.env);
     specs.push_back(std::move(s));
   }
 
@@ -546,6 +565,13 @@ int main(int argc, char** argv) {
     leave(1);  // ranks already started die with us (PR_SET_PDEATHSIG); the link thread may be mid-call
   }
   const std::string node_name = "node " + std::to_string(opt.node_rank);
+  // The flight records (issue #34): collected before a failure stops the ranks, analysed after;
+  // and the answers to `ouro-run --status` while the job runs.
+  writeJobFile(run_dir, url, token, opt.node_rank, opt.nnodes, supervisor.rankPids());
+  FailureRecords records(run_dir, url, token, opt.node_rank, opt.nnodes);
+  supervisor.setBeforeStop([&] { records.collect(supervisor.rankStates()); });
+  auto responder = std::make_unique<StatusResponder>(
+      StatusResponder::Config{url, token, opt.node_rank, opt.nnodes, supervisor.rankPids(), {run_dir.trace_dir, run_dir.job}});
   // Both only look at or queue for NodeLink's thread: the supervising loop never blocks on node 0.
   auto poll_remote = [&]() -> std::optional<std::string> {
     if (!link) return std::nullopt;
@@ -607,6 +633,9 @@ int main(int argc, char** argv) {
     const std::string first = link->state().first_failure;
     if (!outcome.failure.empty() && !first.empty()) outcome.failure = first;
   }
+  responder.reset();
+  if (records.collected()) records.report(signals);
+  else if (outcome.failure.empty()) removeRunDir(run_dir, opt.node_rank, supervisor.rankNumbers());
   if (server) ouroStoreServerStop(server);
   if (!outcome.failure.empty() && !outcome.interrupted_by)
     std::fprintf(stderr, "ouro-run: job failed: %s\n", outcome.failure.c_str());

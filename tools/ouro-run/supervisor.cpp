@@ -58,6 +58,7 @@ struct Supervisor::Child {
   int rank = 0;
   pid_t pid = -1;
   bool alive = false;
+  std::string ended;           // how it ended, once reaped
   int fds[2] = {-1, -1};       // stdout, stderr read ends when tagging
   std::string partial[2];      // unterminated line per stream
 };
@@ -72,6 +73,33 @@ Supervisor::~Supervisor() {
       if (fd >= 0) ::close(fd);
     delete c;
   }
+}
+
+std::vector<Supervisor::RankState> Supervisor::rankStates() const {
+  std::vector<RankState> out;
+  for (const Child* c : children_) out.push_back({c->rank, c->pid, c->alive ? std::string() : c->ended});
+  return out;
+}
+
+std::vector<std::pair<int, pid_t>> Supervisor::rankPids() const {
+  std::vector<std::pair<int, pid_t>> out;
+  for (const Child* c : children_) out.push_back({c->rank, c->pid});
+  return out;
+}
+
+std::vector<int> Supervisor::rankNumbers() const {
+  std::vector<int> out;
+  for (const Child* c : children_) out.push_back(c->rank);
+  return out;
+}
+
+void Supervisor::failureStops() {
+  if (before_stop_) {
+    auto f = std::move(before_stop_);
+    before_stop_ = nullptr;
+    f();
+  }
+  beginStopping(SIGTERM);
 }
 
 std::vector<pid_t> Supervisor::pids() const {
@@ -235,6 +263,7 @@ void Supervisor::reap(JobOutcome* outcome, const std::function<void(const std::s
     for (Child* c : children_) {
       if (c->pid != pid || !c->alive) continue;
       c->alive = false;
+      c->ended = describeStatus(status);
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (!failed) succeeded_++;
       if (failed && continue_on_failure_ && !stopping_) {
@@ -258,7 +287,7 @@ void Supervisor::reap(JobOutcome* outcome, const std::function<void(const std::s
         std::fprintf(stderr, "ouro-run: %s; stopping the other %d local rank%s\n", outcome->failure.c_str(), others,
                      others == 1 ? "" : "s");
         on_local_failure(outcome->failure);
-        beginStopping(SIGTERM);
+        failureStops();
       }
     }
   }
@@ -320,7 +349,7 @@ JobOutcome Supervisor::wait(const std::function<std::optional<std::string>()>& p
         std::fprintf(stderr, "ouro-run: %s; stopping the local ranks\n", remote->c_str());
         outcome.failure = *remote;
         outcome.exit_code = 1;
-        beginStopping(SIGTERM);
+        failureStops();
       }
     }
   }

@@ -45,6 +45,18 @@ class Supervisor {
   void setOnTolerated(std::function<void(int rank, const std::string& what)> f) { on_tolerated_ = std::move(f); }
   // The pids of the ranks started (alive or not), for cleaning what they left in /dev/shm.
   std::vector<pid_t> pids() const;
+  // Called once when a failure (here or on another node) is about to stop the ranks, before any
+  // is signalled: ouro-run collects their flight records then (trace_gather.hpp).
+  void setBeforeStop(std::function<void()> f) { before_stop_ = std::move(f); }
+  // Each rank started: rank, pid, and how it ended ("" while it runs).
+  struct RankState {
+    int rank;
+    pid_t pid;
+    std::string ended;
+  };
+  std::vector<RankState> rankStates() const;
+  std::vector<std::pair<int, pid_t>> rankPids() const;  // rank, pid
+  std::vector<int> rankNumbers() const;
   ~Supervisor();
 
   void start(const std::vector<RankSpec>& ranks);
@@ -61,6 +73,7 @@ class Supervisor {
   struct Child;
   void reap(JobOutcome* outcome, const std::function<void(const std::string&)>& on_local_failure);
   void beginStopping(int sig);
+  void failureStops();  // before_stop_ (once), then beginStopping(SIGTERM)
   void onStopSignal(int sig, JobOutcome* outcome);
   void signalAll(int sig);
   void pumpOutput(Child& c, int which);
@@ -73,6 +86,7 @@ class Supervisor {
   bool stopping_ = false;
   bool continue_on_failure_ = false;
   std::function<void(int, const std::string&)> on_tolerated_;
+  std::function<void()> before_stop_;
   int succeeded_ = 0;
   long long kill_at_ns_ = 0;
 };

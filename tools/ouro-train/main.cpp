@@ -29,6 +29,7 @@
 #include "recovery.hpp"
 #include "reporting.hpp"
 #include "task.hpp"
+#include "verification.hpp"
 
 namespace ouro::train {
 namespace {
@@ -80,6 +81,9 @@ class Run {
   void checkpoint(int64_t step);
   void writeJson(const Evaluation& eval, const MetricsRow& totals, int64_t steps_this_run, double train_wall,
                  const std::string& sample);
+  // --verify-every (verification.hpp): the loop's state and step, for a replay.
+  std::unique_ptr<Verification> makeVerification();
+  std::unique_ptr<Verification> verification_;
 
   const Options& o_;
   Job& job_;
@@ -215,6 +219,7 @@ void Run::logInterval(int64_t step) {
 }
 
 void Run::checkpoint(int64_t step) {
+  if (verification_) verification_->beforeCheckpoint(step);
   std::string path = trainer::writeCheckpoint(o_.checkpoint_dir, manifestNow(step), *trainer_, job_.comm());
   last_checkpoint_ = step;
   if (job_.rank() == 0) say("checkpoint " + path);
@@ -264,6 +269,7 @@ void Run::execute() {
     if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
 
+  if (o_.verify_every > 0) verification_ = makeVerification();
   const double run_start = seconds();
   int64_t step = start_step_;
   last_step_epoch_ = order_->epoch();
@@ -282,6 +288,7 @@ void Run::execute() {
       totals_.add(r, wall);
       last_lr_ = r.lr;
       eval_at_step.reset();
+      if (verification_) verification_->afterStep(step);
       if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
       if (epoch_done) eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
       else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
@@ -290,6 +297,7 @@ void Run::execute() {
     } catch (const ouro::Exception& e) {
       if (!shrink) throw;
       step = recover(e);
+      if (verification_) verification_->setTrainer(*trainer_);
       eval_at_step.reset();
     }
   }
@@ -341,6 +349,27 @@ void Run::execute() {
       say("plotted " + o_.plot_path);
     }
   }
+}
+
+std::unique_ptr<Verification> Run::makeVerification() {
+  Verification::Loop loop;
+  loop.take = [this](Snapshot* s) {
+    takeSnapshot(*trainer_, order_->epoch(), order_->batchInEpoch(), interval_, totals_, s);
+  };
+  loop.restore = [this](const Snapshot& s) {
+    trainer_->restore(s.params, s.optimizer_state, s.steps);
+    order_->seek(s.epoch, s.batch);
+    interval_ = s.interval;
+    totals_ = s.totals;
+  };
+  loop.step = [this] {  // as the loop's step, on the same data
+    const double t0 = seconds();
+    order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
+    const trainer::StepResult r = trainer_->step(task_->rows());
+    interval_.add(r, seconds() - t0);
+    totals_.add(r, seconds() - t0);
+  };
+  return std::make_unique<Verification>(o_, job_, *trainer_, shard_size_, std::move(loop));
 }
 
 void Run::startDataOrder() {

@@ -131,6 +131,12 @@ std::string usage() {
          "  --virtual-ranks V           global batch of V micro-batches; the same bits on any 1..V ranks\n"
          "  --on-failure stop|shrink    shrink: go on with the ranks left when one is lost (needs\n"
          "                              --virtual-ranks and ouro-run --rank-failure continue; default stop)\n"
+         "  --verify-every K            check every K steps and at each checkpoint that the replicated state\n"
+         "                              has the same bits on every rank (ddp: weights and optimizer state;\n"
+         "                              hsdp: each shard's replicas; zero: the gathered weights); a difference\n"
+         "                              stops the run naming the step and the ranks\n"
+         "  --verify-replay             on a difference, redo the steps since the last good check (ddp) and say\n"
+         "                              whether the fault was transient (the redo agrees) or persistent\n"
          "  --log-every N               progress line every N steps, rank 0 (default 50; 0 = none)\n"
          "  --metrics FILE.csv          one row per progress line\n"
          "  --plot FILE.png             loss and accuracy curves (needs gnuplot)\n"
@@ -277,6 +283,10 @@ Options parseOptions(const std::vector<std::string>& args) {
       o.shard_size = parseWhole<int>(flag, val(), 1);
     } else if (flag == "--virtual-ranks") {
       o.virtual_ranks = parseWhole<int>(flag, val(), 1);
+    } else if (flag == "--verify-every") {
+      o.verify_every = parseWhole<int64_t>(flag, val(), 1);
+    } else if (flag == "--verify-replay") {
+      o.verify_replay = true;
     } else if (flag == "--log-every") {
       o.log_every = parseWhole<int64_t>(flag, val(), 0);
     } else if (flag == "--metrics") {
@@ -354,6 +364,14 @@ Options parseOptions(const std::vector<std::string>& args) {
   if (o.virtual_ranks > 0 && o.accumulate != 1)
     throw std::invalid_argument("--virtual-ranks sets the global batch (V micro-batches of --batch-size): leave "
                                 "--accumulate at 1");
+  if (o.verify_every > 0 && o.mode == Mode::kSingle)
+    throw std::invalid_argument("--verify-every compares the ranks' copies of the state: a --mode single run has one "
+                                "copy; use --mode ddp, zero1, zero2, zero3 or hsdp");
+  if (o.verify_replay && o.verify_every == 0)
+    throw std::invalid_argument("--verify-replay redoes steps after a failed check: pass --verify-every K too");
+  if (o.verify_replay && o.mode != Mode::kDdp)
+    throw std::invalid_argument("--verify-replay needs --mode ddp, where every rank holds the whole state to go back "
+                                "to; the other modes' checks stop at a difference");
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty())
     throw std::invalid_argument("--checkpoint-every needs --checkpoint DIR (where to write them)");
   if (o.log_every == 0 && !o.metrics_path.empty())

@@ -59,6 +59,11 @@ struct Options {
   int shard_size = 0;  // --shard-size N (hsdp): consecutive ranks per shard group; 0: one host's
   // --on-failure stop|shrink: shrink goes on with the ranks left when one is lost (recovery.hpp).
   bool on_failure_shrink = false;
+  // --verify-every K (issue #34, verification.hpp): check the replicated state every K steps and
+  // at every checkpoint (0: never); --verify-replay: on a difference, recompute from the last
+  // verified state to tell a transient fault from a persistent one.
+  int64_t verify_every = 0;
+  bool verify_replay = false;
   int64_t log_every = 50;
   std::string metrics_path;
   std::string plot_path;

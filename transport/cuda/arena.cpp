@@ -1,7 +1,9 @@
 #include "transport/cuda/arena.hpp"
 
+#include <cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -110,10 +112,46 @@ DeviceIdentity identify(int device) {
   return id;
 }
 
+GpuDirectFacts gpuDirectFacts(int device, bool ib_links) {
+  GpuDirectFacts f;
+  f.ib_links = ib_links;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrGPUDirectRDMASupported, device) == cudaSuccess) f.gpu_rdma = value != 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrGPUDirectRDMAWritesOrdering, device) == cudaSuccess)
+    f.writes_ordered = value >= int(cudaGPUDirectRDMAWritesOrderingOwner);
+  cudaGetLastError();
+  // dma-buf export is a driver attribute with no runtime spelling: asked through the driver's
+  // entry points (as pointer_memory.cpp asks), which make no context.
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using DeviceGetAttribute = CUresult (*)(int*, CUdevice_attribute, CUdevice);
+  void* get = nullptr;
+  void* attribute = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  CUdevice handle = 0;
+  if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 2000, cudaEnableDefault, &status) == cudaSuccess &&
+      status == cudaDriverEntryPointSuccess &&
+      cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attribute, 2000, cudaEnableDefault, &status) ==
+          cudaSuccess &&
+      status == cudaDriverEntryPointSuccess && reinterpret_cast<DeviceGet>(get)(&handle, device) == CUDA_SUCCESS &&
+      reinterpret_cast<DeviceGetAttribute>(attribute)(&value, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, handle) ==
+          CUDA_SUCCESS)
+    f.gpu_dmabuf = value != 0;
+  cudaGetLastError();
+#if OURO_HAVE_IBVERBS
+  f.verbs_dmabuf = true;  // rdma-core 34 and later (Debian 12 has 44): ibv_reg_dmabuf_mr
+#endif
+  f.peermem = peerMemoryModuleLoaded();
+  return f;
+}
+
 Arena::Arena(const ArenaOptions& options, bool in_device_memory)
     : options_(options), device_memory_(in_device_memory), bytes_(options.layout.totalBytes()) {
-  const int nranks = options_.layout.nranks;
-  peers_.resize(size_t(nranks));
+  if (options_.local_ranks.empty()) options_.local_ranks = {options_.rank};
+  if (int(options_.local_ranks.size()) != options_.layout.nranks || localIndex(options_.rank) < 0 ||
+      options_.world > kernels::cuda::kMaxDeviceRanks)
+    raise(Result::kInternalError, "rank %d: CUDA arena of %d ranks for %zu on this host of %d", options_.rank,
+          options_.layout.nranks, options_.local_ranks.size(), options_.world);
+  peers_.resize(size_t(std::max(options_.world, 1)));
   try {
     const CurrentDevice on(options_.device);
     if (device_memory_) {
@@ -206,11 +244,17 @@ std::string Arena::record() const {
   return w.take();
 }
 
+int Arena::localIndex(int rank) const {
+  const auto& local = options_.local_ranks;
+  const auto it = std::find(local.begin(), local.end(), rank);
+  return it == local.end() ? -1 : int(it - local.begin());
+}
+
 void Arena::connect(const std::vector<std::string>& records) {
   const ArenaLayout& l = options_.layout;
   const int me = options_.rank;
   const CurrentDevice on(options_.device);
-  for (int p = 0; p < l.nranks; p++) {
+  for (int p : options_.local_ranks) {
     if (p == me) continue;
     WireReader r(records[size_t(p)], strprintf("CUDA arena record of rank %d", p));
     uint64_t bytes = r.u64();
@@ -274,36 +318,54 @@ void Arena::connect(const std::vector<std::string>& records) {
     OURO_INFO("rank %d: rank %d's CUDA FIFOs (%s) reached by %s", me, p,
                kind == kRecordDevice ? "device memory" : "pinned host memory", peerAccessName(access));
   }
-  // Channel c: to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls
-  // it locally); from[p] the one p writes in ours (its head in p's arena, written from here).
-  std::vector<kernels::cuda::DeviceChannel> table(size_t(l.nchannels));
-  for (int c = 0; c < l.nchannels; c++)
-    for (int p = 0; p < l.nranks; p++) {
-      if (p == me) continue;
-      std::byte* theirs = peers_[size_t(p)].device_ptr;
-      table[size_t(c)].to[p] = l.linkView(theirs, own_device_, c, me, p);
-      table[size_t(c)].from[p] = l.linkView(own_device_, theirs, c, p, me);
-      table[size_t(c)].ll_to[p] = l.llLinkView(theirs, own_device_, c, me, p);
-      table[size_t(c)].ll_from[p] = l.llLinkView(own_device_, theirs, c, p, me);
-    }
-  // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words),
-  // and each channel's LocalCounters (this rank's own counts, zero at the start), after the channel
-  // table in the same allocation of this rank's device memory.
-  uint32_t* words[kernels::cuda::kMaxDeviceRanks] = {};
-  for (int p = 0; p < l.nranks; p++) words[p] = p == me ? abort_device_ : peers_[size_t(p)].abort_device;
-  const size_t table_bytes = table.size() * sizeof(table[0]);
-  const size_t counters_bytes = table.size() * sizeof(kernels::cuda::LocalCounters);
+  // The arenas are indexed by local index, the table by rank (fillLocalChannels).
+  table_.assign(size_t(l.nchannels), kernels::cuda::DeviceChannel{});
+  std::vector<std::byte*> bases;
+  for (int p : options_.local_ranks) bases.push_back(p == me ? own_device_ : peers_[size_t(p)].device_ptr);
+  fillLocalChannels(l, options_.local_ranks, localIndex(me), bases, table_);
+  // Every rank's abort word as this process's kernels address them (DeviceCall::peer_abort_words).
+  words_.assign(size_t(kernels::cuda::kMaxDeviceRanks), nullptr);
+  for (int p : options_.local_ranks) words_[size_t(p)] = p == me ? abort_device_ : peers_[size_t(p)].abort_device;
+  upload(true);
+}
+
+// The channel table, then every rank's abort word, then each channel's LocalCounters (this rank's
+// own counts, zero at the start), in one allocation of this rank's device memory.
+void Arena::upload(bool zero_counters) {
+  const CurrentDevice on(options_.device);
+  const size_t table_bytes = table_.size() * sizeof(table_[0]);
+  const size_t words_bytes = words_.size() * sizeof(uint32_t*);
+  const size_t counters_bytes = table_.size() * sizeof(kernels::cuda::LocalCounters);
   static_assert(sizeof(kernels::cuda::DeviceChannel) % alignof(uint32_t*) == 0);
-  void* dev = nullptr;
-  OURO_CUDA(cudaMalloc(&dev, table_bytes + sizeof words + counters_bytes));
-  std::byte* base = static_cast<std::byte*>(dev);
-  channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
+  if (!channels_device_) {
+    void* dev = nullptr;
+    OURO_CUDA(cudaMalloc(&dev, table_bytes + words_bytes + counters_bytes));
+    channels_device_ = static_cast<kernels::cuda::DeviceChannel*>(dev);
+  }
+  std::byte* base = reinterpret_cast<std::byte*>(channels_device_);
   peer_aborts_device_ = reinterpret_cast<uint32_t* const*>(base + table_bytes);
-  auto* counters = reinterpret_cast<kernels::cuda::LocalCounters*>(base + table_bytes + sizeof words);
-  for (size_t c = 0; c < table.size(); c++) table[c].counters = counters + c;
-  uploadAndWait(channels_device_, table.data(), table_bytes);
-  uploadAndWait(base + table_bytes, words, sizeof words);
-  zeroAndWait(counters, counters_bytes);
+  auto* counters = reinterpret_cast<kernels::cuda::LocalCounters*>(base + table_bytes + words_bytes);
+  for (size_t c = 0; c < table_.size(); c++) table_[c].counters = counters + c;
+  uploadAndWait(channels_device_, table_.data(), table_bytes);
+  uploadAndWait(base + table_bytes, words_.data(), words_bytes);
+  if (zero_counters) zeroAndWait(counters, counters_bytes);
+}
+
+void Arena::addRemote(const RemoteFifos& remote) {
+  for (size_t p = 0; p < remote.abort_device.size() && p < peers_.size(); p++) {
+    if (!remote.abort_device[p]) continue;
+    words_[p] = remote.abort_device[p];
+    peers_[p].abort_host = remote.abort_host[p];  // setAbort reaches it; it is the staging block's, not mapped here
+  }
+  for (size_t c = 0; c < table_.size() && c < remote.channels.size(); c++)
+    for (size_t p = 0; p < remote.abort_device.size(); p++) {
+      if (!remote.abort_device[p]) continue;
+      table_[c].to[p] = remote.channels[c].to[p];
+      table_[c].from[p] = remote.channels[c].from[p];
+      table_[c].ll_to[p] = remote.channels[c].ll_to[p];
+      table_[c].ll_from[p] = remote.channels[c].ll_from[p];
+    }
+  upload(false);
 }
 
 void Arena::unlinkNames() {

@@ -8,8 +8,11 @@
 // does the exchange: transport/ does not see the store):
 //   1. identify(device): the GPU's bus id and the GPUs it reaches as a peer   -> all ranks
 //   2. Arena(options, in_device_memory) allocates; record() says how to map it -> all ranks
-//   3. connect(records) maps every peer's arena and writes the channel table;
+//   3. connect(records) maps the arena of every rank on this host and writes the channel table;
 //      after every rank connected, unlinkNames() removes the shared-memory names.
+// The arena holds FIFOs for the ranks of this host only (ArenaOptions::local_ranks). The ranks on
+// other hosts are reached through the proxy's outboxes and inboxes (comm/exec/device_remote.hpp):
+// addRemote() puts them, and their abort request words, into the channel table.
 // FIFOs in device memory are shared with cudaIpcGetMemHandle / cudaIpcOpenMemHandle (peer access
 // enabled lazily by the open); FIFOs in pinned host memory are a POSIX shared-memory segment that
 // every process maps and registers with cudaHostRegister(cudaHostRegisterMapped). A peer in the
@@ -24,6 +27,7 @@
 
 #include "kernels/cuda/device_call.hpp"
 #include "transport/cuda/arena_layout.hpp"
+#include "transport/cuda/gpudirect.hpp"
 #include "transport/shm/segment.hpp"
 
 namespace ouro::transport::cuda {
@@ -33,6 +37,11 @@ namespace ouro::transport::cuda {
 int deviceCountOrThrow(const std::string& who);
 
 DeviceIdentity identify(int device);
+
+// What decides whether GPUDirect RDMA could serve `device`'s links to other hosts (gpudirect.hpp):
+// the GPU's attributes, this build's libibverbs, the peer-memory module; `ib_links`: some of those
+// links are InfiniBand.
+GpuDirectFacts gpuDirectFacts(int device, bool ib_links);
 
 // Copies host memory to device memory and returns once the copy has landed. A plain cudaMemcpy
 // from pageable memory may return once the data is staged, before the DMA is done, and nothing
@@ -48,7 +57,18 @@ void zeroAndWait(void* device_dst, size_t bytes);
 struct ArenaOptions {
   int rank = 0;
   int device = 0;
-  ArenaLayout layout;
+  ArenaLayout layout;          // layout.nranks: the ranks on this host (local_ranks.size())
+  std::vector<int> local_ranks;  // the communicator's ranks on this host, ascending (this one among them)
+  int world = 1;               // the communicator's ranks (the channel table is indexed by rank)
+};
+
+// The FIFOs with the ranks on other hosts, as the kernels reach them (the proxy's staging block):
+// per channel a table with only those ranks' entries set, and per rank of the communicator its
+// abort request word (null for ranks on this host), as the kernels and as the host address it.
+struct RemoteFifos {
+  std::vector<kernels::cuda::DeviceChannel> channels;
+  std::vector<uint32_t*> abort_device;
+  std::vector<uint32_t*> abort_host;
 };
 
 class Arena {
@@ -60,14 +80,18 @@ class Arena {
 
   // How peers map this arena: an IPC handle or a shared-memory name.
   std::string record() const;
+  // `records`: every rank's record (those of ranks on other hosts are not read).
   void connect(const std::vector<std::string>& records);
   void unlinkNames();
+  // The ranks on other hosts into the channel table and the abort words (after connect).
+  void addRemote(const RemoteFifos& remote);
 
   int device() const { return options_.device; }
   bool inDeviceMemory() const { return device_memory_; }
   const ArenaLayout& layout() const { return options_.layout; }
   const kernels::cuda::DeviceChannel* deviceChannels() const { return channels_device_; }
   uint32_t* abortWordDevice() const { return abort_device_; }
+  uint32_t* abortWordHost() const { return abort_host_; }
   // Every rank's abort word as this process's kernels address them (kMaxDeviceRanks entries in
   // device memory; DeviceCall::peer_abort_words), once connected.
   uint32_t* const* peerAbortWordsDevice() const { return peer_aborts_device_; }
@@ -95,6 +119,9 @@ class Arena {
 
   void release() noexcept;
   void releaseOwn() noexcept;
+  int localIndex(int rank) const;
+  // Uploads the channel table and the abort words (words_) after it, and zeroes the counters once.
+  void upload(bool zero_counters);
 
   ArenaOptions options_;
   bool device_memory_;
@@ -104,6 +131,8 @@ class Arena {
   std::vector<PeerMapping> peers_;
   kernels::cuda::DeviceChannel* channels_device_ = nullptr;
   uint32_t* const* peer_aborts_device_ = nullptr;  // in channels_device_'s allocation
+  std::vector<kernels::cuda::DeviceChannel> table_;  // what channels_device_ holds
+  std::vector<uint32_t*> words_;                     // kMaxDeviceRanks: what peer_aborts_device_ holds
   shm::Segment abort_map_;           // the abort word's segment
   uint32_t* abort_host_ = nullptr;   // in abort_map_, pinned and mapped for the kernels
   uint32_t* abort_device_ = nullptr;

@@ -33,6 +33,21 @@ std::optional<std::string> layoutProblem(const ArenaLayout& l, int max_ranks, in
   return std::nullopt;
 }
 
+void fillLocalChannels(const ArenaLayout& l, const std::vector<int>& local_ranks, int me,
+                       const std::vector<std::byte*>& bases, std::vector<kernels::cuda::DeviceChannel>& table) {
+  std::byte* const own = bases[size_t(me)];
+  for (int c = 0; c < l.nchannels; c++)
+    for (size_t i = 0; i < local_ranks.size(); i++) {
+      if (int(i) == me) continue;
+      const int p = local_ranks[i], at = int(i);
+      kernels::cuda::DeviceChannel& ch = table[size_t(c)];
+      ch.to[p] = l.linkView(bases[i], own, c, me, at);
+      ch.from[p] = l.linkView(own, bases[i], c, at, me);
+      ch.ll_to[p] = l.llLinkView(bases[i], own, c, me, at);
+      ch.ll_from[p] = l.llLinkView(own, bases[i], c, at, me);
+    }
+}
+
 int chooseDevice(int rank, int local_rank, int device_count, const std::string& override_text) {
   if (device_count <= 0)
     raise(Result::kUnavailable, "rank %d: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES?)", rank);

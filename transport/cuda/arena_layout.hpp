@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kernels/common/fifo.hpp"
+#include "kernels/cuda/device_call.hpp"
 
 namespace ouro::transport::cuda {
 
@@ -84,6 +85,14 @@ struct ArenaLayout {
     return v;
   }
 };
+
+// Every channel's FIFOs with the other ranks of this host into `table` (nchannels entries, indexed
+// by rank): to[p] is the FIFO this rank writes in p's arena (its head in ours, so this rank polls it
+// locally), from[p] the one p writes in ours (its head in p's arena, written from here); LL alike.
+// The arenas are indexed by local index: `local_ranks[i]`'s arena is at bases[i] (as this process
+// reaches it), this rank is local_ranks[me]. Entries of ranks on other hosts are left as they are.
+void fillLocalChannels(const ArenaLayout& layout, const std::vector<int>& local_ranks, int me,
+                       const std::vector<std::byte*>& bases, std::vector<kernels::cuda::DeviceChannel>& table);
 
 // What is wrong with a layout (OURO_CUDA_* settings), or nullopt when it is usable. Slots hold
 // whole 16-byte vectors and fit a 32-bit FIFO stride; limits come from device_call.hpp.
