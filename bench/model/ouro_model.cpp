@@ -10,6 +10,7 @@
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
+//                   [--order tree|rank (OURO_ORDER: which algorithms may run, World::tree_order)]
 //                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib;wake=US)]
 //                   [--waiting W (runnable ranks ahead of a woken one, World::waiting; 0: a core each)]
 //                   [--cpus C (every host on one machine of C CPUs, namespace hosts: World::machine_hosts
@@ -17,14 +18,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "comm/plan/cost_model.hpp"
+#include "comm/plan/halving_doubling_rules.hpp"
 #include "comm/plan/hierarchy.hpp"
 #include "comm/plan/plan_limits.hpp"
 
 using namespace ouro::model;
+using ouro::Algorithm;
 
 namespace {
 
@@ -38,7 +42,7 @@ size_t rulesChainSlice(const World& w, size_t bytes) {
 }
 
 struct Planned {
-  ouro::Algorithm algo;
+  Algorithm algo;
   double seconds;
   size_t slice;
 };
@@ -48,17 +52,21 @@ struct Planned {
 Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* rules_out) {
   Planned rules{plannedAlgorithm(w, bytes), kNotApplicable, w.slice_bytes};
   World rw = w;
-  if (rules.algo == ouro::Algorithm::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
+  if (rules.algo == Algorithm::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
+  if (rules.algo == Algorithm::kHalvingDoubling)
+    rw.slice_bytes = rules.slice = ouro::halvingDoublingSliceBytes(bytes, w.slot());
   rules.seconds = predict(rules.algo, p, rw, bytes);
   *rules_out = rules;
   if (w.direct || w.hosts == 1) return rules;
-  Planned best{ouro::Algorithm::kCopy, kNotApplicable, w.slice_bytes};
-  for (ouro::Algorithm a : ouroAlgorithms()) {
-    if (a != ouro::Algorithm::kOneShot && a != ouro::Algorithm::kGatherFold && a != ouro::Algorithm::kPairwiseRing &&
-        a != ouro::Algorithm::kHierarchical)
+  Planned best{Algorithm::kCopy, kNotApplicable, w.slice_bytes};
+  for (Algorithm a : ouroAlgorithms()) {
+    if (a != Algorithm::kOneShot && a != Algorithm::kGatherFold && a != Algorithm::kPairwiseRing &&
+        a != Algorithm::kHierarchical && a != Algorithm::kDoubling && a != Algorithm::kHalvingDoubling)
       continue;
+    if (!keepsOrder(a, w)) continue;
     World t = w;
-    if (a == ouro::Algorithm::kPairwiseRing || a == ouro::Algorithm::kHierarchical) t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+    if (a == Algorithm::kPairwiseRing || a == Algorithm::kHierarchical || a == Algorithm::kHalvingDoubling)
+      t.slice_bytes = bestSliceBytes(a, p, w, bytes);
     const double s = predict(a, p, t, bytes);
     if (s < best.seconds) best = {a, s, t.slice_bytes};
   }
@@ -93,7 +101,7 @@ size_t parseBytes(const std::string& s) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
-               "[--slot BYTES] [--slots N] [--model SPEC] [--waiting W] [--cpus C]\n", why);
+               "[--slot BYTES] [--slots N] [--order tree|rank] [--model SPEC] [--waiting W] [--cpus C]\n", why);
   return 2;
 }
 
@@ -105,6 +113,7 @@ int main(int argc, char** argv) {
   base.per_host = 8;
   base.direct = false;
   base.slice_bytes = 524288;
+  base.slot_bytes = 524288;
   size_t lo = 8, hi = size_t(1) << 30;
   Params p;
   // The simulation's default: 100 Gbit/s, 2 us between hosts; a fast inside of the host.
@@ -118,7 +127,11 @@ int main(int argc, char** argv) {
     else if (a == "--per-host") base.per_host = std::atoi(v.c_str());
     else if (a == "--min") lo = parseBytes(v);
     else if (a == "--max") hi = parseBytes(v);
-    else if (a == "--slot") base.slice_bytes = parseBytes(v);
+    else if (a == "--slot") base.slice_bytes = base.slot_bytes = parseBytes(v);
+    else if (a == "--order") {
+      if (v != "tree" && v != "rank") return usage("--order is tree or rank");
+      base.tree_order = v == "tree";
+    }
     else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
     else if (a == "--model") spec = v;
     else if (a == "--waiting") base.waiting = std::atof(v.c_str());
@@ -127,19 +140,33 @@ int main(int argc, char** argv) {
   }
   std::string err;
   if (!parseParams(spec, &p, &err)) return usage(err.c_str());
-  using ouro::Algorithm;
-  const std::vector<Algorithm> cols{Algorithm::kDirectInline, Algorithm::kDirectSymmetric, Algorithm::kDirectStaged,
-                                    Algorithm::kOneShot,      Algorithm::kGatherFold,      Algorithm::kPairwiseRing,
-                                    Algorithm::kHierarchical};
-  const std::vector<Reference> refs{Reference::kChainIdeal, Reference::kNcclRing, Reference::kNcclTree};
+  // The table's columns: ouro's algorithms and the references they are held against, in one order.
+  struct Column {
+    const char* name;
+    std::function<double(const World&, size_t)> seconds;
+  };
+  std::vector<Column> cols;
+  auto algorithm = [&](Algorithm a) {
+    cols.push_back({ouro::algorithmShortName(a), [&p, a](const World& w, size_t b) { return predict(a, p, w, b); }});
+  };
+  auto reference = [&](Reference r) {
+    cols.push_back({referenceName(r), [&p, r](const World& w, size_t b) { return predict(r, p, w, b); }});
+  };
+  for (Algorithm a : {Algorithm::kDirectInline, Algorithm::kDirectSymmetric, Algorithm::kDirectStaged,
+                      Algorithm::kOneShot, Algorithm::kGatherFold, Algorithm::kPairwiseRing, Algorithm::kHierarchical})
+    algorithm(a);
+  reference(Reference::kChainIdeal);
+  algorithm(Algorithm::kDoubling);
+  algorithm(Algorithm::kHalvingDoubling);
+  reference(Reference::kNcclRing);
+  reference(Reference::kNcclTree);
   if (base.waiting < 0) return usage("--waiting must be 0 or more");
   if (cpus < 0) return usage("--cpus must be 0 (hosts of their own) or more");
   base.machine_cpus = cpus;
   std::printf("# %s; %zu-byte slot, %d slots; %.2f ranks waiting per core\n", describeParams(p).c_str(), base.slice_bytes,
               base.inter_host_slots, base.waiting);
   std::printf("hosts\tper_host\tbytes\tplanned\tbest_ouro");
-  for (Algorithm a : cols) std::printf("\t%s", ouro::algorithmShortName(a));
-  for (Reference r : refs) std::printf("\t%s", referenceName(r));
+  for (const Column& c : cols) std::printf("\t%s", c.name);
   std::printf("\thier-sliced\tslice\tideal-sliced\trules\trules-s\tchosen\tchosen-s\tchosen-slice\n");
   for (int h : hosts) {
     World w = base;
@@ -153,8 +180,7 @@ int main(int argc, char** argv) {
         if (t >= kNotApplicable) std::printf("\t-");
         else std::printf("\t%.6g", t);
       };
-      for (Algorithm a : cols) column(predict(a, p, w, b));
-      for (Reference r : refs) column(predict(r, p, w, b));
+      for (const Column& c : cols) column(c.seconds(w, b));
       // The chain with the slice the model picks (the planner could set it; today: the slot).
       World sw = w;
       sw.slice_bytes = bestSliceBytes(Algorithm::kHierarchical, p, w, b);

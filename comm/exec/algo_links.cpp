@@ -52,6 +52,8 @@ class OverLinks {
     if (h_.plan.check || a_.kind == CollKind::kBarrier) checkCallAgreement(e_, a_);
     switch (h_.plan.algorithm) {
       case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
+      case Algorithm::kDoubling:
+      case Algorithm::kHalvingDoubling: return runHalvingDoubling(h_);
       case Algorithm::kPairwiseRing: return runDriver();
       case Algorithm::kPairwiseTransfers: return allToAll();
       case Algorithm::kDescriptorExchange: return;
@@ -170,7 +172,7 @@ class OverLinks {
         if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
         for (int p = 0; p < n_; p++)
           srcs[size_t(p)] = p == me_ ? static_cast<const void*>(peerData(me_)) : gathered + size_t(p) * bytes;
-        kernels::reduceMany(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op);
+        kernels::reduceRanks(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op, h_.plan.order);
         return finish(out_, a_.count);
       case CollKind::kAllGather:
       case CollKind::kAllToAll:
@@ -193,7 +195,7 @@ class OverLinks {
   void runDriver() {
     kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
     call.lookahead = 1;  // every host link has 2 slots or more (OURO_SHM_SLOTS, OURO_TCP_SLOTS, OURO_IB_SLOTS)
-    LinkPrims prims(e_, a_);
+    LinkPrims prims(e_, a_, h_.plan.order);
     kernels::runCollective(prims, call);
   }
 

@@ -12,7 +12,10 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::kPairwiseRing: return "pairwise reduce-scatter, ring all-gather, chain broadcast (driver)";
     case Algorithm::kHierarchical: return "hierarchical (inside each host, a chain between hosts)";
     case Algorithm::kPairwiseTransfers: return "pairwise transfers";
-    case Algorithm::kGatherFold: return "gather-fold (contributions gathered in log2 steps, folded locally in rank order)";
+    case Algorithm::kGatherFold: return "gather-fold (contributions gathered in log2 steps, folded locally)";
+    case Algorithm::kDoubling: return "doubling (recursive doubling: the whole call each of log2 W levels)";
+    case Algorithm::kHalvingDoubling:
+      return "halving-doubling (recursive halving reduce-scatter, doubling all-gather, in slices)";
     case Algorithm::kDescriptorExchange: return "descriptor exchange";
     case Algorithm::kDeviceDriver: return "device driver kernel";
   }
@@ -30,6 +33,8 @@ const char* algorithmShortName(Algorithm a) {
     case Algorithm::kHierarchical: return "hierarchical";
     case Algorithm::kPairwiseTransfers: return "pairwise-transfers";
     case Algorithm::kGatherFold: return "gather-fold";
+    case Algorithm::kDoubling: return "doubling";
+    case Algorithm::kHalvingDoubling: return "halving-doubling";
     case Algorithm::kDescriptorExchange: return "descriptor-exchange";
     case Algorithm::kDeviceDriver: return "device-driver";
   }

@@ -19,7 +19,10 @@ enum class Algorithm : uint8_t {
   kHierarchical,       //   all-reduce inside each host, then a chain between hosts
   kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
   kGatherFold,         //   small calls: every contribution gathered in ceil(log2 W) Bruck steps, then
-                       //   folded locally in rank order (comm/exec/algo_gather_fold.cpp)
+                       //   folded locally in the communicator's order (comm/exec/algo_gather_fold.cpp)
+  kDoubling,           //   all-reduce, the canonical tree (issue #37): recursive doubling, the whole call
+                       //   (one slot at most) every level (comm/exec/algo_halving_doubling.cpp)
+  kHalvingDoubling,    //   all-reduce, the canonical tree: halving reduce-scatter, doubling all-gather, in slices
   kDescriptorExchange, //   barrier: the exchange is the whole call
   // CUDA (comm/exec/cuda_executor.cpp):
   kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel

@@ -4,6 +4,7 @@
 // n = H*L ranks. The header states the parameters and the contention rule.
 #include "comm/plan/cost_model.hpp"
 #include "comm/plan/plan_limits.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -123,6 +124,71 @@ double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
   return round_trip + (m - 1) * per_slice;
 }
 
+// The halving-doubling schedules (issue #37; comm/exec/algo_halving_doubling.cpp,
+// kernels/common/halving_doubling.hpp) compute the canonical tree over the ranks: a pre-step folds
+// the pairs of the first 2r ranks (W = P + r), then step s combines leaves 2^s apart, then the
+// pairs' lower ranks get the result back. Which steps cross hosts and how many of a host's ranks
+// send across at once follows from the leaves each host holds: a contiguous range of them, since
+// ranks are placed host by host.
+struct StepLoads {
+  StepLoad pairs;
+  StepLoad steps[32];
+  int levels = 0;
+  bool paired = false;
+};
+
+// Leaves in [0, n) whose bit s is 0.
+long zerosBelow(long n, int s) {
+  const long d = 1L << s;
+  return (n >> (s + 1)) * d + std::min(n & (2 * d - 1), d);
+}
+
+StepLoads stepLoads(const World& w) {
+  const kernels::CanonicalTree tree(w.ranks());
+  StepLoads out;
+  out.levels = tree.levels();
+  out.paired = tree.paired > 0;
+  if (out.paired) out.pairs = halvingDoublingStep(w, -1);
+  for (int s = 0; s < out.levels; s++) out.steps[s] = halvingDoublingStep(w, s);
+  return out;
+}
+
+// `b` bytes over a step's links in messages of at most one slot; inside a host (shm) or between
+// hosts with `sharers` ranks of the host sending across at once.
+double stepMessages(const Params& p, const World& w, const StepLoad& load, double b) {
+  const Msg msg{p, w};
+  const double n = std::max(1.0, std::ceil(b / double(w.slot())));
+  return n * (load.across_hosts ? msg(p.net(), b / n, std::max(1, load.sharers)) : msg(p.shm, b / n));
+}
+
+// Recursive doubling: every step sends the whole call (at most one slot) and folds the partner's.
+double doubling(const Params& p, const World& w, double S) {
+  const StepLoads loads = stepLoads(w);
+  double t = 0;
+  if (loads.paired) t += 2 * stepMessages(p, w, loads.pairs, S) + S * p.gamma;
+  for (int s = 0; s < loads.levels; s++) t += stepMessages(p, w, loads.steps[s], S) + S * p.gamma;
+  return t;
+}
+
+// Halving-doubling in m slices of s bytes: per slice, the pairs' step (s each way), the reduce-
+// scatter's steps (s/2, s/4, ..., each folded) and the all-gather's (the same pieces back). Steps
+// inside a host and steps between hosts run on two lanes that overlap across slices (a rank works
+// on slice j's steps inside its host while slice j-1's cross hosts), so after the first slice
+// each costs the busier lane's share.
+double halvingDoubling(const Params& p, const World& w, size_t bytes) {
+  const StepLoads loads = stepLoads(w);
+  const size_t slice = std::max<size_t>(1, std::min(bytes, w.slice_bytes));
+  const double m = double(ceilDiv(bytes, slice)), s = double(bytes) / m;
+  double lane[2] = {0, 0};  // inside hosts, between hosts
+  if (loads.paired) lane[loads.pairs.across_hosts] += 2 * stepMessages(p, w, loads.pairs, s) + s * p.gamma;
+  double piece = s;
+  for (int k = 0; k < loads.levels; k++) {
+    piece /= 2;
+    lane[loads.steps[k].across_hosts] += 2 * stepMessages(p, w, loads.steps[k], piece) + piece * p.gamma;
+  }
+  return lane[0] + lane[1] + (m - 1) * std::max(lane[0], lane[1]);
+}
+
 // NCCL's ring and tree, the textbook forms with the same parameters: the step that crosses hosts
 // (or the slower kind) sets a ring step's pace; the tree spans hosts in ceil(log2 H) levels and each host in a chain.
 // Both reduce what they receive: (n-1)/n S gamma per rank for the ring, S gamma for the tree.
@@ -178,6 +244,20 @@ bool rankWork(Algorithm a, const World& w, double S, RankWork* out) {
       r = {2 * (H - 1) * S / n, 2 * (L - 1) * chunk, L * chunk};
       break;
     }
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: {  // the step's bytes over TCP where it crosses hosts, else shm
+      const StepLoads loads = stepLoads(w);
+      const bool halving = a == Algorithm::kHalvingDoubling;
+      auto add = [&](const StepLoad& l, double b, double times) { (l.across_hosts ? r.tcp : r.shm) += b * times; };
+      if (loads.paired) add(loads.pairs, S, 2), r.fold += S;
+      double piece = S;
+      for (int k = 0; k < loads.levels; k++) {
+        if (halving) piece /= 2;
+        add(loads.steps[k], piece, halving ? 2 : 1);
+        r.fold += piece;
+      }
+      break;
+    }
     default: return false;
   }
   *out = r;
@@ -219,11 +299,18 @@ double predictBoth(Which a, const Params& p, const World& w, size_t bytes) {
   return t >= kNotApplicable ? t : std::max(t, cpuSeconds(a, p, w, bytes));
 }
 
+// The largest slice bestSliceBytes tries: the slot, but halving-doubling's (kMaxSlotsPerSlice slots).
+size_t mostSlice(Algorithm a, const World& w) {
+  return a == Algorithm::kHalvingDoubling ? w.slot() * kMaxSlotsPerSlice : w.slice_bytes;
+}
+size_t mostSlice(Reference, const World& w) { return w.slice_bytes; }
+
 template <typename Which>
 size_t bestSlice(Which a, const Params& p, const World& w, size_t bytes) {
   size_t best = w.slice_bytes;
   double best_t = predict(a, p, w, bytes);
-  for (size_t s = size_t(4) << 10; s < w.slice_bytes; s *= 2) {
+  const size_t most = mostSlice(a, w);
+  for (size_t s = size_t(4) << 10; s <= most && s < std::max<size_t>(bytes, 8192) * 2; s *= 2) {
     World t = w;
     t.slice_bytes = s;
     const double v = predict(a, p, t, bytes);
@@ -268,8 +355,41 @@ const char* referenceName(Reference r) {
 const std::vector<Algorithm>& ouroAlgorithms() {
   static const std::vector<Algorithm> all{Algorithm::kCopy,         Algorithm::kDirectInline, Algorithm::kDirectSymmetric,
                                           Algorithm::kDirectStaged, Algorithm::kOneShot,      Algorithm::kGatherFold,
-                                          Algorithm::kPairwiseRing, Algorithm::kHierarchical};
+                                          Algorithm::kPairwiseRing, Algorithm::kHierarchical, Algorithm::kDoubling,
+                                          Algorithm::kHalvingDoubling};
   return all;
+}
+
+bool keepsOrder(Algorithm a, const World& w) {
+  switch (a) {
+    case Algorithm::kHierarchical: return !w.tree_order;
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: return w.tree_order;
+    default: return true;
+  }
+}
+
+StepLoad halvingDoublingStep(const World& w, int step) {
+  const kernels::CanonicalTree tree(w.ranks());
+  const int H = w.hosts, L = w.per_host;
+  StepLoad load;
+  if (step < 0) {  // a pair split by a host boundary: its lower rank ends one host, its upper begins the next
+    for (int h = 1; h < H; h++) {
+      const int b = h * L;
+      if ((b & 1) && b < 2 * tree.paired) load.across_hosts = true, load.sharers = 1;
+    }
+    return load;
+  }
+  const long d = 1L << step;
+  for (int h = 0; h < H; h++) {
+    const long lo = tree.carriersBelow(h * L), hi = tree.carriersBelow(h * L + L);
+    auto zeros = [&](long a, long b) { return a < b ? zerosBelow(b, step) - zerosBelow(a, step) : 0; };
+    const long a0 = std::max(lo, hi - d), b1 = std::min(hi, lo + d);
+    const long across = zeros(a0, hi) + (b1 > lo ? (b1 - lo) - zeros(lo, b1) : 0);
+    if (across > 0) load.across_hosts = true;
+    load.sharers = std::max(load.sharers, int(across));
+  }
+  return load;
 }
 
 bool parseParams(std::string_view spec, Params* params, std::string* error) {
@@ -356,6 +476,9 @@ double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) 
                  : kNotApplicable;
     case Algorithm::kPairwiseRing: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
     case Algorithm::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
+    case Algorithm::kDoubling:
+      return !(one_host && w.direct) && bytes <= w.slot() ? doubling(p, w, S) : kNotApplicable;
+    case Algorithm::kHalvingDoubling: return one_host && w.direct ? kNotApplicable : halvingDoubling(p, w, bytes);
     default: return kNotApplicable;  // not priced: kCopy past one rank, and what all-reduce never runs
   }
 }
@@ -384,6 +507,9 @@ Algorithm plannedAlgorithm(const World& w, size_t bytes) {
   }
   if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
     return Algorithm::kOneShot;
+  if (w.tree_order)  // issue #37: the canonical tree's algorithm between hosts, unless its pairs cross them
+    return w.hosts >= 2 && !halvingDoublingStep(w, -1).across_hosts ? Algorithm::kHalvingDoubling
+                                                                      : Algorithm::kPairwiseRing;
   if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algorithm::kHierarchical;
   return Algorithm::kPairwiseRing;
 }
@@ -394,6 +520,7 @@ size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes
 Choice bestOuro(const Params& p, const World& w, size_t bytes) {
   Choice best;
   for (Algorithm a : ouroAlgorithms()) {
+    if (!keepsOrder(a, w)) continue;
     const double t = predict(a, p, w, bytes);
     if (t < best.seconds) best = {a, t};
   }

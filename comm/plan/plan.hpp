@@ -13,6 +13,7 @@
 #include "comm/plan/algorithm.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/plan/hierarchy.hpp"
+#include "kernels/common/canonical_order.hpp"
 #include "kernels/common/protocol.hpp"
 
 namespace ouro {
@@ -49,6 +50,12 @@ struct Plan {
   HostGrid grid;            // hierarchical: the hosts and their ranks
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
+  // The communicator's reduction order (OURO_ORDER, agreed at init): every fold of the call follows it.
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;
+  // Halving-doubling: the largest message (the link slot; slice_bytes is then a slice of the whole
+  // buffer, each level's piece of it sent in messages of at most this) and how many slices the
+  // steps inside a host run ahead of the all-gather (HalvingDoubling's lanes).
+  size_t message_bytes = 0;
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
   // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
   // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm/plan/halving_doubling_rules.hpp"
 #include "comm/plan/plan_limits.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -117,6 +118,8 @@ bool Planner::modelWorld(model::World* out) const {
   w.per_host = hosts_.grid.per_host;
   w.direct = world_.direct;
   w.slice_bytes = world_.slice_bytes;
+  w.slot_bytes = world_.slice_bytes;
+  w.tree_order = world_.order == kernels::FoldOrder::kTree;
   w.inline_bytes = transport::shm::kInlineBytes;
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;
@@ -137,7 +140,11 @@ static bool runsOverLinks(Algorithm a, const CollArgs& args, const PlannerWorld&
     case Algorithm::kGatherFold: return gatherFoldTotalBytes(args, w.nranks) <= w.slice_bytes;
     case Algorithm::kPairwiseRing: return true;
     case Algorithm::kHierarchical:
-      return chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
+      return w.order == kernels::FoldOrder::kRank &&
+             chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
+    case Algorithm::kDoubling:  // the whole call in one message a level
+      return w.order == kernels::FoldOrder::kTree && args.kind == CollKind::kAllReduce && bytes <= w.slice_bytes;
+    case Algorithm::kHalvingDoubling: return w.order == kernels::FoldOrder::kTree && args.kind == CollKind::kAllReduce;
     default: return false;  // one host's direct algorithms (not over links), or one not built here yet
   }
 }
@@ -158,7 +165,8 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
     // Pipelined algorithms take the slice the model likes best (at most the slot); the others
     // need the whole slot (one message per peer or per step).
     model::World t = w;
-    if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
+    if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical ||
+        algorithm == Algorithm::kHalvingDoubling)
       t.slice_bytes = model::bestSliceBytes(algorithm, world_.model_params, w, bytes);
     const double s = model::predict(algorithm, world_.model_params, t, bytes);
     if (s >= model::kNotApplicable) continue;
@@ -179,6 +187,11 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
   p.slice_bytes = pick.slice_bytes;
   p.predicted_s = pick.seconds;
   p.by_model = true;
+  p.order = world_.order;
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling) {
+    p.message_bytes = world_.slice_bytes;
+    p.lag = kHalvingDoublingLag;
+  }
   if (pick.runner_up_s < model::kNotApplicable) p.runner_up = pick.runner_up, p.runner_up_s = pick.runner_up_s;
   p.hierarchy = chooseHierarchy(hosts_, AlgoSetting::kHierarchical, bytes, world_.hier_min_bytes);
   p.hierarchy.hierarchical = p.algorithm == Algorithm::kHierarchical;
@@ -192,9 +205,39 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
 double Planner::predictPlan(const Plan& p) const {
   model::World w;
   if (p.executor != ExecutorKind::kHost || !modelWorld(&w)) return 0;
+  if (p.message_bytes) w.slot_bytes = p.message_bytes;
   if (p.slice_bytes) w.slice_bytes = p.slice_bytes;
   const double s = model::predict(p.algorithm, world_.model_params, w, p.bytes);
   return s < model::kNotApplicable ? s : 0;
+}
+
+// Issue #37, OURO_ORDER=tree: an all-reduce over links past gather-fold and one-shot runs the
+// canonical tree between hosts (halving-doubling; doubling where named and the call fits a slot),
+// unless the tree's pairs are split by a host boundary (an odd rank count a host and W not a power
+// of two: the pairs' step would carry the whole call across hosts, where the flat pairwise
+// algorithm's owners fold everything locally).
+void Planner::planTreeAllReduce(Plan* plan) const {
+  Plan& p = *plan;
+  const AlgoSetting s = world_.setting;
+  bool tree = s == AlgoSetting::kHalvingDoubling || s == AlgoSetting::kHierarchical || s == AlgoSetting::kDoubling;
+  if (s == AlgoSetting::kAuto && spansHosts(world_.host_of)) {
+    tree = true;
+    const kernels::CanonicalTree t(world_.nranks);
+    for (int v = 0; v < t.paired; v++)
+      if (world_.host_of[size_t(2 * v)] != world_.host_of[size_t(2 * v + 1)]) tree = false;
+  }
+  if (!tree) {
+    p.algorithm = Algorithm::kPairwiseRing;
+    return;
+  }
+  p.message_bytes = world_.slice_bytes;
+  p.lag = kHalvingDoublingLag;
+  if (s == AlgoSetting::kDoubling && p.bytes <= world_.slice_bytes) {
+    p.algorithm = Algorithm::kDoubling;
+    return;
+  }
+  p.algorithm = Algorithm::kHalvingDoubling;
+  p.slice_bytes = halvingDoublingSliceBytes(p.bytes, world_.slice_bytes);
 }
 
 Plan Planner::planByRules(const CollArgs& a) const {
@@ -203,6 +246,7 @@ Plan Planner::planByRules(const CollArgs& a) const {
   p.executor = ExecutorKind::kHost;
   p.check = world_.check;
   p.slice_bytes = world_.slice_bytes;
+  p.order = world_.order;
   const int n = world_.nranks;
   if (n == 1) {
     p.algorithm = Algorithm::kCopy;
@@ -221,7 +265,8 @@ Plan Planner::planByRules(const CollArgs& a) const {
     return p;
   }
   p.bytes = a.kind == CollKind::kBarrier ? 0 : a.count * a.elementBytes();
-  const bool flat_named = world_.setting == AlgoSetting::kPairwise || world_.setting == AlgoSetting::kHierarchical;
+  const bool flat_named = world_.setting == AlgoSetting::kPairwise || world_.setting == AlgoSetting::kHierarchical ||
+                          world_.setting == AlgoSetting::kDoubling || world_.setting == AlgoSetting::kHalvingDoubling;
   // Gather-fold: named, whenever every contribution fits one slot; auto, for small calls whose
   // ranks span hosts (on one host the links' one-shot costs no network hop per step).
   if (world_.setting == AlgoSetting::kGatherFold || (world_.setting == AlgoSetting::kAuto && spansHosts(world_.host_of))) {
@@ -239,6 +284,10 @@ Plan Planner::planByRules(const CollArgs& a) const {
   }
   switch (a.kind) {
     case CollKind::kAllReduce:
+      if (world_.order == kernels::FoldOrder::kTree) {
+        planTreeAllReduce(&p);
+        break;
+      }
       p.hierarchy = chooseHierarchy(hosts_, world_.setting, p.bytes, world_.hier_min_bytes);
       p.algorithm = p.hierarchy.hierarchical ? Algorithm::kHierarchical : Algorithm::kPairwiseRing;
       if (p.hierarchy.hierarchical) {
@@ -259,6 +308,7 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   p.kind = a.kind;
   p.executor = ExecutorKind::kCuda;
   p.algorithm = Algorithm::kDeviceDriver;
+  p.order = world_.order;
   p.check = world_.check;
   p.bytes = largestBufferBytes(a, world_.nranks);
   const bool ll = p.bytes <= d.ll_max_bytes;
@@ -267,6 +317,25 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   p.channels = d.channels;
   p.ring = d.ring;
   return p;
+}
+
+// Why an all-reduce over links runs what it runs under OURO_ORDER=tree (the rules' choice).
+std::string Planner::treeReasonText(const Plan& p) const {
+  const AlgoSetting s = world_.setting;
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling) {
+    if (s == AlgoSetting::kHierarchical)
+      return "OURO_ALGO=hierarchical names the rank-order chain; under OURO_ORDER=tree the two levels are "
+             "halving-doubling's, whose levels inside each host come first";
+    if (s == AlgoSetting::kDoubling && p.algorithm == Algorithm::kHalvingDoubling)
+      return strprintf("OURO_ALGO=doubling sends the whole call every level, which must fit one %zu-byte slot",
+                       world_.slice_bytes);
+    if (s != AlgoSetting::kAuto) return "";  // named: the plan line says so
+    return "ranks span hosts: the canonical tree between them in log2 W levels";
+  }
+  if (s == AlgoSetting::kAuto && spansHosts(world_.host_of))
+    return "the canonical tree's pairs (W is not a power of two) would cross hosts with the whole call: the flat "
+           "algorithm's owners fold every contribution locally instead";
+  return "";
 }
 
 std::string Planner::describe(const Plan& p) const {
@@ -283,7 +352,14 @@ std::string Planner::describe(const Plan& p) const {
              ? strprintf(": every contribution fits one %zu-byte link slot", world_.slice_bytes)
              : strprintf(": ranks span hosts and every contribution together is at most %zu bytes", kGatherFoldMaxBytes);
   } else if (p.kind == CollKind::kAllReduce && p.executor == ExecutorKind::kHost && !world_.direct && world_.nranks > 1) {
-    const std::string why = hierarchyReasonText(p.hierarchy, hosts_, p.bytes, world_.hier_min_bytes);
+    std::string why = world_.order == kernels::FoldOrder::kTree
+                          ? treeReasonText(p)
+                          : hierarchyReasonText(p.hierarchy, hosts_, p.bytes, world_.hier_min_bytes);
+    if (world_.order == kernels::FoldOrder::kRank &&
+        (world_.setting == AlgoSetting::kDoubling || world_.setting == AlgoSetting::kHalvingDoubling))
+      why = strprintf("OURO_ALGO=%s computes the canonical tree, not OURO_ORDER=rank's fold: the flat algorithm runs "
+                      "instead",
+                      algoSettingName(world_.setting));
     if (!why.empty()) s += ": " + why;
   }
   s += p.executor == ExecutorKind::kCuda ? "; plan: CUDA executor" : "; plan: host executor";
@@ -294,6 +370,12 @@ std::string Planner::describe(const Plan& p) const {
     s += strprintf(", %d channels, ring %s", p.channels, p.ring ? "by GPU topology" : "in rank order");
   if (p.algorithm == Algorithm::kHierarchical)
     s += strprintf(", %d hosts x %d ranks, lag %d slices", p.grid.hosts, p.grid.per_host, p.lag);
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling)
+    s += strprintf(", %d levels, messages of at most %zu bytes", kernels::CanonicalTree(world_.nranks).levels(),
+                   p.message_bytes);
+  if (p.kind != CollKind::kBarrier && p.kind != CollKind::kAllGather && p.kind != CollKind::kBroadcast &&
+      p.kind != CollKind::kAllToAll && p.kind != CollKind::kSendRecv)
+    s += strprintf(", reductions in the %s order (OURO_ORDER)", orderSettingName(p.order));
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
   if (p.predicted_s > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());

@@ -18,6 +18,7 @@ struct PlannerWorld {
   int rank = 0;
   int nranks = 1;
   AlgoSetting setting = AlgoSetting::kAuto;  // OURO_ALGO
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;  // OURO_ORDER
   bool direct = false;       // every rank on this host with shared memory, and the setting allows it
   size_t slice_bytes = 4096;  // the smallest link slot anywhere in the world (slices fit every link)
   std::vector<int> host_of;   // per rank: its host's index (hosts numbered by their lowest rank)
@@ -75,6 +76,9 @@ class Planner {
   std::string describe(const Plan& plan) const;
   // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
   Plan planByRules(const CollArgs& args) const;
+  // The rules' all-reduce over links under OURO_ORDER=tree (issue #37), and why, for the info line.
+  void planTreeAllReduce(Plan* plan) const;
+  std::string treeReasonText(const Plan& plan) const;
   // With the model on, a host all-reduce: the rules' plan with its predicted time, or the
   // model's pick where it predicts that at least 1.25x faster (OURO_ALGO=auto over links).
   Plan planByModel(const CollArgs& args) const;

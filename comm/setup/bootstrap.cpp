@@ -164,8 +164,9 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
   //     otherwise wait for it until OURO_TIMEOUT_S.
   std::string plan;
   try {
-    plan = strprintf("OURO_ALGO=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
-                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))), envInt("OURO_CHECK") != 0 ? 1 : 0,
+    plan = strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
+                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))),
+                     orderSettingName(parseOrderSetting(envString("OURO_ORDER"))), envInt("OURO_CHECK") != 0 ? 1 : 0,
                      (long long)envInt("OURO_HIER_MIN_BYTES"), (long long)envInt("OURO_VERIFY"));
   } catch (const Error& e) {
     failJob(store, prefix, e.code(), strprintf("rank %d: %s: %s", rank, what, e.message().c_str()));

@@ -56,6 +56,7 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
   world.setting = algo;
+  world.order = parseOrderSetting(envString("OURO_ORDER"));
   world.check = envInt("OURO_CHECK") != 0;
   world.hier_min_bytes = size_t(envInt("OURO_HIER_MIN_BYTES"));
   // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay

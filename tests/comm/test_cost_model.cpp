@@ -30,9 +30,10 @@ World grid(int h, int l) {
   return w;
 }
 
-Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice) {
+Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice, bool tree = true) {
   PlannerWorld pw;
   pw.nranks = h * l;
+  pw.order = tree ? kernels::FoldOrder::kTree : kernels::FoldOrder::kRank;
   pw.direct = direct;
   pw.slice_bytes = slice;
   for (int r = 0; r < pw.nranks; r++) pw.host_of.push_back(r / l);
@@ -209,6 +210,7 @@ TEST_CASE("cost model: large calls across hosts favour two levels over flat pair
   const Params p = simple();
   World w = grid(4, 8);
   w.slice_bytes = 512 << 10;
+  w.tree_order = false;  // the rank-order fold: the chain's
   CHECK(predict(Algorithm::kHierarchical, p, w, 256 << 20) < predict(Algorithm::kPairwiseRing, p, w, 256 << 20));
   CHECK(bestOuro(p, w, 8).algo == Algorithm::kGatherFold);
   CHECK(bestNccl(p, w, 8).ref == Reference::kNcclTree);
@@ -234,7 +236,8 @@ TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
 }
 
 TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_model]") {
-  for (int h : {1, 2, 3, 8}) {
+  for (bool tree : {true, false})
+  for (int h : {1, 2, 3, 5, 8}) {
     for (int l : {1, 2, 4, 8}) {
       for (bool direct : {false, true}) {
         if (direct && h > 1) continue;
@@ -247,12 +250,139 @@ TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_mo
             w.per_host = l;
             w.direct = direct;
             w.slice_bytes = slice;
+            w.tree_order = tree;
             INFO(h << " hosts x " << l << (direct ? " direct" : " links") << ", slot " << slice << ", " << bytes
-                   << " bytes");
-            CHECK(algorithmShortName(plannedAlgorithm(w, bytes)) == std::string(algorithmShortName(planned(h, l, direct, bytes, slice))));
+                   << " bytes" << (tree ? ", tree order" : ", rank order"));
+            CHECK(algorithmShortName(plannedAlgorithm(w, bytes)) ==
+                  std::string(algorithmShortName(planned(h, l, direct, bytes, slice, tree))));
           }
         }
       }
+    }
+  }
+}
+
+// ---- issue #37: the canonical tree's algorithms ----
+
+TEST_CASE("cost model: which halving-doubling steps cross hosts, and how many ranks share a host's link", "[cost_model]") {
+  // 4 hosts x 2 (W = 8, a power of two): leaves 2h, 2h+1 on host h. Distance 1 stays inside the
+  // hosts; distances 2 and 4 cross, both of a host's ranks at once. No pairs.
+  World w = grid(4, 2);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK_FALSE(halvingDoublingStep(w, 0).across_hosts);
+  CHECK(halvingDoublingStep(w, 1).across_hosts);
+  CHECK(halvingDoublingStep(w, 1).sharers == 2);
+  CHECK(halvingDoublingStep(w, 2).sharers == 2);
+  // 3 hosts x 2 (W = 6 = 4 + 2): ranks 0-1 and 2-3 fold in pairs inside hosts 0 and 1, which then
+  // carry leaf 0 and leaf 1; host 2 carries leaves 2 and 3. Distance 1: leaves 0 and 1 cross (one
+  // rank each), 2 and 3 do not; distance 2: everything crosses, host 2's two ranks at once.
+  w = grid(3, 2);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK(halvingDoublingStep(w, 0).across_hosts);
+  CHECK(halvingDoublingStep(w, 0).sharers == 1);
+  CHECK(halvingDoublingStep(w, 1).sharers == 2);
+  // One rank a host, W not a power of two: the pair (0, 1) spans two hosts.
+  for (int h : {3, 5, 6, 7}) {
+    INFO(h << " hosts x 1");
+    CHECK(halvingDoublingStep(grid(h, 1), -1).across_hosts);
+    CHECK(halvingDoublingStep(grid(h, 1), -1).sharers == 1);
+  }
+  // 8 ranks a host, 3 hosts (W = 24 = 16 + 8): the pairs are inside host 0 and 1, which hold 4
+  // leaves each and host 2 8: distances 1, 2 inside, 4 crosses for hosts 0-1 (4 ranks each),
+  // 8 crosses for all (host 2's 8 ranks).
+  w = grid(3, 8);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK_FALSE(halvingDoublingStep(w, 1).across_hosts);
+  CHECK(halvingDoublingStep(w, 2).sharers == 4);
+  CHECK(halvingDoublingStep(w, 3).sharers == 8);
+}
+
+TEST_CASE("cost model: recursive doubling, the whole call every step", "[cost_model]") {
+  const Params p = simple();
+  const double S = 1000, a = 2e-6, b = 8e-11, g = 1e-10, as = 1e-6, bs = 5e-11;
+  // 2 hosts x 1: one step across.
+  CHECK(predict(Algorithm::kDoubling, p, grid(2, 1), 1000) == Approx(a + S * b + S * g));
+  // 3 hosts x 1: the pair (0, 1) across both ways and folded, then one step.
+  CHECK(predict(Algorithm::kDoubling, p, grid(3, 1), 1000) == Approx(3 * (a + S * b) + 2 * S * g));
+  // 4 hosts x 2: one step inside the hosts, two across with 2 ranks of a host sending at once.
+  CHECK(predict(Algorithm::kDoubling, p, grid(4, 2), 1000) == Approx((as + S * bs) + 2 * (a + 2 * S * b) + 3 * S * g));
+  // One slot at most.
+  CHECK(predict(Algorithm::kDoubling, p, grid(4, 2), (128 << 10) + 1) == kNotApplicable);
+}
+
+TEST_CASE("cost model: halving-doubling, two lanes over slices", "[cost_model]") {
+  const Params p = simple();
+  const double a = 2e-6, b = 8e-11, g = 1e-10, as = 1e-6, bs = 5e-11;
+  // 2 hosts x 2 (W = 4): step 0 (S/2) inside the hosts, step 1 (S/4, both ranks of a host across).
+  // Each step twice (reduce-scatter, all-gather), folding its piece once.
+  World w = grid(2, 2);
+  const double S = 64 << 10;
+  auto local = [&](double s) { return 2 * (as + s / 2 * bs) + s / 2 * g; };
+  auto net = [&](double s) { return 2 * (a + s / 4 * 2 * b) + s / 4 * g; };
+  CHECK(predict(Algorithm::kHalvingDoubling, p, w, size_t(S)) == Approx(local(S) + net(S)));
+  // In 4 slices the lanes overlap after the first: each later slice costs the busier lane.
+  w.slot_bytes = w.slice_bytes;
+  w.slice_bytes = size_t(S) / 4;
+  const double s = S / 4;
+  CHECK(predict(Algorithm::kHalvingDoubling, p, w, size_t(S)) == Approx(local(s) + net(s) + 3 * std::max(local(s), net(s))));
+  // A step's piece past the slot goes in slot-sized messages: 1 MiB in one slice, 128 KiB slots:
+  // step 0's 512 KiB is 4 messages, step 1's 256 KiB 2.
+  World big = grid(2, 2);
+  big.slot_bytes = 128 << 10;
+  big.slice_bytes = 1 << 20;
+  const double M = 1 << 20;
+  const double want = 2 * 4 * (as + M / 8 * bs) + M / 2 * g + 2 * 2 * (a + M / 8 * 2 * b) + M / 4 * g;
+  CHECK(predict(Algorithm::kHalvingDoubling, p, big, 1 << 20) == Approx(want));
+  // The slice may grow past the slot (up to kMaxSlotsPerSlice of them); messages stay within it.
+  World many = grid(64, 8);
+  many.slot_bytes = many.slice_bytes = 512 << 10;
+  CHECK(bestSliceBytes(Algorithm::kHalvingDoubling, p, many, size_t(1) << 30) > (512 << 10));
+}
+
+TEST_CASE("cost model: each order keeps its own algorithms", "[cost_model]") {
+  const Params p = simple();
+  World w = grid(8, 8);
+  w.slice_bytes = 512 << 10;
+  for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(256) << 20}) {
+    w.tree_order = true;
+    const Algorithm tree = bestOuro(p, w, bytes).algo;
+    CHECK(tree != Algorithm::kHierarchical);
+    w.tree_order = false;
+    const Algorithm rank = bestOuro(p, w, bytes).algo;
+    CHECK(rank != Algorithm::kDoubling);
+    CHECK(rank != Algorithm::kHalvingDoubling);
+  }
+  CHECK(keepsOrder(Algorithm::kPairwiseRing, w));
+  CHECK(keepsOrder(Algorithm::kGatherFold, w));
+}
+
+// The issue's target, by the model with the simulation's parameters (bench/model/simulate.py): the
+// fastest algorithm that computes the canonical tree, pipelined ones at their best slice, within
+// 1.5x NCCL's best at every point of the table and 1.1x from 256 MiB. The planner itself may keep
+// the rules' choice up to its 1.25x margin; simulate.py prints what it runs.
+TEST_CASE("cost model: the canonical tree within 1.5x of NCCL's best from 8 to 4096 hosts", "[cost_model]") {
+  Params p;
+  std::string err;
+  REQUIRE(parseParams("net=ib;ib=2,12.5;shm=0.5,100;reduce=100", &p, &err));
+  for (int h : {8, 64, 512, 4096}) {
+    World w;
+    w.hosts = h;
+    w.per_host = 8;
+    w.direct = false;
+    w.slice_bytes = w.slot_bytes = 512 << 10;
+    for (size_t bytes : {size_t(8), size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20,
+                         size_t(256) << 20, size_t(1) << 30}) {
+      double best = kNotApplicable;
+      for (Algorithm a : ouroAlgorithms()) {
+        if (!keepsOrder(a, w)) continue;
+        World t = w;
+        t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+        best = std::min(best, predict(a, p, t, bytes));
+      }
+      const double nccl = bestNccl(p, w, bytes).seconds;
+      INFO(h << " hosts x 8, " << bytes << " bytes: " << best * 1e6 << " us against NCCL's " << nccl * 1e6);
+      CHECK(best <= 1.5 * nccl);
+      if (bytes >= size_t(256) << 20) CHECK(best <= 1.1 * nccl);
     }
   }
 }

@@ -1,6 +1,6 @@
 // A case's one-line description, and what each rank's output must hold after it, computed by the CPU executor's
-// reductions (kernels::reduceMany in rank order, then finishAvg): shared by the emulated tests and
-// the real-GPU test.
+// reductions (kernels::reduceRanks in the communicator's order, then finishAvg): shared by the emulated tests
+// and the real-GPU test.
 #pragma once
 
 #include <cstddef>
@@ -70,7 +70,7 @@ inline std::vector<unsigned char> expectedOutput(const Case& c, const std::vecto
       for (size_t i = 0; i < k; i++) std::memcpy(&values[q][i * e], &inputs[q][block * k + i], e);
       srcs.push_back(values[q].data());
     }
-    reduceMany(out.data(), srcs.data(), n, k, c.dtype, c.op);
+    reduceRanks(out.data(), srcs.data(), n, k, c.dtype, c.op, FoldOrder::kRank);
     if (c.op == RedOp::kAvg) finishAvg(out.data(), k, c.dtype, n);
   };
   auto input = [&](int q, size_t element, unsigned char* dst, size_t count) {
