@@ -6,7 +6,7 @@
 // rules, rules-s: the fixed rules' algorithm (OURO_MODEL=off) and its time at the slice the rules
 // give it; chosen, chosen-s, chosen-slice: what the planner runs under OURO_MODEL, i.e. the
 // model's fastest at its best slice where it beats the rules' plan by the planner's 1.25x margin,
-// else the rules' plan: comm/plan/planner.cpp planHost, mirrored here)
+// else the rules' plan: comm/plan/planner.cpp's planHost itself, on the model's world)
 // with a header line naming the columns; "-" where an algorithm does not apply.
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
@@ -23,23 +23,12 @@
 #include <vector>
 
 #include "comm/plan/cost_model.hpp"
-#include "comm/plan/halving_doubling_rules.hpp"
-#include "comm/plan/hierarchy.hpp"
-#include "comm/plan/plan_limits.hpp"
+#include "comm/plan/planner.hpp"
 
 using namespace ouro::model;
 using ouro::Algorithm;
 
 namespace {
-
-// The planner's margin: the model's pick replaces the rules' only when predicted at least this
-// much faster.
-using ouro::plan_limits::kModelMargin;
-
-// The rules' slice for the chain: the planner's own rule (comm/plan/hierarchy.hpp).
-size_t rulesChainSlice(const World& w, size_t bytes) {
-  return ouro::chainSliceBytes(ouro::HostGrid{w.hosts, w.per_host}, bytes, w.slice_bytes);
-}
 
 struct Planned {
   Algorithm algo;
@@ -47,32 +36,38 @@ struct Planned {
   size_t slice;
 };
 
-// The planner's choice (planHost): the rules' plan, unless the model's fastest of the algorithms
-// the links can run for this call (pipelined ones at their best slice) is 1.25x faster.
-Planned plannerChoice(const Params& p, const World& w, size_t bytes, Planned* rules_out) {
-  Planned rules{plannedAlgorithm(w, bytes), kNotApplicable, w.slice_bytes};
-  World rw = w;
-  if (rules.algo == Algorithm::kHierarchical) rw.slice_bytes = rules.slice = rulesChainSlice(w, bytes);
-  if (rules.algo == Algorithm::kHalvingDoubling)
-    rw.slice_bytes = rules.slice = ouro::halvingDoublingSliceBytes(bytes, w.slot());
-  rules.seconds = predict(rules.algo, p, rw, bytes);
-  *rules_out = rules;
-  if (w.direct || w.hosts == 1) return rules;
-  Planned best{Algorithm::kCopy, kNotApplicable, w.slice_bytes};
-  for (Algorithm a : ouroAlgorithms()) {
-    if (a != Algorithm::kOneShot && a != Algorithm::kGatherFold && a != Algorithm::kPairwiseRing &&
-        a != Algorithm::kHierarchical && a != Algorithm::kDoubling && a != Algorithm::kHalvingDoubling)
-      continue;
-    if (!keepsOrder(a, w)) continue;
-    World t = w;
-    if (a == Algorithm::kPairwiseRing || a == Algorithm::kHierarchical || a == Algorithm::kHalvingDoubling)
-      t.slice_bytes = bestSliceBytes(a, p, w, bytes);
-    const double s = predict(a, p, t, bytes);
-    if (s < best.seconds) best = {a, s, t.slice_bytes};
-  }
-  if (best.seconds >= kNotApplicable) return rules;
-  if (rules.seconds < kNotApplicable && !(best.seconds * kModelMargin < rules.seconds)) return rules;
-  return best;
+// The planner itself (comm/plan/planner.cpp) on the model's world: H hosts of L ranks placed host
+// by host, OURO_ALGO=auto, the model's parameters. There is no mirror of its rules to keep in step.
+ouro::PlannerWorld plannerWorld(const Params& p, const World& w) {
+  ouro::PlannerWorld pw;
+  pw.nranks = w.ranks();
+  pw.order = w.tree_order ? ouro::kernels::FoldOrder::kTree : ouro::kernels::FoldOrder::kRank;
+  pw.direct = w.direct;
+  pw.slice_bytes = w.slot();
+  for (int h = 0; h < w.hosts; h++) pw.host_of.insert(pw.host_of.end(), size_t(w.per_host), h);
+  pw.hier_min_bytes = w.hier_min_bytes;
+  pw.inter_host_slots = w.inter_host_slots;
+  pw.machine_waiting = w.waiting;
+  pw.machine_hosts = w.machine_hosts;
+  pw.machine_cpus = w.machine_cpus;
+  pw.model = true;
+  pw.model_params = p;
+  pw.model_source = "ouro-model";
+  return pw;
+}
+
+ouro::CollArgs allReduce(size_t bytes) {
+  ouro::CollArgs a;
+  a.kind = ouro::CollKind::kAllReduce;
+  a.count = bytes;
+  a.dtype = ouro::DataType::kUint8;
+  return a;
+}
+
+// The planner's plan for an all-reduce of `bytes`, with the model's time for it.
+Planned planned(const ouro::Planner& planner, const ouro::Plan& plan) {
+  const double s = planner.predictPlan(plan);
+  return {plan.algorithm, s > 0 ? s : kNotApplicable, plan.slice_bytes};
 }
 
 std::vector<int> parseList(const std::string& s) {
@@ -173,8 +168,13 @@ int main(int argc, char** argv) {
     w.hosts = h;
     w.direct = h == 1;
     if (cpus > 0) w.machine_hosts = h;
+    const ouro::Planner planner(plannerWorld(p, w));
     for (size_t b = lo; b <= hi; b *= 2) {
-      std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, ouro::algorithmShortName(plannedAlgorithm(w, b)),
+      // rules: OURO_MODEL=off's plan; chosen: OURO_MODEL's (the rules' unless the model's fastest
+      // is kModelMargin faster).
+      const Planned rules = planned(planner, planner.planByRules(allReduce(b)));
+      const Planned chosen = planned(planner, planner.planHost(allReduce(b)));
+      std::printf("%d\t%d\t%zu\t%s\t%s", h, w.per_host, b, ouro::algorithmShortName(rules.algo),
                   ouro::algorithmShortName(bestOuro(p, w, b).algo));
       auto column = [](double t) {
         if (t >= kNotApplicable) std::printf("\t-");
@@ -192,8 +192,6 @@ int main(int argc, char** argv) {
       else std::printf("\t%.6g\t%zu", hs, sw.slice_bytes);
       if (is >= kNotApplicable) std::printf("\t-");
       else std::printf("\t%.6g", is);
-      Planned rules{};
-      const Planned chosen = plannerChoice(p, w, b, &rules);
       std::printf("\t%s\t%.6g\t%s\t%.6g\t%zu\n", ouro::algorithmShortName(rules.algo), rules.seconds,
                   ouro::algorithmShortName(chosen.algo),
                   chosen.seconds, chosen.slice);

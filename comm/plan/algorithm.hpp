@@ -1,6 +1,5 @@
 // The algorithms a call can run: one enum, named once, for the planner that chooses (planner.cpp),
-// the cost model that prices (cost_model.cpp) and the executors that run them. Standard library
-// only, as the cost model is, so the simulation CLI (bench/model/ouro_model.cpp) compiles it too.
+// the cost model that prices (cost_model.cpp) and the executors that run them.
 #pragma once
 
 #include <cstdint>

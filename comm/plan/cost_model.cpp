@@ -3,7 +3,6 @@
 // kernels/common/collective_driver.hpp (pairwise), algo_hierarchical.cpp. S bytes per rank,
 // n = H*L ranks. The header states the parameters and the contention rule.
 #include "comm/plan/cost_model.hpp"
-#include "comm/plan/plan_limits.hpp"
 #include "kernels/common/canonical_order.hpp"
 
 #include <algorithm>
@@ -16,11 +15,6 @@ namespace ouro::model {
 namespace {
 
 constexpr size_t kDescriptorBytes = 16;  // sizeof(CallDescriptor): rides with one-shot and gather-fold data
-// The planner's thresholds, for plannedAlgorithm's mirror of its rules.
-using plan_limits::kDirectSymmetricMaxBytes;
-using plan_limits::kGatherFoldMaxBytes;
-using plan_limits::kOneShotMaxBytes;
-using plan_limits::kOneShotMaxRanks;
 
 // One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
 // host link at once; its receiver, woken, waits behind w.waiting ranks unless the transfer is longer.
@@ -490,28 +484,6 @@ double predictLinks(Reference r, const Params& p, const World& w, size_t bytes) 
     case Reference::kNcclTree: return w.ranks() > 1 ? ncclTree(p, w, bytes) : kNotApplicable;
   }
   return kNotApplicable;
-}
-
-Algorithm plannedAlgorithm(const World& w, size_t bytes) {
-  const int n = w.ranks();
-  if (n == 1) return Algorithm::kCopy;
-  if (w.hosts == 1 && w.direct) {
-    if (bytes <= w.inline_bytes) return Algorithm::kDirectInline;
-    if (n == 2 || bytes <= kDirectSymmetricMaxBytes) return Algorithm::kDirectSymmetric;
-    return Algorithm::kDirectStaged;
-  }
-  if (w.hosts > 1) {
-    const double total = double(n) * double(bytes + kDescriptorBytes);
-    const double limit = double(kGatherFoldMaxBytes) + double(n) * double(kDescriptorBytes);
-    if (total <= double(w.slice_bytes) && total <= limit) return Algorithm::kGatherFold;
-  }
-  if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
-    return Algorithm::kOneShot;
-  if (w.tree_order)  // issue #37: the canonical tree's algorithm between hosts, unless its pairs cross them
-    return w.hosts >= 2 && !halvingDoublingStep(w, -1).across_hosts ? Algorithm::kHalvingDoubling
-                                                                      : Algorithm::kPairwiseRing;
-  if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algorithm::kHierarchical;
-  return Algorithm::kPairwiseRing;
 }
 
 size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes) { return bestSlice(a, p, w, bytes); }

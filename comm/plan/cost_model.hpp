@@ -1,8 +1,8 @@
 // The cost model (issue #24): what an all-reduce of S bytes per rank costs under each of ouro's
 // algorithms, and under NCCL's ring and tree with the same parameters, in the alpha-beta-gamma
-// style. Pure (no settings, no clock, standard library only), so ouro-bench and the simulation CLI
-// (bench/model) compile this very file: there is one model. docs/ACROSS-HOSTS.md "Cost model (#24)"
-// states the formulas and what they leave out.
+// style. Pure (no settings, no clock), so the planner and the simulation CLI (bench/model, which
+// runs the planner) ask the same functions: there is one model. docs/ACROSS-HOSTS.md "Cost model
+// (#24)" states the formulas and what they leave out.
 //
 // Parameters: per link kind a per-message latency alpha [s] and a per-byte cost beta [s/B]; a
 // per-byte cost gamma [s/B] of folding one source into an accumulator. Contention: the ranks of a
@@ -133,10 +133,6 @@ double predict(Algorithm a, const Params& p, const World& w, size_t bytes);
 double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes);
 double predict(Reference r, const Params& p, const World& w, size_t bytes);
 double predictLinks(Reference r, const Params& p, const World& w, size_t bytes);
-
-// The algorithm the planner picks under OURO_ALGO=auto (comm/plan/planner.cpp's rules, mirrored;
-// tests/comm/test_cost_model.cpp holds the two to the same answers).
-Algorithm plannedAlgorithm(const World& w, size_t bytes);
 
 // The slice (a power of two from 4 KiB up to the slot; halving-doubling: up to kMaxSlotsPerSlice
 // slots) under which the model predicts `a` fastest: what the planner sets for the pipelined

@@ -1,6 +1,5 @@
 // The planner's fixed rule for the halving-doubling all-reduce's slice (issue #37;
-// comm/exec/algo_halving_doubling.cpp): inline and standard library only, so the simulation CLI
-// (bench/model/ouro_model.cpp) uses this very rule without the library, as it does the chain's.
+// comm/exec/algo_halving_doubling.cpp), which the planner sets in the Plan.
 //
 // A slice is a piece of the whole buffer that goes through every step of the schedule: the
 // reduce-scatter's halves (slice/2, slice/4, ...) and the all-gather's, each step's piece sent in

@@ -1,7 +1,6 @@
-// The planner's fixed thresholds and its margin for the cost model's pick, in one place: the
-// planner (planner.cpp) plans by them, the cost model's mirror of its rules (cost_model.cpp,
-// plannedAlgorithm) and the simulation CLI (bench/model/ouro_model.cpp) predict by them. Standard
-// library only, as the cost model is, so the CLI compiles it without the library.
+// The planner's fixed thresholds and its margin for the cost model's pick, in one place: its rules
+// (planner.cpp) are the only code that reads them; the simulation CLI (bench/model/ouro_model.cpp)
+// runs the planner itself rather than a copy of its rules.
 #pragma once
 
 #include <cstddef>

@@ -66,6 +66,11 @@ class Planner {
   // Logs the plan at info level the first time a plan of its kind is seen (call: for the line).
   void note(const Plan& plan, uint64_t call) const;
 
+  // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
+  Plan planByRules(const CollArgs& args) const;
+  // The model's time for `plan` (0 where the model is off or does not cover it).
+  double predictPlan(const Plan& plan) const;
+
   const PlannerWorld& world() const { return world_; }
   const HostLayout& hosts() const { return hosts_; }
   // The world as the cost model sees it (hosts x ranks per host, slots), or false where the model
@@ -74,8 +79,6 @@ class Planner {
 
  private:
   std::string describe(const Plan& plan) const;
-  // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
-  Plan planByRules(const CollArgs& args) const;
   // The rules' all-reduce over links under OURO_ORDER=tree (issue #37), and why, for the info line.
   void planTreeAllReduce(Plan* plan) const;
   std::string treeReasonText(const Plan& plan) const;
@@ -85,8 +88,6 @@ class Planner {
   // OURO_ALGO=auto, model on, all-reduce over links: the algorithm and slice the model predicts
   // fastest among those this executor can run for the call. False when the model has no shape.
   bool chooseByModel(const CollArgs& args, Plan* plan) const;
-  // The model's time for `plan` (0 where the model is off or does not cover it).
-  double predictPlan(const Plan& plan) const;
 
   PlannerWorld world_;
   HostLayout hosts_;
