@@ -16,6 +16,21 @@
 
 namespace ouro {
 
+PlanSettings PlanSettings::fromEnv() {
+  PlanSettings s;
+  s.algo = parseAlgoSetting(envString("OURO_ALGO"));
+  s.order = parseOrderSetting(envString("OURO_ORDER"));
+  s.check = envInt("OURO_CHECK") != 0;
+  s.hier_min_bytes = (long long)envInt("OURO_HIER_MIN_BYTES");
+  s.verify = (long long)envInt("OURO_VERIFY");
+  return s;
+}
+
+std::string PlanSettings::text() const {
+  return strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
+                   algoSettingName(algo), orderSettingName(order), check ? 1 : 0, hier_min_bytes, verify);
+}
+
 std::string PeerInfo::encode() const {
   WireWriter w;
   w.u32(0x4f55524f);  // "OURO"
@@ -162,15 +177,13 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
   //     in the middle of the call; refuse at init instead, naming both.
   //     A setting this rank cannot read fails the job, not this rank alone: the others would
   //     otherwise wait for it until OURO_TIMEOUT_S.
-  std::string plan;
+  PlanSettings settings;
   try {
-    plan = strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
-                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))),
-                     orderSettingName(parseOrderSetting(envString("OURO_ORDER"))), envInt("OURO_CHECK") != 0 ? 1 : 0,
-                     (long long)envInt("OURO_HIER_MIN_BYTES"), (long long)envInt("OURO_VERIFY"));
+    settings = PlanSettings::fromEnv();
   } catch (const Error& e) {
     failJob(store, prefix, e.code(), strprintf("rank %d: %s: %s", rank, what, e.message().c_str()));
   }
+  const std::string plan = settings.text();
   const std::string agreed_plan = store.compareSet(prefix + "plan-settings", std::nullopt, plan);
   if (agreed_plan != plan)
     failJob(store, prefix, Result::kInvalidUsage,
@@ -186,6 +199,7 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
                "start the missing ranks, or check that they use the same init method and world size");
 
   Membership m;
+  m.plan = settings;
   m.peers.resize(size_t(nranks));
   for (int r = 0; r < nranks; r++) {
     const std::string record = store.get(keys[size_t(r)], deadline);
