@@ -1,7 +1,8 @@
 // Algorithms over links (shm FIFOs and TCP), for communicators that span hosts or that were told
 // to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=pairwise or one-shot).
 //
-// With OURO_CHECK=1 (the default), and for every barrier, a collective starts with the call check
+// Where the plan says so (Plan::check: OURO_CHECK=1, the default, and every barrier), a collective
+// starts with the call check
 // (comm/exec/call_check.hpp): in ceil(log2 n) rounds every rank learns whether every rank made the
 // same call, so a disagreement is reported on all ranks before data moves, every message sent is
 // consumed and the communicator stays usable; it talks to O(log n) peers, so lazily connected TCP
@@ -49,7 +50,7 @@ class OverLinks {
 
   void run() {
     if (h_.plan.algorithm == Algorithm::kOneShot) return oneShot();
-    if (h_.plan.check || a_.kind == CollKind::kBarrier) checkCallAgreement(e_, a_);
+    if (h_.plan.check) checkCallAgreement(e_, a_);
     switch (h_.plan.algorithm) {
       case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
       case Algorithm::kDoubling:
@@ -193,8 +194,7 @@ class OverLinks {
 
   // ---- slices over links: the driver, one channel ----
   void runDriver() {
-    kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
-    call.lookahead = 1;  // every host link has 2 slots or more (OURO_SHM_SLOTS, OURO_TCP_SLOTS, OURO_IB_SLOTS)
+    const kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
     LinkPrims prims(e_, a_, h_.plan.order);
     kernels::runCollective(prims, call);
   }

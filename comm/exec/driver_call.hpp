@@ -24,6 +24,7 @@ inline kernels::DriverCall driverCall(const CollArgs& a, const Plan& plan, int r
   call.nchannels = plan.channels;
   call.ring = plan.ring;
   call.order = plan.order;
+  call.lookahead = plan.lookahead;
   return call;
 }
 

@@ -41,7 +41,8 @@ struct Plan {
   ExecutorKind executor = ExecutorKind::kHost;
   Algorithm algorithm = Algorithm::kCopy;
   Protocol protocol = Protocol::kSimple;  // host plans: always kSimple
-  bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK)
+  bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK; a
+                            // barrier over links always does: the exchange is the whole call)
   size_t bytes = 0;         // what the choice was made on: the call's bytes per rank (all-to-all,
                             // reduce-scatter and all-gather: the largest buffer)
   size_t slice_bytes = 0;   // pipelining unit: one link slot (host) or one device message
@@ -49,6 +50,10 @@ struct Plan {
   const int* ring = nullptr;  // device: ring order in device memory; nullptr: rank order
   HostGrid grid;            // hierarchical: the hosts and their ranks
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
+  // The collective driver (kernels/common/collective_driver.hpp): slices a rank may send ahead of
+  // its receives. 1 on the host, whose links all have 2 slots or more (OURO_SHM_SLOTS,
+  // OURO_TCP_SLOTS, OURO_IB_SLOTS); 0 on the device.
+  int lookahead = 0;
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
   // The communicator's reduction order (OURO_ORDER, agreed at init): every fold of the call follows it.
   kernels::FoldOrder order = kernels::FoldOrder::kTree;

@@ -22,6 +22,9 @@ constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
 // 2(W-1)/W of the data wins on the host links (docs/ACROSS-HOSTS.md "Small all-reduce across hosts
 // (#24)").
 constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
+// The collective driver's lookahead on the host (Plan::lookahead): every host link has 2 slots or
+// more, so a rank may send one slice ahead of its receives without a deadlock.
+constexpr int kHostLookahead = 1;
 // The cost model's pick replaces the rules' only when predicted at least this much faster: the
 // model's own target accuracy (issue #24: within 25% of the measured time).
 constexpr double kModelMargin = 1.25;

@@ -12,6 +12,7 @@ namespace ouro {
 namespace {
 
 using plan_limits::kDirectSymmetricMaxBytes;
+using plan_limits::kHostLookahead;
 using plan_limits::kGatherFoldMaxBytes;
 using plan_limits::kModelMargin;
 using plan_limits::kOneShotMaxBytes;
@@ -65,6 +66,10 @@ size_t largestBufferBytes(const CollArgs& a, int nranks) {
 }
 
 }  // namespace
+
+bool runsDirect(int nranks, bool every_peer_shm, AlgoSetting setting) {
+  return nranks > 1 && every_peer_shm && (setting == AlgoSetting::kAuto || setting == AlgoSetting::kDirect);
+}
 
 size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks) {
   const auto kind = CollKind(d.collective);
@@ -182,6 +187,7 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;
   p.check = world_.check;
+  p.lookahead = kHostLookahead;
   p.bytes = bytes;
   p.algorithm = pick.algorithm;
   p.slice_bytes = pick.slice_bytes;
@@ -244,7 +250,9 @@ Plan Planner::planByRules(const CollArgs& a) const {
   Plan p;
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;
-  p.check = world_.check;
+  // A barrier over links is its descriptor exchange: it compares them whatever OURO_CHECK says.
+  p.check = world_.check || (a.kind == CollKind::kBarrier && !world_.direct);
+  p.lookahead = kHostLookahead;
   p.slice_bytes = world_.slice_bytes;
   p.order = world_.order;
   const int n = world_.nranks;
@@ -317,6 +325,14 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   p.channels = d.channels;
   p.ring = d.ring;
   return p;
+}
+
+Plan Planner::planDeviceTransfer(size_t bytes, const DeviceFacts& d) const {
+  CollArgs a;
+  a.kind = CollKind::kSendRecv;
+  a.count = bytes;
+  a.dtype = DataType::kUint8;
+  return planDevice(a, d);
 }
 
 // Why an all-reduce over links runs what it runs under OURO_ORDER=tree (the rules' choice).

@@ -51,6 +51,12 @@ struct DeviceFacts {
   const int* ring = nullptr;
 };
 
+// Whether the communicator runs the one-host direct algorithms (comm/exec/algo_direct.cpp: ranks
+// read each other's shared-memory staging buffers) rather than messages over links: more than one
+// rank, every peer reached through shared memory, and OURO_ALGO auto or direct. Decided once, when
+// the communicator connects (PlannerWorld::direct); every rank computes the same from the same facts.
+bool runsDirect(int nranks, bool every_peer_shm, AlgoSetting setting);
+
 // Gather-fold (comm/exec/algo_gather_fold.cpp): what rank `rank` contributes to the call `d` in a
 // world of nranks, in bytes (an all-reduce's input, a reduce-scatter's or all-to-all's whole
 // input, a broadcast root's data, nothing for a barrier). Saturates at SIZE_MAX for counts no
@@ -63,6 +69,9 @@ class Planner {
 
   Plan planHost(const CollArgs& args) const;
   Plan planDevice(const CollArgs& args, const DeviceFacts& device) const;
+  // A device send or receive of `bytes`: its protocol and message size. Both ends plan it from the
+  // same size (a send and its receive must match), so both use the same FIFOs.
+  Plan planDeviceTransfer(size_t bytes, const DeviceFacts& device) const;
   // Logs the plan at info level the first time a plan of its kind is seen (call: for the line).
   void note(const Plan& plan, uint64_t call) const;
 

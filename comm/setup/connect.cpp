@@ -136,7 +136,7 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   };
   const std::vector<int> shm_peers = peersOf("shm"), ib_peers = peersOf("ib"), tcp_peers = peersOf("tcp");
   const bool all_local_shm = int(shm_peers.size()) == nranks - 1;
-  world.direct = nranks > 1 && all_local_shm && (algo == AlgoSetting::kAuto || algo == AlgoSetting::kDirect);
+  world.direct = runsDirect(nranks, all_local_shm, algo);
   setup.peers_publish_calls = world.direct;
   if (algo == AlgoSetting::kDirect && !world.direct && nranks > 1)
     OURO_WARN("OURO_ALGO=direct needs every rank on one host with shared memory; using messages over links instead");
