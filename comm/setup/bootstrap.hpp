@@ -28,6 +28,7 @@ struct PeerInfo {
   // CPUs this process may run on (sched_getaffinity; CPU i is bit i % 64 of word i / 64): the union
   // over a machine's ranks is what they share.
   CpuMask cpu_mask{1};  // CPU 0 until set
+  std::string plan_settings;  // PlanSettings::text(), which every rank must share (exchangeMembership)
 
   std::string encode() const;
   // Decodes a record read from the store (bytes another process wrote): every length is bounded
@@ -78,7 +79,17 @@ std::string thisHostId();
 // hand is its own machine.
 std::string machineOf(const std::string& host_id);
 
-// `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit").
+// The one check that ranks agree on a setting (issue #36): every rank's value, gathered so that
+// every rank holds all of them (the rendezvous records, or a store all-gather), compared with this
+// rank's own. Every rank sees the same values, so all refuse together and none is left waiting for
+// one that gave up. Throws kInvalidUsage "<who>: rank P <says><theirs> but this rank <mine>: <why>",
+// P the lowest rank that differs.
+void requireSameSetting(const std::vector<std::string>& values, const std::string& mine, const std::string& who,
+                        const std::string& says, const std::string& why);
+
+// `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit"). Every rank's
+// PlanSettings travel in its record, and differing ones are refused on every rank
+// (requireSameSetting).
 Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
                               const PeerInfo& self, Deadline deadline, const char* what);
 
