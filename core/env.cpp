@@ -24,6 +24,7 @@ constexpr Setting kSettings[] = {
     {"OURO_STORE_HOSTED", "0", "1: the tcp:// store is served by the launcher, rank 0 only connects (ouro-run sets it)"},
     {"OURO_TOKEN", "", "job secret presented on every connection; the launcher sets a random one"},
     {"OURO_RESTART_COUNT", "", "the launcher's round: 0, then 1, 2, ... after each restart (ouro-run --max-restarts sets it, as torchrun sets TORCHELASTIC_RESTART_COUNT)"},
+    {"OURO_RANK_FAILURE", "", "stop|continue: ouro-run's --rank-failure, set for its ranks; continue: a failed rank is written into the ranks' store under ouro-run/failed/<rank> and the others run on (ouro-train --on-failure shrink requires it)"},
     {"OURO_HOSTID", "", "override of the host identity that decides which ranks share memory"},
     {"OURO_TIMEOUT_S", "300", "seconds any wait may last before it fails with ouroTimeout; TCP links also give a silent peer host up after about half of it (keepalive probes), failing the collective with a message naming that host"},
     // Transports.

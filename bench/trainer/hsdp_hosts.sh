@@ -21,6 +21,11 @@
 #   all_gather and reduce_scatter of SIZE over every rank (zero3; hsdp's reduce-scatter), and
 #   all_gather of SIZE / L over one rank per host (hsdp's replicas; L of these groups share the
 #   links at once in a real step) and of SIZE over one host's L ranks (hsdp's gathers).
+#   --modes takes MODE+vN for MODE with --virtual-ranks N (e.g. "ddp ddp+v6": invariant ddp, whose
+#   ratio to plain ddp is printed), and MODE+free for MODE run with the host links unshaped (the
+#   same job on these CPUs when the links cost almost nothing: its floor here; printed as MODE /
+#   MODE+free, and hsdp+free / zero3 bounds what hsdp / zero3 can reach on these CPUs). --hosts 1
+#   runs one host (no link between hosts).
 #   Default model: --model gpt --n-layer 4 --n-head 4 --n-embd 256 --block-size 64 --batch-size 4
 #   (3.24 M parameters, 12.4 MiB in fp32) on a generated word corpus, fp32, AdamW, 20 steps.
 # Needs root (network namespaces), tc, python3, and the build's ouro-run, ouro-train (and
@@ -105,17 +110,23 @@ PORT=29500
 # run_mode MODE K [STEPS]: one job, one ouro-run per host (under /usr/bin/time: MODE.K.I.cpu);
 # node 0's rank 0 writes MODE.K.json.
 run_mode() {
-  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1
+  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1 flags base=${1%+free}
+  # MODE+vN: that mode with --virtual-ranks N (ddp+v6: invariant ddp over 6 micro-batches).
+  flags="--mode ${base%%+v*}"
+  [[ $base == *+v* ]] && flags+=" --virtual-ranks ${base##*+v}"
+  # MODE+free: that mode with the host links unshaped for this run only (its floor on these CPUs).
+  [[ $mode == *+free ]] && "$HOSTS" shape "$PREFIX" off >/dev/null
   PORT=$((PORT + 1))
   # shellcheck disable=SC2086  # MODEL is a list of flags
   for ((i = 1; i <= NHOSTS; i++)); do
     "$HOSTS" exec "$PREFIX" "$i" /usr/bin/time -f "%U %S" -o "$WORK/$mode.$k.$i.cpu" "$RUN" --nnodes "$NHOSTS" --node-rank $((i - 1)) -n "$PER_HOST" \
       --master "$MASTER:$PORT" "$TRAIN" $MODEL --text "$WORK/corpus.txt" --steps "$steps" --sample 0 \
-      --log-every 0 --mode "$mode" --json "$WORK/$mode.$k.json" --save "$WORK/$mode.$k.safetensors" \
+      --log-every 0 $flags --json "$WORK/$mode.$k.json" --save "$WORK/$mode.$k.safetensors" \
       >"$WORK/$mode.$k.$i.log" 2>&1 </dev/null &
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || ok=0; done
+  [[ $mode == *+free ]] && "$HOSTS" shape "$PREFIX" "$RATE" >/dev/null
   ((ok)) || { echo "hsdp_hosts.sh: $mode failed:" >&2; cat "$WORK/$mode.$k".*.log >&2; exit 1; }
   sha256sum <"$WORK/$mode.$k.safetensors" | cut -c1-64 >"$WORK/$mode.$k.sha"
 }
@@ -140,7 +151,7 @@ work, repeat, json_out, rate, intra, model, steps = sys.argv[1:8]
 modes, repeat = sys.argv[8:], int(repeat)
 MiB = 1 << 20
 rows, runs = [], []
-shas = set()
+shas = {}  # by the virtual ranks ("": none): the modes agree within each
 def cpu(m, k):
     return sum(sum(map(float, open(f"{work}/{m}.{k}.{i}.cpu").read().split()[-2:]))
                for i in range(1, 100) if __import__("os").path.exists(f"{work}/{m}.{k}.{i}.cpu"))
@@ -148,7 +159,7 @@ sps_of = {}
 for m in modes:
     js = [json.load(open(f"{work}/{m}.{k}.json")) for k in range(1, repeat + 1)]
     for k in range(1, repeat + 1):
-        shas.add(open(f"{work}/{m}.{k}.sha").read().strip())
+        shas.setdefault(m.replace("+free", "").partition("+v")[2], set()).add(open(f"{work}/{m}.{k}.sha").read().strip())
         js[k - 1]["cpu_seconds"] = cpu(m, k)
     runs += js
     sps_of[m] = [j["samples_per_s"] for j in js]
@@ -169,17 +180,25 @@ print("| " + " | ".join(head) + " |")
 print("|---|" + "---:|" * (len(head) - 1))
 for r in rows:
     print("| `" + r[0] + "` | " + " | ".join(r[1:]) + " |")
-for a, b in (("hsdp", "zero3"), ("hsdp", "ddp"), ("zero3", "ddp")):
+pairs = [("hsdp", "zero3"), ("hsdp", "ddp"), ("zero3", "ddp")]
+pairs += [(m, m.split("+v")[0]) for m in modes if "+v" in m and "+free" not in m]  # invariant against plain
+# A mode against itself on free links: how much of its floor it reaches; and the bound that
+# floor puts on hsdp / zero3 (hsdp with every link wait gone against zero3 as measured).
+pairs += [(m.replace("+free", ""), m) for m in modes if m.endswith("+free")]
+if "hsdp+free" in modes and "zero3" in modes:
+    pairs.append(("hsdp+free", "zero3"))
+for a, b in pairs:
     if a in sps_of and b in sps_of:
         ratios = [x / y for x, y in zip(sps_of[a], sps_of[b])]
         print(f"# {a} / {b} samples/s, median of the rounds' ratios: {statistics.median(ratios):.2f} "
               f"(rounds: {' '.join(f'{r:.2f}' for r in ratios)})")
 print(f"# param_count {runs[0]['param_count']}, global batch {runs[0]['global_batch_size']}; "
-      + ("every mode saved the same weights" if len(shas) == 1 else f"WEIGHTS DIFFER: {len(shas)} SHA-256s"))
+      + ("every mode saved the same weights" + (" (per number of virtual ranks)" if len(shas) > 1 else "")
+         if all(len(v) == 1 for v in shas.values()) else f"WEIGHTS DIFFER: {shas}"))
 if json_out:
     json.dump({"rate": rate, "intra_busbw_gbs": None if intra == "null" else float(intra), "model": model,
                "steps": int(steps), "repeat": repeat, "runs": runs}, open(json_out, "w"), indent=1)
-sys.exit(0 if len(shas) == 1 else 1)
+sys.exit(0 if all(len(v) == 1 for v in shas.values()) else 1)
 EOF
 
 [[ -n "$COLL" ]] || exit 0

@@ -306,7 +306,8 @@ int runRounds(const ouro::run::Options& opt, const std::string& env_token, ouro:
                {"LOCAL_RANK", l},        {"LOCAL_WORLD_SIZE", lw},        {"GROUP_RANK", std::to_string(group_rank)},
                {"GROUP_WORLD_SIZE", std::to_string(members.size())},
                {"OURO_RESTART_COUNT", rc},
-               {"TORCHELASTIC_RESTART_COUNT", rc}, {"TORCHELASTIC_MAX_RESTARTS", mr}};
+               {"TORCHELASTIC_RESTART_COUNT", rc}, {"TORCHELASTIC_MAX_RESTARTS", mr},
+               {"OURO_RANK_FAILURE", opt.rank_failure}};
       run_dir.addEnv(&s.env);
       specs.push_back(std::move(s));
     }
@@ -549,7 +550,7 @@ int main(int argc, char** argv) {
              {"OURO_TOKEN", token},  {"RANK", r},                   {"WORLD_SIZE", w},
              {"LOCAL_RANK", l},      {"LOCAL_WORLD_SIZE", lw},      {"GROUP_RANK", std::to_string(opt.node_rank)},
              {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)}, {"OURO_RESTART_COUNT", "0"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
-             {"TORCHELASTIC_MAX_RESTARTS", "0"}};
+             {"TORCHELASTIC_MAX_RESTARTS", "0"}, {"OURO_RANK_FAILURE", opt.rank_failure}};
     run_dir.addEnv(&s.env);
     specs.push_back(std::move(s));
   }

@@ -25,7 +25,7 @@ int launcherWorldSize(std::string* source) {
 }
 
 Job::Job(trainer::Mode mode) {
-  if (mode == trainer::Mode::kSingle) return;
+  if (trainer::modeTraits(mode).one_process) return;
   try {
     comm_ = std::make_unique<ouro::Communicator>(ouro::Communicator::fromEnv());
   } catch (const ouro::Exception& e) {

@@ -14,10 +14,6 @@ namespace ouro::train {
 
 namespace {
 
-// The leader's wait for the others once nobody new arrives: the failure reaches every rank within
-// moments (ouro tells every peer when a call fails), so a second of quiet means the rest are gone.
-constexpr double kQuietSeconds = 2.0;
-
 double now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -89,6 +85,15 @@ void takeSnapshot(trainer::Trainer& trainer, int64_t epoch, int64_t batch, const
   into->totals = totals;
 }
 
+void checkLauncherReportsFailures() {
+  const char* word = std::getenv("OURO_RANK_FAILURE");
+  if (word && std::string(word) == "continue") return;
+  throw std::invalid_argument(
+      "--on-failure shrink needs a launcher that reports lost ranks: start the ranks with ouro-run "
+      "--rank-failure continue (it sets OURO_RANK_FAILURE=continue and writes each failed rank into the job's "
+      "store); without the launcher's word a rank that is only slow cannot be told from a lost one (docs/ELASTIC.md)");
+}
+
 std::vector<int> agreeOnLost(int generation, int old_rank, const std::vector<int>& launch_ranks) {
   const int old_world = int(launch_ranks.size());
   const std::string who = "rank " + std::to_string(old_rank);
@@ -100,39 +105,46 @@ std::vector<int> agreeOnLost(int generation, int old_rank, const std::vector<int
   const long long order = store.add(prefix + "arrived", 1);
   const double limit = timeoutSeconds();
   if (order == 1) {
-    // The leader: wait for the others, then write who did not come.
+    // The leader: every rank either arrives or is reported dead by its launcher (ouro-run writes
+    // "ouro-run/failed/<rank>" as it reaps one). Silence decides nothing: a live rank may arrive
+    // late (more micro-batches to compute, a descheduled process), and only the launcher knows
+    // that a process is gone. A rank neither arrived nor reported within OURO_TIMEOUT_S fails
+    // the recovery on every rank, naming it.
     const double start = now();
-    double last_change = start;
-    long long seen = 1;
-    // Ranks the launcher reported dead (they will not come).
-    auto reportedDead = [&] {
-      int dead = 0;
+    std::vector<int> unaccounted;
+    for (;;) {
+      unaccounted.clear();
       for (int r = 0; r < old_world; r++)
-        if (store.has("ouro-run/failed/" + std::to_string(launch_ranks[size_t(r)])) &&
-            !store.has(prefix + "alive/" + std::to_string(r)))
-          dead++;
-      return dead;
-    };
-    while (seen + reportedDead() < old_world && now() - last_change < kQuietSeconds && now() - start < limit) {
+        if (!store.has(prefix + "alive/" + std::to_string(r)) &&
+            !store.has("ouro-run/failed/" + std::to_string(launch_ranks[size_t(r)])))
+          unaccounted.push_back(r);
+      if (unaccounted.empty() || now() - start >= limit) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      const long long arrived = store.add(prefix + "arrived", 0);
-      if (arrived != seen) last_change = now();
-      seen = arrived;
     }
     std::string decision;
-    for (int r = 0; r < old_world; r++)
-      if (!store.has(prefix + "alive/" + std::to_string(r))) decision += (decision.empty() ? "" : ",") + std::to_string(r);
+    if (!unaccounted.empty()) {
+      // No list: every rank fails with the same message.
+      decision = "!";
+      for (int r : unaccounted) decision += (decision.size() > 1 ? "," : "") + std::to_string(r);
+    } else {
+      for (int r = 0; r < old_world; r++)
+        if (!store.has(prefix + "alive/" + std::to_string(r))) decision += (decision.empty() ? "" : ",") + std::to_string(r);
+    }
     store.set(prefix + "lost", decision.empty() ? "-" : decision);
   }
-  const std::string text = store.get(prefix + "lost", limit);
+  const std::string text = store.get(prefix + "lost", 2 * limit);
+  if (!text.empty() && text[0] == '!')
+    throw std::runtime_error(who + ": rank(s) " + text.substr(1) + " neither reached the recovery nor were reported " +
+                             "lost by the launcher within OURO_TIMEOUT_S (" + std::to_string(int(limit)) +
+                             " s); a rank that hangs cannot be shrunk away: the job stops");
   std::vector<int> lost;
   if (text != "-") {
     std::stringstream in(text);
     for (std::string item; std::getline(in, item, ',');) lost.push_back(std::stoi(item));
   }
   if (std::find(lost.begin(), lost.end(), old_rank) != lost.end())
-    throw std::runtime_error(who + ": the other ranks recovered without this one (it reached the recovery more than " +
-                             std::to_string(int(kQuietSeconds)) + " s after them) and went on; this rank stops");
+    throw std::runtime_error(who + ": the launcher reported this rank lost and the others recovered without it; "
+                             "this rank stops");
   return lost;
 }
 

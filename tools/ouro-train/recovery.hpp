@@ -4,10 +4,11 @@
 //   1. agree on who is gone (agreeOnLost): through the launcher's rendezvous store, never over the
 //      failed communicator. Each posts that it is alive; the first to arrive leads: it waits until
 //      every rank has either arrived or been reported dead by its launcher (ouro-run
-//      --rank-failure continue writes "ouro-run/failed/<rank>" as it reaps one), or until nobody
-//      new arrived for kQuietSeconds (a launcher that reports nothing), then writes the list of
-//      the ranks that did not arrive, which all read. A rank that arrives after the list was
-//      written finds itself in it and stops with a message saying so;
+//      --rank-failure continue writes "ouro-run/failed/<rank>" as it reaps one), then writes the
+//      list of the ranks that did not arrive, which all read. Silence never decides: a live rank
+//      that arrives late (more micro-batches, descheduled) is waited for, and a rank neither
+//      arrived nor reported within OURO_TIMEOUT_S fails the recovery on every rank, naming it. So
+//      shrink needs a launcher that reports failures (checkLauncherReportsFailures);
 //   2. shrink the communicator to themselves (ouroCommShrink);
 //   3. go back to the state before the interrupted step: a collective can complete on some ranks
 //      and not on others when a rank dies in the middle of it, so a rank may be one step ahead;
@@ -43,6 +44,11 @@ struct Snapshot {
 // Fills `into` from the trainer (owned pieces: the whole model in ddp and single).
 void takeSnapshot(trainer::Trainer& trainer, int64_t epoch, int64_t batch, const Progress& interval,
                   const Progress& totals, Snapshot* into);
+
+// Throws std::invalid_argument (a refused command line) unless the launcher says it reports
+// failed ranks into the store: OURO_RANK_FAILURE=continue, which ouro-run --rank-failure continue
+// sets.
+void checkLauncherReportsFailures();
 
 // Step 1 above. generation counts this job's recoveries (keys of one never meet another's);
 // old_rank is this rank's place in the failed communicator; launch_ranks maps its ranks to the

@@ -62,7 +62,7 @@ std::string odd(const std::vector<uint64_t>& hashes, const std::function<int(int
 }  // namespace
 
 Verification::Verification(const Options& options, Job& job, trainer::Trainer& trainer, int shard_size, Loop loop)
-    : o_(options), job_(job), trainer_(&trainer), shard_size_(shard_size), loop_(std::move(loop)) {
+    : o_(options), job_(job), trainer_(&trainer), mode_(options.mode), shard_size_(shard_size), loop_(std::move(loop)) {
   if (o_.verify_replay) {
     // The state training starts from is the first one to go back to: check it first.
     checkAt(trainer.optimizerSteps(), "at the start");
@@ -82,10 +82,11 @@ std::string Verification::check() {
   auto add = [&](const std::string& s) {
     if (!s.empty()) found += (found.empty() ? "" : "; ") + s;
   };
-  if (o_.mode == trainer::Mode::kDdp || o_.mode == trainer::Mode::kHsdp) {
+  const trainer::ModeTraits traits = trainer::modeTraits(mode_);
+  if (traits.replicated || traits.shard_groups) {
     // The replicas of this rank's owned piece: everyone (ddp), or the ranks at the same place in
     // their shard groups (hsdp).
-    const int shards = o_.mode == trainer::Mode::kHsdp ? shard_size_ : 1;
+    const int shards = traits.shard_groups ? shard_size_ : 1;
     auto group_of = [&](int r) { return r % shards; };
     const std::vector<float> params = trainer_->ownedParameters();
     add(odd(hashesOf(comm, params.data(), params.size() * sizeof(float)), group_of,

@@ -49,8 +49,13 @@ class Verification {
   void afterStep(int64_t step);
   // Before a checkpoint at `step` is written: a checkpoint is only ever of a checked state.
   void beforeCheckpoint(int64_t step);
-  // The trainer was made anew (--on-failure shrink): checks go on with it.
-  void setTrainer(trainer::Trainer& trainer) { trainer_ = &trainer; }
+  // The trainer was made anew (--on-failure shrink): checks go on with it, in its mode and shard
+  // size (hsdp's shard groups are re-planned for the ranks left, zero3 when only the world fits).
+  void setTrainer(trainer::Trainer& trainer, trainer::Mode mode, int shard_size) {
+    trainer_ = &trainer;
+    mode_ = mode;
+    shard_size_ = shard_size;
+  }
 
  private:
   // "" when every copy agrees; else what differs, naming the ranks.
@@ -61,6 +66,7 @@ class Verification {
   const Options& o_;
   Job& job_;
   trainer::Trainer* trainer_;
+  trainer::Mode mode_;  // the trainer's: o_.mode until a shrink re-plans hsdp
   int shard_size_;
   Loop loop_;
   Snapshot verified_;           // --verify-replay: the last state every copy agreed on

@@ -166,6 +166,7 @@ std::string manifestToJson(const CheckpointManifest& m) {
   j["seed"] = m.seed;
   j["batch_size"] = m.batch_size;
   j["accumulate"] = m.accumulate;
+  if (!m.run_id.empty()) j["run_id"] = m.run_id;
   j["shards"] = shards;
   return j.dump(2) + "\n";
 }
@@ -267,6 +268,12 @@ CheckpointManifest manifestFromJson(const std::string& text, const std::string& 
   m.epoch = int64_t(top.whole("epoch"));
   m.batch_in_epoch = int64_t(top.whole("batch_in_epoch"));
   m.seed = top.whole("seed");
+  // Manifests from before run identities have none.
+  if (doc.contains("run_id")) {
+    m.run_id = top.string("run_id");
+    if (m.run_id.size() != 32 || m.run_id.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw std::runtime_error(where + ": \"run_id\" is '" + m.run_id + "', not 32 hex digits; the manifest is damaged");
+  }
   m.batch_size = int(std::min<uint64_t>(top.whole("batch_size"), INT32_MAX));
   m.accumulate = int(std::min<uint64_t>(top.whole("accumulate"), INT32_MAX));
   if (m.batch_size < 1 || m.accumulate < 1 || m.step < 0 || m.epoch < 0 || m.batch_in_epoch < 0)
@@ -342,7 +349,10 @@ std::string writeCheckpoint(const std::string& dir, const CheckpointManifest& ma
   return dir + "/" + stepName(manifest.step);
 }
 
-CheckpointState readCheckpoint(const std::string& dir) {
+namespace {
+
+// DIR/<what DIR/latest names>.
+std::string latestFolder(const std::string& dir) {
   const std::string latest_path = dir + "/latest";
   if (!fs::exists(latest_path))
     throw std::runtime_error("--resume " + dir + ": no checkpoint there (" + latest_path +
@@ -351,8 +361,23 @@ CheckpointState readCheckpoint(const std::string& dir) {
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ' || latest.back() == '\r')) latest.pop_back();
   if (latest.rfind("step-", 0) != 0 || latest.find('/') != std::string::npos)
     throw std::runtime_error(latest_path + ": holds '" + latest + "', expected step-<N>");
+  return dir + "/" + latest;
+}
+
+}  // namespace
+
+std::optional<CheckpointManifest> latestManifest(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir + "/latest", ec)) return std::nullopt;
+  const std::string manifest_path = latestFolder(dir) + "/manifest.json";
+  return manifestFromJson(readFile(manifest_path), manifest_path);
+}
+
+CheckpointState readCheckpoint(const std::string& dir) { return readCheckpointFolder(latestFolder(dir)); }
+
+CheckpointState readCheckpointFolder(const std::string& step_path) {
   CheckpointState st;
-  st.path = dir + "/" + latest;
+  st.path = step_path;
   const std::string manifest_path = st.path + "/manifest.json";
   st.manifest = manifestFromJson(readFile(manifest_path), manifest_path);
   const size_t n = st.manifest.param_count;

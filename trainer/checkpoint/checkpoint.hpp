@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,11 @@ struct CheckpointManifest {
   int batch_size = 64;  // per rank, per micro-batch
   int accumulate = 1;
   size_t param_count = 0;
+  // The run's identity: 32 hex digits drawn when a run starts afresh and kept by every run that
+  // resumes it, so that a checkpoint can be told to be this run's (--on-failure shrink reloads
+  // only its own) and a --checkpoint folder holding another run's refused. Empty in manifests
+  // written before it existed.
+  std::string run_id;
 };
 
 std::string manifestToJson(const CheckpointManifest& manifest);
@@ -71,6 +77,11 @@ struct CheckpointState {
 // from every shard's ranges (each element must be covered). Local (no communication): every rank
 // reads the files itself. Throws std::runtime_error naming the file and the problem.
 CheckpointState readCheckpoint(const std::string& dir);
+// The same for one checkpoint's own folder (DIR/step-<N>), whatever `latest` says now.
+CheckpointState readCheckpointFolder(const std::string& step_path);
+// The manifest of the checkpoint DIR/latest names, or nothing when DIR holds no `latest`.
+// Throws std::runtime_error when `latest` or the manifest cannot be read.
+std::optional<CheckpointManifest> latestManifest(const std::string& dir);
 
 // Refuses to resume `saved` under the configuration `now` (throws std::runtime_error saying
 // what differs and what to pass instead): a different model (layers or GPT shape), mode, precision,

@@ -257,11 +257,4 @@ size_t Mlp::workspaceBytes() const {
   return floats * sizeof(float);
 }
 
-void setBlasThreads(int threads) {
-  if (threads < 1) {
-    throw std::invalid_argument("OpenBLAS threads: need at least 1, got " + std::to_string(threads));
-  }
-  openblas_set_num_threads(threads);
-}
-
 }  // namespace ouro::trainer

@@ -18,19 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "model/model_types.hpp"  // TensorSlot (tensor names "0.weight", "0.bias", "2.weight", ...), LossResult
+
 namespace ouro::trainer {
 
 struct LayerShape {
   int in = 0;
   int out = 0;
-};
-
-// Where one named tensor sits in the flat parameter buffer.
-struct TensorSlot {
-  std::string name;            // "0.weight", "0.bias", "2.weight", ...
-  std::vector<int64_t> shape;  // {out, in} or {out}
-  size_t offset = 0;           // in elements, into the flat buffer
-  size_t count = 0;            // elements
 };
 
 class MlpLayout {
@@ -62,11 +56,6 @@ class MlpLayout {
 // [-1/sqrt(in), 1/sqrt(in)], drawn from a generator seeded with `seed` (std::mt19937_64; not
 // torch's stream, so use --init FILE to start from torch's exact numbers).
 void initParameters(const MlpLayout& layout, uint64_t seed, float* params);
-
-struct LossResult {
-  double loss_sum = 0;  // sum over the batch of per-sample cross-entropy
-  int correct = 0;      // samples whose argmax logit equals the label
-};
 
 // Forward and backward of one batch, layer by layer. Owns the activations (one buffer per
 // layer boundary, max_batch rows each) and the gradient of the loss with respect to them.
@@ -115,8 +104,5 @@ class Mlp {
   std::vector<std::vector<float>> acts_;   // layers() + 1 buffers
   std::vector<std::vector<float>> grads_;  // gradient w.r.t. each activation
 };
-
-// Limits OpenBLAS to `threads` threads (1 per rank by default: ranks are processes).
-void setBlasThreads(int threads);
 
 }  // namespace ouro::trainer

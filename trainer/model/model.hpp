@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "model/mlp.hpp"  // TensorSlot, LossResult
+#include "model/model_types.hpp"  // TensorSlot, LossResult
 
 namespace ouro::trainer {
 

@@ -64,6 +64,19 @@ void CommOps::allReduceSumInt64(int64_t* buf, size_t count, const std::string& w
   });
 }
 
+void CommOps::allReduceMinInt64(int64_t* buf, size_t count, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroAllReduce(buf, buf, count, ouroInt64, ouroMin, comm_->handle(), s), comm_->handle());
+  });
+}
+
+void CommOps::reduceScatterSumInt64(int64_t* buf, size_t block, const std::string& what) {
+  run(false, what, [&](ouroStream_t s) {
+    ouro::check(ouroReduceScatter(buf, buf + size_t(rank_) * block, block, ouroInt64, ouroSum, comm_->handle(), s),
+                comm_->handle());
+  });
+}
+
 void CommOps::allReduceSumDouble(double* buf, size_t count, const std::string& what) {
   run(false, what, [&](ouroStream_t s) {
     ouro::check(ouroAllReduce(buf, buf, count, ouroFloat64, ouroSum, comm_->handle(), s), comm_->handle());

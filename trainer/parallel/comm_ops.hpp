@@ -35,6 +35,10 @@ class CommOps {
   void allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what);
   // Blocking, in place.
   void allReduceSumInt64(int64_t* buf, size_t count, const std::string& what);
+  void allReduceMinInt64(int64_t* buf, size_t count, const std::string& what);
+  // Blocking, in place: buf holds world() blocks of `block`; this rank's summed block ends up at
+  // buf + rank * block.
+  void reduceScatterSumInt64(int64_t* buf, size_t block, const std::string& what);
   void allReduceSumDouble(double* buf, size_t count, const std::string& what);
   void allReduceMaxFloat(float* buf, size_t count, const std::string& what);
   void reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what);
@@ -48,6 +52,8 @@ class CommOps {
   void drain() noexcept;
   // Seconds spent blocked in collectives and wait() since the last call.
   double takeWaitSeconds();
+  // Time the caller spent waiting for communication elsewhere (a worker thread's calls).
+  void addWaitSeconds(double seconds) { wait_seconds_ += seconds; }
 
  private:
   template <typename Call>

@@ -86,6 +86,11 @@ class ModeHooks {
 
   virtual ModeBytes bytes() const = 0;
 
+  // True when the mode gathers units' parameters inside forward and backward (zero3, hsdp): every
+  // rank must then join those gathers equally often, so with virtual ranks a rank with fewer
+  // micro-batches makes as many passes as the one with the most (ModeTrainer).
+  virtual bool gathersInForwardAndBackward() const { return false; }
+
   // The ranks among which the plan's owned pieces cover the model once (the plan's world): the
   // gathers of the whole model and the gradient norm's sum go over them. Every mode's but hsdp's
   // (its shard group) is the communicator the mode was made with.

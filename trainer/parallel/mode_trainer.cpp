@@ -6,6 +6,7 @@
 
 #include "model/bf16.hpp"
 #include "model/exact_sum.hpp"
+#include "parallel/nonfinite_gradients.hpp"
 
 namespace ouro::trainer {
 
@@ -57,11 +58,13 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
   if (config.virtual_ranks > 0) {
     const int V = config.virtual_ranks, W = comm_.world();
     slice_ = virtualSlice(V, W, comm_.rank());
-    // ZeRO-3 gathers units inside every forward and backward: every rank makes as many passes as
-    // the rank with the most micro-batches, repeating its last one (the same bits again) when it
-    // has fewer, so that the gathers pair up.
-    passes_ = config.mode == Mode::kZero3 || config.mode == Mode::kHsdp ? (V + W - 1) / W : slice_.count;
-    fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count);
+    // A mode that gathers units inside every forward and backward (zero3, hsdp): every rank makes
+    // as many passes as the rank with the most micro-batches, repeating its last one (the same
+    // bits again) when it has fewer, so that the gathers pair up.
+    passes_ = mode_->gathersInForwardAndBackward() ? (V + W - 1) / W : slice_.count;
+    fixed_ = std::make_unique<FixedPointGradients>(config.precision, compute_.model().paramCount(), V, slice_.count,
+                                                   slice_.first);
+    pipeline_ = std::make_unique<FixedPointPipeline>(*fixed_, units_, comm_, config.mode);
     virtual_grads_.assign(plan_.ownedTotal(), 0.0f);
   }
   if (!mode_->startsFromRankZero()) {
@@ -95,15 +98,21 @@ StepResult ModeTrainer::step(const Rows& data) {
                                 " x " + std::to_string(config_.accumulate) + " micro-batches)");
   Stopwatch watch;
   StepResult result;
-  if (fixed_) {
-    virtualRanksGradients(data, result);
-  } else {
-    for (int j = 0; j < config_.accumulate; j++) {
-      forwardMicroBatch(data, j, result);
-      backwardMicroBatch(j);
+  try {
+    if (fixed_) {
+      virtualRanksGradients(data, result);
+    } else {
+      nonfinite_ = NonFiniteKey();
+      for (int j = 0; j < config_.accumulate; j++) {
+        forwardMicroBatch(data, j, result);
+        backwardMicroBatch(j);
+      }
+      mode_->finishGradients();
+      checkReducedGradients();
+      result.predictions = rows * data.predictionsPerRow();
     }
-    mode_->finishGradients();
-    result.predictions = rows * data.predictionsPerRow();
+  } catch (const NonFiniteGradient& e) {
+    stopOnNonFinite(e);
   }
   // The learning rate of step i (from 0): steps_ updates are done.
   result.lr = learningRate(config_.schedule, steps_);
@@ -125,6 +134,7 @@ void ModeTrainer::virtualRanksGradients(const Rows& data, StepResult& result) {
   // Per virtual rank: its loss sum and right predictions, in place v; the others' stay 0, so the
   // all-reduce adds zeros to each (exact in any order) and every rank sums them in v order.
   std::vector<double> per_virtual(2 * size_t(V), 0.0);
+  pipeline_->beginStep();
   for (int p = 0; p < passes_; p++) {
     const int j = std::min(p, slice_.count - 1);
     compute_.setBatch(data.slice(int64_t(j) * B, B));
@@ -135,10 +145,14 @@ void ModeTrainer::virtualRanksGradients(const Rows& data, StepResult& result) {
       per_virtual[2 * size_t(slice_.first + j) + 1] = double(loss.correct);
     }
     PrecisionArray& grads = fixed_->microBatch(j);
-    for (int k = int(units_.size()) - 1; k >= 0; k--)
+    const bool last = p == passes_ - 1;
+    for (int k = int(units_.size()) - 1; k >= 0; k--) {
       compute_.backward(k, unitPointers(k, k - 1), grads.at(units_[size_t(k)].offset), false);
+      // Every micro-batch's gradient is final from unit k up: its chunks are reduced meanwhile.
+      if (last) pipeline_->unitDone(units_[size_t(k)].offset);
+    }
   }
-  fixed_->reduce(comm_);
+  pipeline_->finish();
   for (const ShardGroup& g : plan_.groups())
     fixed_->mean(g.ownedRange(plan_.rank()).offset, g.owned, virtual_grads_.data() + g.owned_offset);
   comm_.allReduceSumDouble(per_virtual.data(), per_virtual.size(), "the step's loss per virtual rank");
@@ -177,8 +191,63 @@ void ModeTrainer::backwardMicroBatch(int j) {
     if (k == range.last) mode_->beginGroupBackward(g);
     const std::span<const void* const> params = unitPointers(k, k - 1);
     compute_.backward(k, params, mode_->unitGrads(k), j > 0);
-    if (last && k == range.first) mode_->endGroupBackward(g);
+    if (last && k == range.first) {
+      // The group's local gradients are complete: a NaN or an infinity in them is this rank's
+      // (before any sum mixes the ranks' values).
+      for (int u = range.first; u <= range.last; u++) {
+        bool is_nan = false;
+        const int64_t bad = firstNonFinite(mode_->unitGrads(u), units_[size_t(u)].count, config_.precision, &is_nan);
+        if (bad >= 0) nonfinite_.note(comm_.rank(), int64_t(units_[size_t(u)].offset) + bad, is_nan, paramCount());
+      }
+      mode_->endGroupBackward(g);
+    }
   }
+}
+
+void ModeTrainer::checkReducedGradients() {
+  // A sum of finite gradients can still overflow: the reduced piece this rank holds is looked at
+  // too, reported with the world size as its origin (after every rank's own values).
+  for (size_t g = 0; g < plan_.groups().size(); g++) {
+    const ShardGroup& group = plan_.groups()[g];
+    if (group.owned == 0) continue;
+    bool is_nan = false;
+    const int64_t bad = firstNonFinite(mode_->reducedGrads(g), group.owned, config_.precision, &is_nan);
+    if (bad >= 0)
+      nonfinite_.note(comm_.world(), int64_t(group.ownedRange(plan_.rank()).offset) + bad, is_nan, paramCount());
+  }
+  nonfinite_.agree(comm_);
+  if (!nonfinite_.found()) return;
+  const size_t count = paramCount();
+  throw NonFiniteGradient("", nonfinite_.origin(count), nonfinite_.element(count), nonfinite_.isNan());
+}
+
+void ModeTrainer::stopOnNonFinite(const NonFiniteGradient& e) {
+  // The tensor holding the element, and where the value came from.
+  std::string tensor = "element " + std::to_string(e.element);
+  for (const TensorSlot& t : compute_.model().tensors())
+    if (size_t(e.element) >= t.offset && size_t(e.element) < t.offset + t.count)
+      tensor = "'" + t.name + "' (its element " + std::to_string(size_t(e.element) - t.offset) + " of " +
+               std::to_string(t.count) + ")";
+  const int W = comm_.world();
+  std::string from;
+  if (fixed_) {
+    int holder = 0;
+    while (holder + 1 < W && virtualSlice(config_.virtual_ranks, W, holder + 1).first <= e.origin) holder++;
+    from = "virtual rank " + std::to_string(e.origin) + "'s micro-batch (of " + std::to_string(config_.virtual_ranks) +
+           "), computed by rank " + std::to_string(holder) + " of " + std::to_string(W);
+  } else if (e.origin < W) {
+    from = "rank " + std::to_string(e.origin) + "'s own gradient (rank " + std::to_string(e.origin) + " of " +
+           std::to_string(W) +
+           (config_.accumulate > 1 ? ", its " + std::to_string(config_.accumulate) + " micro-batches summed)" : ")");
+  } else {
+    from = "the sum over the " + std::to_string(W) + " ranks (each rank's own gradient was finite: the sum overflowed)";
+  }
+  throw NonFiniteGradient("step " + std::to_string(steps_ + 1) + ": the gradient of " + tensor + " is " +
+                              (e.is_nan ? "NaN" : "infinite") + " in " + from +
+                              "; every rank stops before the update (the weights are those of step " +
+                              std::to_string(steps_) + "). The loss diverged or the data hold a NaN or an "
+                              "infinity: lower --lr, clip the gradient (--grad-clip), or check the data",
+                          e.origin, e.element, e.is_nan);
 }
 
 void ModeTrainer::forwardAll() {

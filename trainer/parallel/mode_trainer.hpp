@@ -19,7 +19,9 @@
 #include "model/optimizer.hpp"
 #include "parallel/comm_ops.hpp"
 #include "parallel/fixed_point_gradients.hpp"
+#include "parallel/fixed_point_pipeline.hpp"
 #include "parallel/mode_hooks.hpp"
+#include "parallel/nonfinite_gradients.hpp"
 #include "parallel/shard_plan.hpp"
 #include "parallel/trainer.hpp"
 #include "parallel/unit_compute.hpp"
@@ -63,10 +65,18 @@ class ModeTrainer final : public Trainer {
   void forwardMicroBatch(const Rows& data, int j, StepResult& result);
   // Backward of micro-batch j, the last unit first, with the mode's group hooks around it.
   void backwardMicroBatch(int j);
-  // The step with virtual ranks: each local micro-batch's gradient kept, then summed in fixed
-  // point over every rank (fixed_point_gradients.hpp) into virtual_grads_; the loss summed in
-  // micro-batch order.
+  // The step with virtual ranks: each local micro-batch's gradient kept and summed in fixed point
+  // over every rank (fixed_point_gradients.hpp), chunk by chunk as the last micro-batch's backward
+  // completes them (fixed_point_pipeline.hpp), into virtual_grads_; the loss summed in micro-batch
+  // order.
   void virtualRanksGradients(const Rows& data, StepResult& result);
+  // Default path, after finishGradients(): every rank's piece of the reduced gradient looked at
+  // for NaN and infinities, then the ranks agree on the first one anybody saw (its own gradient,
+  // noted in backwardMicroBatch, or the sum); throws NonFiniteGradient on every rank if any.
+  void checkReducedGradients();
+  // Rethrows e (its element and origin) naming the step, the tensor and the rank or micro-batch.
+  [[noreturn]] void stopOnNonFinite(const NonFiniteGradient& e);
+  size_t paramCount() const { return compute_.model().paramCount(); }
   // The 2-norm of the averaged gradient (every group's owned piece; summed exactly over the ranks
   // when they are sharded).
   double gradientNorm();
@@ -98,8 +108,10 @@ class ModeTrainer final : public Trainer {
   VirtualSlice slice_;                          // this rank's micro-batches
   int passes_ = 0;                              // forward/backward passes per step (see the .cpp)
   std::unique_ptr<FixedPointGradients> fixed_;  // the micro-batches' gradients and their sum
+  std::unique_ptr<FixedPointPipeline> pipeline_;  // reduces fixed_ chunk by chunk during backward
   std::vector<float> virtual_grads_;            // the owned shard of the mean gradient, fp32
   int64_t steps_ = 0;
+  NonFiniteKey nonfinite_;  // the default path's first NaN or infinity of the step
   std::vector<std::vector<float>> exported_state_;  // ownedOptimizerState()'s storage
 };
 

@@ -39,6 +39,8 @@ void ShardedGradients::setHybrid(CommOps& replicas) {
 
 void ShardedGradients::hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at,
                                     const std::string& what) {
+  // pieces_ is about to be packed again: the previous group's reduce-scatter must be done with it.
+  advanceHybrid();
   const ShardGroup& group = plan_.groups()[g];
   const size_t L = size_t(plan_.world()), G = size_t(replicas_->world());
   const size_t piece = (group.block + G - 1) / G;
@@ -53,10 +55,30 @@ void ShardedGradients::hybridReduce(size_t g, const void* from, PrecisionArray& 
       pieces_.zero(at + n, piece - n);
     }
   }
-  comm_.reduceScatterAvgInPlace(pieces_.at(0), piece, pieces_.dtype(), false, what);
-  replicas_->allGather(pieces_.at(size_t(comm_.rank()) * piece), gathered_.at(0), piece, gathered_.dtype(),
-                       what + ", gathered among the shard's replicas");
-  to.copyFrom(to_at, gathered_, 0, group.owned);
+  comm_.reduceScatterAvgInPlace(pieces_.at(0), piece, pieces_.dtype(), true, what);
+  hybrid_scattering_ = HybridPending{g, &to, to_at, piece, what};
+}
+
+void ShardedGradients::advanceHybrid() {
+  if (!hybrid_scattering_) return;
+  comm_.wait();  // the reduce-scatter queued last (it ran while backward computed the next group)
+  // gathered_ is about to hold this piece: the previous group's gather must be done with it.
+  landHybrid();
+  const HybridPending& p = *hybrid_scattering_;
+  gathered_.copyFrom(size_t(replicas_->rank()) * p.piece, pieces_, size_t(comm_.rank()) * p.piece, p.piece);
+  replicas_->allGatherInPlace(gathered_.at(0), p.piece, gathered_.dtype(), true,
+                              p.what + ", gathered among the shard's replicas");
+  hybrid_gathering_ = hybrid_scattering_;
+  hybrid_scattering_.reset();
+}
+
+void ShardedGradients::landHybrid() {
+  if (!hybrid_gathering_) return;
+  replicas_->wait();
+  comm_.addWaitSeconds(replicas_->takeWaitSeconds());  // the step's wait, as the world's calls
+  const HybridPending& p = *hybrid_gathering_;
+  p.to->copyFrom(p.to_at, gathered_, 0, plan_.groups()[p.group].owned);
+  hybrid_gathering_.reset();
 }
 
 void ShardedGradients::reduceScatter(size_t g, bool async, const std::string& what) {
@@ -73,6 +95,11 @@ void ShardedGradients::reduceScatter(size_t g, bool async, const std::string& wh
 }
 
 void ShardedGradients::finish() {
+  if (replicas_) {
+    advanceHybrid();
+    landHybrid();
+    return;
+  }
   if (pending_ < 0) return;
   comm_.wait();
   if (one_group_buffer_) {

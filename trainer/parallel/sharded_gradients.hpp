@@ -18,10 +18,15 @@
 // over the W ranks leaves each rank that piece reduced (the same fold as ddp's all-reduce, ouro's
 // reductions being the same bits whatever the collective); an all-gather among the G ranks that
 // hold block l (one per group) then gives each of them the whole block. Only this crosses hosts;
-// the parameters' gathers stay in the group. Blocking, one group at a time.
+// the parameters' gathers stay in the group. Asynchronous, as zero3's reduce-scatter: a group's
+// reduce-scatter is queued on the world's stream and runs while backward computes the next group;
+// when that one is ready to be packed, the first has its piece all-gathered on the replicas'
+// stream, which runs during the group after; the result lands in the shard when the gather buffer
+// is needed again, or in finish(). One pieces buffer and one gather buffer, as before.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "parallel/comm_ops.hpp"
@@ -58,8 +63,21 @@ class ShardedGradients {
 
  private:
   // hsdp's reduction of group g (see above), from `from` (the group's gradients, padded) into
-  // this rank's owned piece at `to`.
+  // this rank's owned piece at `to`: packed and its reduce-scatter queued.
   void hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at, const std::string& what);
+  // The queued reduce-scatter waited for, its piece's all-gather among the replicas queued.
+  void advanceHybrid();
+  // The queued all-gather waited for, its block copied to where the group's result goes.
+  void landHybrid();
+  struct HybridPending {
+    size_t group;
+    PrecisionArray* to;
+    size_t to_at;
+    size_t piece;
+    std::string what;
+  };
+  std::optional<HybridPending> hybrid_scattering_;  // its reduce-scatter is queued
+  std::optional<HybridPending> hybrid_gathering_;   // its all-gather is queued
   const ShardPlan& plan_;
   CommOps& comm_;
   bool one_group_buffer_;

@@ -24,6 +24,7 @@
 // shards over the group, the gathers run on the group's communicator, and each unit's gradient is
 // reduced over every rank with sharded_gradients.hpp's hybrid reduction (ddp's fold, then shared
 // among the G replicas of the shard). 16 Psi / L per rank in bf16 mixed-precision Adam.
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -66,6 +67,19 @@ int hybridShardSize(int shard_size, ouro::Communicator* world) {
   world->allReduce(std::span<int32_t>(&spans, 1), ouroMax);
   if (spans) refuse("the hosts' ranks are not consecutive groups of " + std::to_string(L));
   return L;
+}
+
+int replannedShardSize(int shard_size, int world) {
+  for (int L = std::max(shard_size, 1); L < world; L++)
+    if (world % L == 0) return L;
+  return world;
+}
+
+TrainerConfig replannedConfig(TrainerConfig started, int world) {
+  if (started.mode != Mode::kHsdp) return started;
+  started.shard_size = replannedShardSize(started.shard_size, world);
+  if (started.shard_size == world) started.mode = Mode::kZero3;
+  return started;
 }
 
 namespace {
@@ -170,6 +184,7 @@ class ShardedParametersMode final : public ModeHooks {
   void afterOptimizerStep() override { forgetGathered(); }
 
   CommOps* partitionComm() override { return &comm_; }
+  bool gathersInForwardAndBackward() const override { return true; }
 
   ModeBytes bytes() const override {
     size_t gathered = gathered_[0].bytes() + gathered_[1].bytes();

@@ -30,6 +30,14 @@ const char* modeName(Mode mode) {
   return "unknown";
 }
 
+ModeTraits modeTraits(Mode mode) {
+  ModeTraits t;
+  t.one_process = mode == Mode::kSingle;
+  t.replicated = mode == Mode::kSingle || mode == Mode::kDdp;
+  t.shard_groups = mode == Mode::kHsdp;
+  return t;
+}
+
 Precision parsePrecision(const std::string& name) {
   if (name == "fp32") return Precision::kFp32;
   if (name == "bf16") return Precision::kBf16;

@@ -39,6 +39,14 @@ enum class Precision { kFp32, kBf16 };
 
 Mode parseMode(const std::string& name);            // throws std::invalid_argument
 const char* modeName(Mode mode);
+// What the code around a trainer needs to know of a mode (ouro-train's start, its recovery after
+// a lost rank, its replica checks), so that it asks the trainer instead of naming modes.
+struct ModeTraits {
+  bool one_process = false;   // single: trains alone, whatever the launcher started
+  bool replicated = false;    // single, ddp: every rank holds the whole state between steps
+  bool shard_groups = false;  // hsdp: the state sharded within groups of ranks, replicated across them
+};
+ModeTraits modeTraits(Mode mode);
 Precision parsePrecision(const std::string& name);  // throws std::invalid_argument
 const char* precisionName(Precision precision);
 
@@ -72,6 +80,15 @@ struct TrainerConfig {
 // host, checked to be consecutive and as many on every host (collective over world; null: 1).
 // Throws std::invalid_argument saying what is wrong and what to pass.
 int hybridShardSize(int shard_size, ouro::Communicator* world);
+// hsdp's shard group size after the world changed (a shrink): the smallest divisor of world that
+// is at least shard_size (the size the run asked for), so no rank keeps more than before; world
+// itself when there is none, which is zero3 over every rank. The bits are the same whatever the
+// groups (every mode gives ddp's).
+int replannedShardSize(int shard_size, int world);
+// The config a trainer goes on with after the world shrank to `world` ranks, from the one the run
+// started with: hsdp's groups re-planned (replannedShardSize; zero3 when only the whole world fits,
+// the same bits); every other mode as it was.
+TrainerConfig replannedConfig(TrainerConfig started, int world);
 
 // The virtual ranks (micro-batches) rank `rank` of `world` computes: [first, first + count), a
 // contiguous split, uneven when world does not divide V.

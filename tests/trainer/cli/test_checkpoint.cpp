@@ -46,6 +46,7 @@ CheckpointManifest sampleManifest() {
   m.batch_size = 32;
   m.accumulate = 4;
   m.param_count = 25450;
+  m.run_id = "0123456789abcdef0123456789abcdef";
   return m;
 }
 
@@ -108,6 +109,7 @@ TEST_CASE("checkpoint manifest: round trip keeps every field bit for bit", "[che
   CHECK(back.batch_size == m.batch_size);
   CHECK(back.accumulate == m.accumulate);
   CHECK(back.param_count == m.param_count);
+  CHECK(back.run_id == m.run_id);
   // The shard names a reader would look for are listed.
   CHECK_THAT(manifestToJson(m), Contains("\"rank-2-of-3.safetensors\""));
 }
@@ -134,6 +136,11 @@ TEST_CASE("checkpoint manifest: damaged manifests are refused naming the member"
   CHECK_THROWS_WITH(manifestFromJson(bad_mode, "M"), Contains("zero9"));
   CHECK_THROWS_WITH(manifestFromJson("{\"format\": 1", "M"), Contains("M: JSON"));
   CHECK_THROWS_WITH(manifestFromJson("{\"format\": \"other\"}", "M"), Contains("not an ouro-train checkpoint"));
+  // The run's identity: optional (manifests written before it), else 32 hex digits.
+  CHECK(manifestFromJson(without("run_id"), "M").run_id.empty());
+  std::string bad_id = good;
+  bad_id.replace(bad_id.find("0123456789abcdef0123"), 4, "XYZ!");
+  CHECK_THROWS_WITH(manifestFromJson(bad_id, "M"), Contains("\"run_id\" is 'XYZ!"));
 }
 
 TEST_CASE("checkpoint: a single trainer's state written and read back", "[checkpoint]") {

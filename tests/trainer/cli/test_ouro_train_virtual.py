@@ -7,7 +7,8 @@ A tiny GPT (test_ouro_train_gpt.py's) on a text the test writes, 6 virtual ranks
 
 CASE (each a meson test of its own):
   worlds  single at W=1, ddp at W=2, zero3 at W=3 (uneven: 2 micro-batches each), zero1 at W=4
-          (uneven: 1 or 2), zero2 at W=6 and bf16 at W=1 and W=5: within a precision one model file
+          (uneven: 1 or 2), zero2 at W=6, hsdp at W=6 and W=4 in groups of 2, and bf16 at W=1,
+          W=5 (zero2) and W=6 (hsdp in groups of 3): within a precision one model file
           (SHA-256), one validation loss and one training loss; fp32 and bf16 differ; without
           --virtual-ranks the W=2 run gives other bits (the property is the flag's)
   resume  --resume auto with an empty --checkpoint folder starts afresh; a run at W=2 that
@@ -62,15 +63,17 @@ def train(ouro_run, ouro_train, work, world, mode, name, *flags):
 @with_work
 def case_worlds(ouro_run, ouro_train, work):
     v = ["--virtual-ranks", str(VIRTUAL)]
-    runs = {"fp32": [(1, "single"), (2, "ddp"), (3, "zero3"), (4, "zero1"), (6, "zero2")],
-            "bf16": [(1, "single"), (5, "zero2")]}
+    # hsdp in shard groups of 2 (3 replicas) and of 3 (2 replicas).
+    runs = {"fp32": [(1, "single", []), (2, "ddp", []), (3, "zero3", []), (4, "zero1", []), (6, "zero2", []),
+                     (6, "hsdp", ["--shard-size", "2"]), (4, "hsdp", ["--shard-size", "2"])],
+            "bf16": [(1, "single", []), (5, "zero2", []), (6, "hsdp", ["--shard-size", "3"])]}
     results = {}
     for precision, plan in runs.items():
-        for world, mode in plan:
+        for world, mode, extra in plan:
             name = f"{precision}-{mode}-w{world}"
-            results[name] = train(ouro_run, ouro_train, work, world, mode, name, *v, "--precision", precision)
+            results[name] = train(ouro_run, ouro_train, work, world, mode, name, *v, "--precision", precision, *extra)
         first = f"{precision}-{plan[0][1]}-w{plan[0][0]}"
-        for world, mode in plan[1:]:
+        for world, mode, _ in plan[1:]:
             name = f"{precision}-{mode}-w{world}"
             check(results[name] == results[first],
                   f"{name} gives (sha, val_loss, train_loss) {results[name]}, {first} {results[first]}")
@@ -79,7 +82,7 @@ def case_worlds(ouro_run, ouro_train, work):
     # 6 ranks' worth of batch is not the virtual one.
     plain = train(ouro_run, ouro_train, work, 2, "ddp", "plain", "--batch-size", "6")
     check(plain[0] != results["fp32-ddp-w2"][0], "the run without --virtual-ranks has the virtual run's bits")
-    return f"one SHA-256 per precision at W = 1, 2, 3, 4, 5, 6 ({results['fp32-single-w1'][0][:12]}...)"
+    return f"one SHA-256 per precision at W = 1, 2, 3, 4, 5, 6, hsdp included ({results['fp32-single-w1'][0][:12]}...)"
 
 
 @with_work

@@ -15,8 +15,10 @@
 //                     and bf16, AdamW, accumulate 1 and 2): rank 0 writes OUT/<label>.bin and
 //                     .eval as the equality suite; every rank also writes hsdp's memory account to
 //                     OUT/memory-hsdp-<precision>-rank<R>.txt
+//   --suite nonfinite NaN and infinities planted in gradients and data: see nonfiniteSuite.
 //   --suite virtual   with 12 virtual ranks (TrainerConfig::virtual_ranks), every mode (single at
-//                     W = 1) and both precisions train 4 steps; rank 0 writes the parameters to
+//                     W = 1; hsdp in groups of W / 2, or of 1 at odd W) and both precisions train
+//                     4 steps; rank 0 writes the parameters to
 //                     OUT/virtual-<mode>-<precision>.bin and the steps' loss sums' bits to
 //                     OUT/virtual-<mode>-<precision>.loss: the test requires the same files at
 //                     every W.
@@ -30,14 +32,18 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "model/gpt.hpp"
+#include "model/blas_kernels.hpp"
 #include "model/mlp.hpp"
 #include "model/mlp_model.hpp"
 #include "ouro/ouro.hpp"
+#include "parallel/fixed_point_gradients.hpp"
+#include "parallel/nonfinite_gradients.hpp"
 #include "parallel/trainer.hpp"
 
 using namespace ouro::trainer;
@@ -392,11 +398,13 @@ void virtualSuite(const Workload& work, ouro::Communicator& comm, const std::str
   const std::vector<float> init = work.init();
   const int world = comm.size(), rank = comm.rank();
   const VirtualSlice slice = virtualSlice(kVirtual, world, rank);
-  std::vector<Mode> modes = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3};
+  std::vector<Mode> modes = {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3, Mode::kHsdp};
   if (world == 1) modes.insert(modes.begin(), Mode::kSingle);
+  // hsdp: two replicas of W / 2 ranks when W is even, else W replicas of one rank.
+  const int L = world % 2 == 0 ? world / 2 : 1;
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     for (Mode m : modes) {
-      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1, kVirtual};
+      const RunSpec spec{work, m, p, OptimizerKind::kAdamW, 1, kVirtual, m == Mode::kHsdp ? L : 0};
       auto trainer = create(spec, m == Mode::kSingle ? nullptr : &comm, kMicro, init);
       RowBuffers data(work, slice.count * kMicro);
       std::string losses;
@@ -446,6 +454,122 @@ void hybridSuite(const Workload& work, ouro::Communicator& comm, const std::stri
   }
 }
 
+// NaN and infinities in the gradients (parallel/nonfinite_gradients.hpp): every rank stops at the
+// same step with the same report. Writes OUT/nonfinite-rank<R>.txt, one line per case:
+//   fixed <case> <precision>: <virtual rank> <element> <nan|inf>   FixedPointGradients::reduce
+//                                                                  with values planted in chosen
+//                                                                  virtual ranks' micro-batches
+//   scan <case> <precision>: <origin> <element> <nan|inf>         firstNonFinite + NonFiniteKey
+//                                                                  over the ranks, values planted
+//                                                                  in every rank's own gradient
+//   step <label> <data>: <the message up to ", computed by">      a Trainer's step with a NaN or
+//                                                                  an infinity in one sample
+// "none" where nothing was thrown. The test requires the same lines on every rank and, except
+// for scan's origin and the default path's messages (which name ranks), at every W.
+struct Planted {
+  int64_t origin;  // virtual rank (fixed) or rank (scan)
+  int64_t element;
+  float value;
+};
+
+std::string describeKey(int64_t origin, int64_t element, bool is_nan) {
+  return std::to_string(origin) + " " + std::to_string(element) + " " + (is_nan ? "nan" : "inf");
+}
+
+void nonfiniteSuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
+  const int world = comm.size(), rank = comm.rank();
+  CommOps ops(&comm, Mode::kDdp);
+  std::string report;
+  constexpr size_t kCount = 5000;
+  constexpr int kVirtual = 8;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Finite gradients of micro-batch (or rank) v: small values of both signs.
+  auto fill = [](std::vector<float>& g, int64_t v) {
+    for (size_t i = 0; i < g.size(); i++) g[i] = float(int64_t(mix(uint64_t(v) * 7777u + i) % 2001) - 1000) * 1e-4f;
+  };
+  const std::vector<std::pair<std::string, std::vector<Planted>>> cases = {
+      {"nan", {{5, 1234, nan}}},
+      {"inf", {{6, 10, -inf}, {2, 4000, inf}}},        // the lower virtual rank is reported
+      {"both", {{3, 100, nan}, {3, 50, inf}, {7, 0, nan}}},  // then the lower element
+  };
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    const VirtualSlice slice = virtualSlice(kVirtual, world, rank);
+    for (const auto& [name, planted] : cases) {
+      FixedPointGradients sum(p, kCount, kVirtual, slice.count, slice.first);
+      std::vector<float> g(kCount);
+      for (int j = 0; j < slice.count; j++) {
+        const int v = slice.first + j;
+        fill(g, v);
+        for (const Planted& x : planted)
+          if (x.origin == v) g[size_t(x.element)] = x.value;
+        sum.microBatch(j).store(0, g.data(), kCount);
+      }
+      std::string got = "none";
+      try {
+        sum.reduce(ops);
+      } catch (const NonFiniteGradient& e) {
+        got = describeKey(e.origin, e.element, e.is_nan);
+      } catch (const std::exception& e) {
+        got = std::string("another error: ") + e.what();
+      }
+      report += "fixed " + name + " " + precisionName(p) + ": " + got + "\n";
+
+      // The default path's pieces: each rank's own gradient (origin: the rank), the planted
+      // values at rank origin % W.
+      PrecisionArray own(p, kCount);
+      fill(g, rank);
+      for (const Planted& x : planted)
+        if (x.origin % world == rank) g[size_t(x.element)] = x.value;
+      own.store(0, g.data(), kCount);
+      NonFiniteKey key;
+      bool is_nan = false;
+      const int64_t bad = firstNonFinite(own.at(0), kCount, p, &is_nan);
+      if (bad >= 0) key.note(rank, bad, is_nan, kCount);
+      key.agree(ops);
+      report += "scan " + name + " " + precisionName(p) + ": " +
+                (key.found() ? describeKey(key.origin(kCount), key.element(kCount), key.isNan()) : "none") + "\n";
+    }
+  }
+  // A step with a NaN or an infinity in one sample's first feature (the MLP) in step 1, in the
+  // micro-batch of virtual rank 2 (with --virtual-ranks 4) or in the last rank's batch.
+  std::vector<RunSpec> runs;
+  const int L = world % 2 == 0 ? world / 2 : 1;
+  for (Precision p : {Precision::kFp32, Precision::kBf16})
+    for (int virtual_ranks : {0, 4})
+      for (Mode m : {Mode::kDdp, Mode::kZero1, Mode::kZero2, Mode::kZero3, Mode::kHsdp})
+        runs.push_back({work, m, p, OptimizerKind::kAdamW, 1, virtual_ranks, m == Mode::kHsdp ? L : 0});
+  constexpr int kMicro = 2;
+  const std::vector<float> init = work.init();
+  for (const RunSpec& spec : runs) {
+    for (float bad : {nan, inf}) {
+      auto trainer = create(spec, &comm, kMicro, init);
+      const bool virt = spec.virtual_ranks > 0;
+      const VirtualSlice slice = virt ? virtualSlice(spec.virtual_ranks, world, rank) : VirtualSlice{0, 1};
+      RowBuffers data(work, slice.count * kMicro);
+      std::string got = "none";
+      for (int i = 0; i < 2 && got == "none"; i++) {
+        for (int j = 0; j < slice.count; j++) {
+          const int64_t first = virt ? (int64_t(i) * spec.virtual_ranks + slice.first + j) * kMicro
+                                     : (int64_t(i) * world + rank) * kMicro;
+          data.makeBatch(work, first, kMicro, size_t(j) * kMicro);
+          const bool planted = i == 1 && (virt ? slice.first + j == 2 : rank == world - 1);
+          if (planted) data.features[(size_t(j) * kMicro + 1) * 784] = bad;
+        }
+        try {
+          trainer->step(data.rows);
+        } catch (const std::exception& e) {
+          const std::string text = e.what();
+          got = text.substr(0, text.find(", computed by"));
+        }
+      }
+      // (Named without hsdp's shard size, which differs between the world sizes.)
+      report += std::string("step ") + modeName(spec.mode) + "-" + precisionName(spec.precision) + (virt ? "-virtual" : "") + " " + (std::isnan(bad) ? "nan" : "inf") + ": " +
+                got + "\n";
+    }
+  }
+  writeText(out + "/nonfinite-rank" + std::to_string(rank) + ".txt", report);
+}
+
 void memorySuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
   const std::vector<float> init = work.init();
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
@@ -471,9 +595,10 @@ int main(int argc, char** argv) {
     else if (flag == "--out") out = argv[i + 1];
     else if (flag == "--model") model = argv[i + 1];
   }
-  if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual" && suite != "hybrid") ||
+  if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual" && suite != "hybrid" &&
+                        suite != "nonfinite") ||
       (model != "mlp" && model != "gpt")) {
-    std::cerr << "usage: modes_rank --suite equality|memory|virtual|hybrid --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
+    std::cerr << "usage: modes_rank --suite equality|memory|virtual|hybrid|nonfinite --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
     return 2;
   }
   const Workload work{model == "gpt"};
@@ -485,6 +610,7 @@ int main(int argc, char** argv) {
     if (suite == "equality") equalitySuite(work, comm, out);
     else if (suite == "virtual") virtualSuite(work, comm, out);
     else if (suite == "hybrid") hybridSuite(work, comm, out);
+    else if (suite == "nonfinite") nonfiniteSuite(work, comm, out);
     else memorySuite(work, comm, out);
     comm.barrier();
   } catch (const std::exception& e) {

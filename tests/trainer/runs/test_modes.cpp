@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "tests/support/process.hpp"
 
@@ -287,7 +288,7 @@ void checkVirtual(const Shape& shape) {
     test::TempDir dir;
     runRanks(world, "virtual", dir.path(), shape.model);
     for (const char* precision : {"fp32", "bf16"}) {
-      for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3"}) {
+      for (const char* mode : {"single", "ddp", "zero1", "zero2", "zero3", "hsdp"}) {
         if (world > 1 && std::string(mode) == "single") continue;
         const std::string name = std::string("virtual-") + mode + "-" + precision;
         const std::vector<float> params = readFloats(dir.path() + "/" + name + ".bin");
@@ -347,6 +348,75 @@ void checkHybrid(int world, const Shape& shape) {
       CHECK(got.buffers == want.buffers);
     }
   }
+}
+
+// NaN and infinities (modes_rank --suite nonfinite) at W = 1 .. 4: every rank reports the same
+// one; the fixed-point sum and every step with virtual ranks report the same at every W; the
+// default path names the rank that computed it; no step goes on with a non-finite gradient.
+void checkNonFinite() {
+  std::map<std::string, std::string> across_worlds;  // line name -> what W = 1 reported
+  for (int world : {1, 2, 3, 4}) {
+    test::TempDir dir;
+    runRanks(world, "nonfinite", dir.path());
+    const std::string rank0 = readText(dir.path() + "/nonfinite-rank0.txt");
+    for (int r = 1; r < world; r++) {
+      INFO("W = " << world << ": rank " << r << " against rank 0");
+      CHECK(readText(dir.path() + "/nonfinite-rank" + std::to_string(r) + ".txt") == rank0);
+    }
+    auto lines = [&](const std::string& text) {
+      std::map<std::string, std::string> m;
+      std::stringstream in(text);
+      for (std::string line; std::getline(in, line);) {
+        const size_t colon = line.find(": ");
+        m[line.substr(0, colon)] = line.substr(colon + 2);
+      }
+      return m;
+    };
+    const auto got = lines(rank0);
+    auto expect = [&](const std::string& name, const std::string& want) {
+      INFO("W = " << world << ", " << name);
+      REQUIRE(got.count(name));
+      CHECK(got.at(name) == want);
+    };
+    // modes_rank's planted values (origin, element, kind): with virtual ranks the lowest virtual
+    // rank, then element; in the ranks' own gradients (rank origin % W) the lowest rank, then
+    // element.
+    using Planted = std::tuple<int, int, std::string>;
+    const std::map<std::string, std::vector<Planted>> planted = {
+        {"nan", {{5, 1234, "nan"}}},
+        {"inf", {{6, 10, "inf"}, {2, 4000, "inf"}}},
+        {"both", {{3, 100, "nan"}, {3, 50, "inf"}, {7, 0, "nan"}}}};
+    auto first = [&](const std::vector<Planted>& values, int modulo) {
+      Planted low{1 << 30, 0, ""};
+      for (auto [origin, element, kind] : values) low = std::min(low, Planted{origin % modulo, element, kind});
+      return std::to_string(std::get<0>(low)) + " " + std::to_string(std::get<1>(low)) + " " + std::get<2>(low);
+    };
+    for (const char* p : {"fp32", "bf16"}) {
+      for (const auto& [name, values] : planted) {
+        expect("fixed " + name + " " + p, first(values, 1 << 30));
+        expect("scan " + name + " " + p, first(values, world));
+      }
+    }
+    int steps = 0;
+    for (const auto& [name, text] : got) {
+      if (name.rfind("step ", 0) != 0) continue;
+      steps++;
+      INFO("W = " << world << ", " << name << ": " << text);
+      CHECK(text.rfind("step 2: the gradient of '", 0) == 0);
+      if (name.find("-virtual ") != std::string::npos) {
+        CHECK(test::contains(text, "virtual rank 2's micro-batch (of 4)"));
+        if (world == 1) across_worlds[name] = text;
+        else CHECK(text == across_worlds[name]);
+      } else {
+        CHECK(test::contains(text, "rank " + std::to_string(world - 1) + "'s own gradient"));
+      }
+    }
+    CHECK(steps == 2 * 2 * 5 * 2);
+  }
+}
+
+TEST_CASE("a NaN or an infinity in a gradient stops every rank alike, at W = 1 .. 4", "[nonfinite]") {
+  checkNonFinite();
 }
 
 TEST_CASE("ddp, zero1, zero2 and zero3 end with bit-identical parameters", "[equality]") {

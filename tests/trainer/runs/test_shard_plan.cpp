@@ -151,3 +151,13 @@ TEST_CASE("shard plans: padded layout, owned shards, ranges") {
     CHECK_THROWS_WITH(ShardPlan(layout, wholeModel(layout), 2, 2), Catch::Contains("rank 2 of world 2"));
   }
 }
+
+TEST_CASE("hsdp's shard groups after a shrink: the smallest divisor at least the size asked for") {
+  CHECK(replannedShardSize(3, 6) == 3);  // nothing lost that matters
+  CHECK(replannedShardSize(3, 5) == 5);  // 5 ranks: zero3 over all of them
+  CHECK(replannedShardSize(3, 8) == 4);  // groups of 4: no rank holds more than with 3
+  CHECK(replannedShardSize(2, 7) == 7);
+  CHECK(replannedShardSize(4, 6) == 6);
+  CHECK(replannedShardSize(1, 5) == 1);  // replicas only
+  CHECK(replannedShardSize(2, 1) == 1);
+}

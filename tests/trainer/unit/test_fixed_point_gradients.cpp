@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "model/bf16.hpp"
 #include "parallel/fixed_point_gradients.hpp"
 
 using namespace ouro::trainer;
@@ -97,6 +98,66 @@ TEST_CASE("fixed-point gradient mean: bf16 micro-batches, zeros, and a diverged 
   const std::vector<float> mean = fixedPointMean(g, Precision::kBf16);
   for (size_t i = 512; i < 768; i++) CHECK(mean[i] == 0.0f);
   CHECK(std::isfinite(mean[0]));
-  g[1][4000] = INFINITY;
-  CHECK_THROWS_WITH(fixedPointMean(g, Precision::kFp32), Catch::Contains("not finite"));
+  // A NaN or an infinity stops the sum (nonfinite_gradients.hpp), naming the lowest virtual
+  // rank that holds one and its first element; the same across ranks at W = 1 .. 4:
+  // tests/trainer/runs [nonfinite].
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto bad = g;
+    bad[2][4000] = INFINITY;
+    bad[3][17] = -INFINITY;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("an infinity at element 4000 of virtual rank 2"));
+    bad[1][4999] = NAN;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("NaN at element 4999 of virtual rank 1"));
+    bad[1][3] = NAN;
+    CHECK_THROWS_WITH(fixedPointMean(bad, p), Catch::Contains("NaN at element 3 of virtual rank 1"));
+  }
+}
+
+TEST_CASE("fixed-point gradient mean: any cut into chunks of whole blocks, the same bits as the definition",
+          "[fixed_point]") {
+  // The definition, written out plainly: per block of 256, 2^s with s = 62 - ceil(log2 V) - e
+  // (2^e the first power of two above the block's largest |g|), q = nearbyint(g 2^s) as int64
+  // summed over the micro-batches, mean = float(double(sum) 2^-s / V).
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto g = gradients(kVirtual, 17);
+    if (p == Precision::kBf16)
+      for (auto& micro : g)
+        for (float& x : micro) x = bf16ToFloat(floatToBf16(x));
+    std::vector<float> defined(kCount);
+    const size_t B = FixedPointGradients::kBlock;
+    for (size_t b = 0; b * B < kCount; b++) {
+      const size_t lo = b * B, hi = std::min(kCount, lo + B);
+      float largest = 0;
+      for (const auto& micro : g)
+        for (size_t i = lo; i < hi; i++) largest = std::max(largest, std::fabs(micro[i]));
+      int e = 0;
+      std::frexp(largest, &e);
+      const int s = 62 - 4 - e;  // ceil(log2 12) = 4
+      for (size_t i = lo; i < hi; i++) {
+        int64_t sum = 0;
+        for (const auto& micro : g) sum += int64_t(std::nearbyint(std::ldexp(double(micro[i]), s)));
+        defined[i] = float(std::ldexp(double(sum), -s) / kVirtual);
+      }
+    }
+    INFO(precisionName(p));
+    CHECK(std::memcmp(fixedPointMean(g, p).data(), defined.data(), kCount * sizeof(float)) == 0);
+    // Chunks of 1, 3 and 7 blocks (the last one partial), in any order.
+    for (size_t blocks : {size_t(1), size_t(3), size_t(7)}) {
+      FixedPointGradients sum(p, kCount, kVirtual, kVirtual);
+      for (size_t j = 0; j < g.size(); j++) sum.microBatch(int(j)).store(0, g[j].data(), kCount);
+      CommOps alone(nullptr, Mode::kSingle);
+      for (size_t end = kCount; end > 0;) {
+        const size_t begin = end % (blocks * B) == 0 ? end - blocks * B : end - end % (blocks * B);
+        REQUIRE(sum.reduceChunk(begin, end, alone));
+        end = begin;
+      }
+      std::vector<float> mean(kCount);
+      sum.mean(0, kCount, mean.data());
+      INFO("chunks of " << blocks << " blocks");
+      CHECK(std::memcmp(mean.data(), defined.data(), kCount * sizeof(float)) == 0);
+    }
+  }
+  FixedPointGradients sum(Precision::kFp32, kCount, 2, 2);
+  CommOps alone(nullptr, Mode::kSingle);
+  CHECK_THROWS_WITH(sum.reduceChunk(100, 512, alone), Catch::Contains("are not whole blocks of 256"));
 }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/blas_kernels.hpp"
 #include "model/mlp.hpp"
 
 namespace ouro::trainer::test {
