@@ -39,6 +39,7 @@ OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared&
     context.rank = call.call.rank;
     context.nranks = call.call.nranks;
     context.op = RedOp(call.op);
+    context.order = call.call.order;
     context.protocol = call.protocol;
     context.channel = &call.channels[dm::blockIndex()];
     context.abort_word = call.abort_word;

@@ -1,8 +1,8 @@
 // Runs the real CUDA kernels (compiled against the host emulation) for a world of emulated ranks
-// and checks their outputs against the CPU executor's reductions (kernels::reduceMany + finishAvg)
-// bit for bit. Ranks are host threads of this process (peer pointers are plain pointers), or
-// forked processes with everything a peer touches (FIFOs, abort words, error records, buffers) in
-// MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
+// and checks their outputs against the CPU executor's reductions (kernels::reduceRanks in the
+// case's order + finishAvg) bit for bit. Ranks are host threads of this process (peer pointers
+// are plain pointers), or forked processes with everything a peer touches (FIFOs, abort words,
+// error records, buffers) in MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
 // as each process has in the CUDA executor (transport/cuda/arena.hpp), and every rank's kernels
 // address every rank's word (DeviceCall::peer_abort_words): a failing rank sets them all.
 // Ranks may be placed on several emulated hosts (Case::ranks_per_host, threads only): then two
@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -28,6 +29,14 @@
 namespace ouro::kernels::cuda::test {
 
 enum class Mode { kThreads, kProcesses };
+
+// The order a case folds in unless it says otherwise: OURO_ORDER as the library reads it (the
+// canonical tree; "rank": the left fold in rank order), so the suite run under OURO_ORDER=rank
+// checks the old order in every case that does not name one.
+inline FoldOrder orderOfEnvironment() {
+  const char* v = std::getenv("OURO_ORDER");
+  return v && std::string(v) == "rank" ? FoldOrder::kRank : FoldOrder::kTree;
+}
 
 struct Case {
   bool point_to_point = false;  // even ranks send to rank + 1 (instead of a collective)
@@ -62,6 +71,7 @@ struct Case {
   // Ranks r / ranks_per_host share a host (0: every rank on one host); ranks of different hosts
   // talk through their proxies (threads mode only).
   int ranks_per_host = 0;
+  FoldOrder order = orderOfEnvironment();  // DriverCall::order (OURO_ORDER): the owners' fold
 };
 
 struct Outcome {

@@ -3,7 +3,8 @@
 // inboxes (transport/cuda/staging_layout.hpp) and a real proxy per rank (fifo_proxy.hpp) over TCP
 // links on socket pairs, the kernels unchanged but for publishing an outbox's sizes and LL tails.
 // Every collective x dtype x op on 2 hosts x 2 ranks, both protocols, bit-identical to the host
-// path's rank-order fold; 3 hosts, uneven hosts, more channels; point-to-point; the FIFO counters
+// path's fold (the canonical tree, or the left fold in rank order where a case or OURO_ORDER says
+// so); 3 hosts, uneven hosts, more channels, both orders; point-to-point; the FIFO counters
 // across their wrap (the LL clean-up made again by the receiving proxy); the call check across
 // hosts; a failure on one host stopping the ranks of the others (abort requests carried by the
 // proxies). tests/cuda_kernels/remote_rank.cpp runs the same on network-namespace hosts with the
@@ -70,7 +71,8 @@ TEST_CASE("remote ranks: every collective x dtype x op across 2 hosts matches th
 
 // 3 hosts x 2 ranks, uneven hosts (2 + 2 + 1, 3 + 1) and one rank per host, 1..3 channels, every
 // collective, on dtype/op pairs covering every width and the rounding paths; the ring reversed in
-// half of them (it then crosses hosts more often).
+// half of them (it then crosses hosts more often); two channels fold in rank order (OURO_ORDER=rank),
+// the others in the canonical tree, which differ from 4 ranks on.
 TEST_CASE("remote ranks: 3 hosts, uneven hosts, channels", "[cuda][emulation][remote]") {
   struct Shape {
     int nranks, per_host;
@@ -101,6 +103,7 @@ TEST_CASE("remote ranks: 3 hosts, uneven hosts, channels", "[cuda][emulation][re
         if (seed % 2)
           for (int i = 0; i < c.nranks; i++) c.ring.push_back((c.nranks - i + 1) % c.nranks);
         c.protocol = (nchannels + int(seed)) % 2 ? Protocol::kLL : Protocol::kSimple;
+        c.order = nchannels == 2 ? FoldOrder::kRank : FoldOrder::kTree;
         c.seed = seed++;
         requireMatch(c);
       }
