@@ -11,6 +11,8 @@
 //
 // usage: ouro-model [--hosts 8,16,...] [--per-host 8] [--min 8] [--max 1G] [--slot 524288]
 //                   [--order tree|rank (OURO_ORDER: which algorithms may run, World::tree_order)]
+//                   [--check 1|0 (OURO_CHECK: the call check's rounds before the algorithms that run
+//                    it, World::check; 1 as the library's default)]
 //                   [--slots 4] [--model SPEC (parseParams: tcp=ALPHA_US,GBPS;shm=...;ib=...;reduce=GBPS;net=ib;wake=US)]
 //                   [--waiting W (runnable ranks ahead of a woken one, World::waiting; 0: a core each)]
 //                   [--cpus C (every host on one machine of C CPUs, namespace hosts: World::machine_hosts
@@ -43,6 +45,7 @@ ouro::PlannerWorld plannerWorld(const Params& p, const World& w) {
   pw.nranks = w.ranks();
   pw.order = w.tree_order ? ouro::kernels::FoldOrder::kTree : ouro::kernels::FoldOrder::kRank;
   pw.direct = w.direct;
+  pw.check = w.check;
   pw.slice_bytes = w.slot();
   for (int h = 0; h < w.hosts; h++) pw.host_of.insert(pw.host_of.end(), size_t(w.per_host), h);
   pw.hier_min_bytes = w.hier_min_bytes;
@@ -96,7 +99,7 @@ size_t parseBytes(const std::string& s) {
 
 int usage(const char* why) {
   std::fprintf(stderr, "ouro-model: %s\nusage: ouro-model [--hosts 8,16] [--per-host 8] [--min 8] [--max 1G] "
-               "[--slot BYTES] [--slots N] [--order tree|rank] [--model SPEC] [--waiting W] [--cpus C]\n", why);
+               "[--slot BYTES] [--slots N] [--order tree|rank] [--check 1|0] [--model SPEC] [--waiting W] [--cpus C]\n", why);
   return 2;
 }
 
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
   base.direct = false;
   base.slice_bytes = 524288;
   base.slot_bytes = 524288;
+  base.check = true;  // OURO_CHECK's default
   size_t lo = 8, hi = size_t(1) << 30;
   Params p;
   // The simulation's default: 100 Gbit/s, 2 us between hosts; a fast inside of the host.
@@ -126,6 +130,10 @@ int main(int argc, char** argv) {
     else if (a == "--order") {
       if (v != "tree" && v != "rank") return usage("--order is tree or rank");
       base.tree_order = v == "tree";
+    }
+    else if (a == "--check") {
+      if (v != "0" && v != "1") return usage("--check is 1 or 0");
+      base.check = v == "1";
     }
     else if (a == "--slots") base.inter_host_slots = std::atoi(v.c_str());
     else if (a == "--model") spec = v;

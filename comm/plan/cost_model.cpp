@@ -73,6 +73,19 @@ double gatherFold(const Params& p, const World& w, double S) {
   return t + (n - 1) * S * p.gamma;
 }
 
+// The call check (OURO_CHECK=1): the dissemination rounds of comm/exec/call_check.cpp, one 48-byte
+// message a round to rank r - dist, crossing hosts as gather-fold's rounds do. Before the data of
+// every algorithm over links that does not carry descriptors itself.
+constexpr double kCheckMessageBytes = 48;  // sizeof(CheckWire)
+double callCheck(const Params& p, const World& w) {
+  const Msg msg{p, w};
+  const int n = w.ranks(), L = w.per_host;
+  double t = 0;
+  for (int dist = 1; dist < n; dist *= 2)
+    t += w.hosts > 1 ? msg(p.net(), kCheckMessageBytes, std::min(dist, L)) : msg(p.shm, kCheckMessageBytes);
+  return t;
+}
+
 // Pairwise (the collective driver): the buffer cut in n blocks of S/n, each moved in m slices of
 // at most one slot. Reduce-scatter: every rank sends each block's owner its slices (L-1 peers over
 // shared memory, n-L across hosts with all L ranks of the host sending); each owner folds n
@@ -452,7 +465,22 @@ double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t by
 double predict(Algorithm a, const Params& p, const World& w, size_t bytes) { return predictBoth(a, p, w, bytes); }
 double predict(Reference r, const Params& p, const World& w, size_t bytes) { return predictBoth(r, p, w, bytes); }
 
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes);
+
 double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) {
+  const double t = predictData(a, p, w, bytes);
+  if (t >= kNotApplicable || !w.check) return t;
+  switch (a) {
+    case Algorithm::kPairwiseRing:
+    case Algorithm::kHierarchical:
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: return t + callCheck(p, w);
+    default: return t;  // one-shot and gather-fold carry the descriptors; direct checks in shared memory
+  }
+}
+
+// The data's movement alone, without the call check.
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes) {
   const int n = w.ranks();
   const double S = double(bytes);
   if (n == 1) return a == Algorithm::kCopy ? S * p.shm.beta : kNotApplicable;

@@ -85,6 +85,10 @@ struct World {
   // (halving-doubling: a slice of the whole buffer, each step's piece sent in slot-sized messages)
   // keep their message size here while slice_bytes varies.
   size_t slot_bytes = 0;
+  // OURO_CHECK=1 (the default): the algorithms over links that do not carry descriptors with their
+  // data (pairwise, hierarchical, doubling, halving-doubling) first run the call check, ceil(log2 n)
+  // rounds of one small message (comm/exec/call_check.hpp). False prices the data alone.
+  bool check = false;
   int ranks() const { return hosts * per_host; }
   size_t slot() const { return slot_bytes ? slot_bytes : slice_bytes; }
 };

@@ -125,6 +125,7 @@ bool Planner::modelWorld(model::World* out) const {
   w.slice_bytes = world_.slice_bytes;
   w.slot_bytes = world_.slice_bytes;
   w.tree_order = world_.order == kernels::FoldOrder::kTree;
+  w.check = world_.check;
   w.inline_bytes = transport::shm::kInlineBytes;
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;

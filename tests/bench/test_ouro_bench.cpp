@@ -119,9 +119,9 @@ TEST_CASE("ouro-bench --model: the library's prediction and chosen algorithm bes
   }
   REQUIRE(table.size() == 3);  // 8 B, 4 KiB, 2 MiB
   for (const auto& w : table) REQUIRE(w.size() == 16);
-  // Under the canonical tree (OURO_ORDER's default) the model's pick for 8 B over 4 ranks is
-  // recursive doubling: two steps as gather-fold's, with 8-byte messages instead of gathered ones.
-  CHECK(table[0][15] == "doubling");
+  // The model's pick for 8 B over 4 ranks is gather-fold: two steps that carry the call's
+  // descriptors, where recursive doubling's two steps follow the call check's two rounds.
+  CHECK(table[0][15] == "gather-fold");
   CHECK(table[2][15] == "pairwise");
   CHECK(std::stod(table[0][13]) > 200);  // two steps of 100 us
   CHECK(std::stod(table[0][13]) < 300);
@@ -129,7 +129,7 @@ TEST_CASE("ouro-bench --model: the library's prediction and chosen algorithm bes
   std::stringstream text;
   text << f.rdbuf();
   CHECK(contains(text.str(), "\"model\": {\"time_us\": "));
-  CHECK(contains(text.str(), "\"algorithm\": \"doubling\""));
+  CHECK(contains(text.str(), "\"algorithm\": \"gather-fold\""));
   // Collectives the model does not cover say so.
   auto gather = bench(2, {"all_gather", "-b", "8", "-e", "8", "--model", "--no-progress"}, {{"OURO_TRANSPORT", "tcp"}});
   INFO(test::describe(gather));

@@ -316,6 +316,34 @@ TEST_CASE("cost model: recursive doubling, the whole call every step", "[cost_mo
   CHECK(predict(Algorithm::kDoubling, p, grid(4, 2), (128 << 10) + 1) == kNotApplicable);
 }
 
+TEST_CASE("cost model: the call check's rounds before the algorithms that run it", "[cost_model]") {
+  const Params p = simple();
+  const double a = 2e-6, b = 8e-11, as = 1e-6, bs = 5e-11, m = 48;  // a check message: 48 bytes
+  // One host of 4 over messages: 2 rounds over shared memory.
+  World one = grid(1, 4);
+  one.direct = false;
+  // 3 hosts x 2 (6 ranks): rounds at distance 1, 2, 4, across hosts with min(dist, 2) senders.
+  World three = grid(3, 2);
+  const double check_one = 2 * (as + m * bs), check_three = (a + m * b) + 2 * (a + 2 * m * b);
+  for (Algorithm algo : {Algorithm::kPairwiseRing, Algorithm::kDoubling, Algorithm::kHalvingDoubling}) {
+    INFO(algorithmName(algo));
+    for (auto [w, check] : {std::pair{one, check_one}, std::pair{three, check_three}}) {
+      w.check = false;
+      const double data = predict(algo, p, w, 1000);
+      w.check = true;
+      CHECK(predict(algo, p, w, 1000) == Approx(data + check));
+    }
+  }
+  // One-shot and gather-fold carry the descriptors with the data: no rounds of their own.
+  for (Algorithm algo : {Algorithm::kOneShot, Algorithm::kGatherFold}) {
+    World w = three;
+    w.check = false;
+    const double data = predict(algo, p, w, 1000);
+    w.check = true;
+    CHECK(predict(algo, p, w, 1000) == Approx(data));
+  }
+}
+
 TEST_CASE("cost model: halving-doubling, two lanes over slices", "[cost_model]") {
   const Params p = simple();
   const double a = 2e-6, b = 8e-11, g = 1e-10, as = 1e-6, bs = 5e-11;
@@ -376,6 +404,7 @@ TEST_CASE("cost model: the canonical tree within 1.5x of NCCL's best from 8 to 4
     w.per_host = 8;
     w.direct = false;
     w.slice_bytes = w.slot_bytes = 512 << 10;
+    w.check = true;  // OURO_CHECK's default: the check's rounds included
     for (size_t bytes : {size_t(8), size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20,
                          size_t(256) << 20, size_t(1) << 30}) {
       double best = kNotApplicable;

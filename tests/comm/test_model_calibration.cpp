@@ -167,10 +167,9 @@ TEST_CASE("model calibration: the cache round trip, and files that are ignored",
 TEST_CASE("model calibration: ranks plan by rank 0's parameters whatever their own caches hold", "[model_agree]") {
   test::TempDir dir;
   const int n = 4;
-  // Rank 0's cache: 100 us a message, a fast wire: up to 16 KiB recursive doubling's log2 4 = 2
-  // messages beat everything else, and at 1 MiB halving-doubling's 4 (the canonical tree, the
-  // default order). The other ranks' caches: messages nearly free, a slow wire: pairwise, which
-  // moves less, would win there. Ranks that planned by their own cache would run different
+  // Rank 0's cache: 100 us a message, a fast wire: up to 16 KiB gather-fold's log2 4 = 2 messages
+  // beat everything else (recursive doubling's 2 come after the call check's 2 rounds). The other
+  // ranks' caches: messages nearly free, a slow wire: pairwise, which moves less, would win there. Ranks that planned by their own cache would run different
   // algorithms and hang or fail; agreed, all run rank 0's choices.
   const std::string key = cacheKey(n);
   for (int r = 0; r < n; r++) {
@@ -189,9 +188,8 @@ TEST_CASE("model calibration: ranks plan by rank 0's parameters whatever their o
     INFO(bytes << " bytes");
     CHECK(seen.size() == 1);  // the same algorithm and prediction on every rank
   }
-  CHECK(plans.at("8").begin()->rfind("doubling ", 0) == 0);
-  CHECK(plans.at("16384").begin()->rfind("doubling ", 0) == 0);
-  CHECK(plans.at("1048576").begin()->rfind("halving-doubling ", 0) == 0);
+  CHECK(plans.at("8").begin()->rfind("gather-fold ", 0) == 0);
+  CHECK(plans.at("16384").begin()->rfind("gather-fold ", 0) == 0);
   // The info line of each distinct plan names the model and its time.
   CHECK(contains(r.err, "the cost model's fastest (cached probe)"));
   CHECK(contains(r.err, "us predicted"));

@@ -189,6 +189,7 @@ model::World modelShape(int h, int per_host, kernels::FoldOrder order = kernels:
   w.slice_bytes = w.slot_bytes = 128 << 10;
   w.inter_host_slots = 4;
   w.tree_order = order == kernels::FoldOrder::kTree;
+  w.check = true;  // PlannerWorld's default, OURO_CHECK=1: the call check is priced where it runs
   return w;
 }
 
