@@ -7,7 +7,7 @@ of kernels/common/canonical_order.hpp), and prints a markdown table of what the 
 each beside NCCL's ring and tree under the same parameters, with the cost of the reproducibility
 guarantee (ouro's time / NCCL's best); draws a PNG with gnuplot.
 
-usage: bench/model/simulate.py [--model-bin build/bench/ouro-model] [--png FILE] [--model SPEC]
+usage: bench/model/simulate.py [--model-bin build/bench/ouro-model] [--png FILE] [--model SPEC] [--check 1|0]
                                [--hosts 8,64,512,4096] [--all] (every power of two, not only the
                                issue's seven sizes)
 """
@@ -33,8 +33,8 @@ def us(t):
     return f"{t * 1e6:,.0f}" if t >= 1e-4 else f"{t * 1e6:.1f}"
 
 
-def run_model(binary, order, spec, hosts):
-    cmd = [binary, "--order", order]
+def run_model(binary, order, spec, hosts, check):
+    cmd = [binary, "--order", order, "--check", check]
     if spec:
         cmd += ["--model", spec]
     if hosts:
@@ -66,10 +66,12 @@ def main():
     ap.add_argument("--png", default="bench/model/cost_of_guarantee.png")
     ap.add_argument("--model", default=None, help="model spec (tcp=ALPHA_US,GBPS;shm=...;reduce=GBPS;net=ib), passed to ouro-model")
     ap.add_argument("--all", action="store_true", help="every power of two from 8 B, not only the issue's sizes")
+    ap.add_argument("--check", default="1", choices=["1", "0"],
+                    help="price the call check's rounds (OURO_CHECK=1, the default) or the data alone")
     ap.add_argument("--hosts", default=None, help="host counts, e.g. 8,64,512,4096 (default: ouro-model's, 8 to 4096)")
     args = ap.parse_args()
-    params, before = run_model(args.model_bin, "rank", args.model, args.hosts)
-    _, after = run_model(args.model_bin, "tree", args.model, args.hosts)
+    params, before = run_model(args.model_bin, "rank", args.model, args.hosts, args.check)
+    _, after = run_model(args.model_bin, "tree", args.model, args.hosts, args.check)
     os.makedirs(args.out, exist_ok=True)
 
     print(f"Parameters: {params}\n")
