@@ -116,7 +116,7 @@ class Sweep {
     row.op = op;
     row.root = root;
     row.reduction = isReduction(o_.collective);
-    CheckCase check{o_.collective, t, op, std::max(root, 0), n_, me_, o_.seed};
+    CheckCase check{o_.collective, t, op, std::max(root, 0), n_, me_, o_.seed, foldOrderOfEnvironment()};
     if (o_.out_of_place) row.out_of_place = measurePlacement(layout, check, false, &row.iters);
     if (o_.in_place && b_.supportsInPlace(o_.collective) && hasInPlace(o_.collective))
       row.in_place = measurePlacement(layout, check, true, &row.iters);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace ouro::bench {
@@ -72,22 +73,23 @@ uint64_t ulpDistance(DType t, uint64_t a, uint64_t b) {
 // The reduction of the ranks' inputs at send index i, in the type's arithmetic. Integers wrap
 // like the implementations do (computed in 64 bits, truncated by storeElement); floats are
 // exact because the inputs are small integers. fp8 holds few integers (up to 16 in E4M3, 8 in
-// E5M2), so past 16 or 8 ranks its sums round: there the check follows ouro's rank-order fold,
-// rounded to the type after every step (only ouro reduces fp8; the peers refuse it).
+// E5M2), so past 16 or 8 ranks its sums round: there the check follows ouro's fold in c.order
+// (the canonical tree, or the left fold in rank order), rounded to the type after every step (only
+// ouro reduces fp8; the peers refuse it).
 double reduceAt(const CheckCase& c, size_t i) {
   if (isFloatingType(c.dtype)) {
-    double acc = inputValue(c, 0, i);
-    for (int r = 1; r < c.nranks; r++) {
-      const double v = inputValue(c, r, i);
-      switch (c.op) {
-        case RedOp::kSum:
-        case RedOp::kAvg: acc += v; break;
-        case RedOp::kProd: acc *= v; break;
-        case RedOp::kMax: acc = std::max(acc, v); break;
-        case RedOp::kMin: acc = std::min(acc, v); break;
-      }
-      if (isFloat8(c.dtype)) acc = float8ToDouble(c.dtype, doubleToFloat8(c.dtype, acc));
-    }
+    double acc = kernels::foldInOrder<33, double>(
+        c.order, c.nranks, [&](int r) { return inputValue(c, r, i); },
+        [&](double a, double v) {
+          switch (c.op) {
+            case RedOp::kSum:
+            case RedOp::kAvg: a += v; break;
+            case RedOp::kProd: a *= v; break;
+            case RedOp::kMax: a = std::max(a, v); break;
+            case RedOp::kMin: a = std::min(a, v); break;
+          }
+          return isFloat8(c.dtype) ? float8ToDouble(c.dtype, doubleToFloat8(c.dtype, a)) : a;
+        });
     if (c.op == RedOp::kAvg) acc /= c.nranks;
     return acc;
   }
@@ -124,6 +126,11 @@ double expectedAt(const CheckCase& c, size_t count, size_t j) {
 }
 
 }  // namespace
+
+kernels::FoldOrder foldOrderOfEnvironment() {
+  const char* v = std::getenv("OURO_ORDER");
+  return v && std::strcmp(v, "rank") == 0 ? kernels::FoldOrder::kRank : kernels::FoldOrder::kTree;
+}
 
 double inputValue(const CheckCase& c, int rank, size_t i) {
   const uint64_t h = splitmix64(splitmix64(splitmix64(c.seed) ^ uint64_t(rank)) ^ i);

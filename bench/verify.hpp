@@ -6,7 +6,8 @@
 // it. Sums use |x| <= max(1, L / nranks) with L the largest integer the type holds exactly (256
 // for bf16, 2048 for fp16, 16 and 8 for fp8 E4M3 and E5M2, ...); products are +-1 everywhere
 // except one factor 2 per element; max/min use the same range. fp8 sums over more ranks than L
-// round; they are checked against ouro's rank-order fold, rounded after every step. Floating avg is allowed 2 ULP (the division rounds once in the
+// round; they are checked against ouro's fold (CheckCase::order: the canonical tree, or the left
+// fold in rank order under OURO_ORDER=rank), rounded after every step. Floating avg is allowed 2 ULP (the division rounds once in the
 // implementation's precision); integer avg truncates toward zero as ouro and NCCL do.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <cstdint>
 
 #include "backend.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 namespace ouro::bench {
 
@@ -25,7 +27,13 @@ struct CheckCase {
   int nranks = 1;
   int rank = 0;
   uint32_t seed = 1;
+  // The order ouro folds in (OURO_ORDER; kernels/common/canonical_order.hpp): what an fp8 sum that
+  // rounds is checked against. Other sums are exact in any order.
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;
 };
+
+// The fold order of this process's ouro: OURO_ORDER as the library reads it ("rank" or the tree).
+kernels::FoldOrder foldOrderOfEnvironment();
 
 // The element that rank `rank` contributes at index i of its send buffer, as a double (every
 // input is an integer the type represents exactly).

@@ -16,7 +16,9 @@
 # rounds of each round's own new/old speed (old time / new time, run back to back), with its lowest and
 # highest, says how far the noise reaches; the fastest run of each side (best of the rounds) is
 # what each build does when nothing else takes its cores, the steadiest figure on a machine whose
-# load comes and goes. AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
+# load comes and goes. On a machine others keep busy (builds), AB_PREFIX="chrt -f 1" runs every job
+# under real-time scheduling, so both builds get the cores ahead of the others' work (the kernel's
+# real-time throttling still leaves them 5%). AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
 # iterations a run:
 #   AB_CONFIGS="shm-ring 2,tcp 2" AB_SIZES="-b 1M -e 64M" AB_ITERS="-n 50 -w 5" \
 #     bench/experiments/ab_builds.sh OLD NEW 9
@@ -49,7 +51,7 @@ for ((round = 1; round <= rounds; round++)); do
     for side in "${sides[@]}"; do
       build=$old
       [[ $side == new ]] && build=$new
-      env "${settings[@]}" timeout 300 "$build/tools/ouro-run/ouro-run" -n "$ranks" "$build/bench/ouro-bench" \
+      env "${settings[@]}" timeout 300 ${AB_PREFIX:-} "$build/tools/ouro-run/ouro-run" -n "$ranks" "$build/bench/ouro-bench" \
         all_reduce "${sizes[@]}" -f 4 "${iters[@]}" --placement out --no-progress \
         | awk -v side="$side" -v config="$name-$ranks" -v round="$round" \
           '$1 ~ /^[0-9]+$/ { print config, side, $1, $6, $8, round }' >>"$rows"

@@ -36,7 +36,7 @@ import statistics
 import subprocess
 import sys
 
-OURO_NAMED = ["pairwise", "hierarchical", "one-shot", "gather-fold"]
+OURO_NAMED = ["pairwise", "hierarchical", "one-shot", "gather-fold", "doubling", "halving-doubling"]
 PEERS = ["openmpi", "mpich", "gloo"]
 FIELDS = ["rate", "hosts", "per_host", "ranks", "system", "size", "iters", "time_us", "busbw", "model_us",
           "model_busbw", "model_algo", "load1", "spec"]

@@ -9,13 +9,16 @@
 #
 #   bench/multihost/model_vs_measured.sh [--build DIR] [--out DIR] [--hosts "2 4 8"]
 #       [--per-host "1 2"] [--rates "1gbit 10gbit"] [--budget S] [--deadline MIN]
-#       [--no-big "HxL ..."] [--systems "auto pairwise hierarchical one-shot gather-fold openmpi mpich gloo"]
+#       [--no-big "HxL ..."] [--sizes "8 64K 16M"]
+#       [--systems "auto pairwise hierarchical one-shot gather-fold doubling halving-doubling openmpi mpich gloo"]
 #
 # Sizes: 8 B .. 8 MiB every 4x, each point timed for --budget seconds (default 0.15, at least 5
 # calls after 1 warm-up); then 32 MiB and 256 MiB with one warm-up and one timed call, unchecked
 # (a 256 MiB call takes 2-8 s at 1 Gbit/s). one-shot and gather-fold run to 32 KiB only (they
 # apply to calls inside one link slot; past it the planner runs something else, and the report
 # drops rows whose algorithm is not the one named). --no-big "8x2" skips 32/256 MiB there.
+# --sizes "8 64K 16M" measures those sizes alone instead (each by --budget, checked), for a short
+# sweep (issue #37's points); one-shot and gather-fold then skip the sizes past 32 KiB.
 #
 # The model's parameters, per configuration: the latency between hosts is half the median round
 # trip of a plain TCP ping-pong between hosts 1 and 2 (tcp_pingpong.py, per rate: what the
@@ -30,7 +33,7 @@
 # tcpcpu=that rate / CPUs (Params::tcp_cpu).
 #
 # Every run has a timeout; a failed or timed-out run is logged and the sweep goes on; leftover
-# processes are stopped by PID (hosts.sh pids); the hosts are removed on exit. --deadline MIN
+# processes are stopped by PID (hosts.sh stop); the hosts are removed on exit. --deadline MIN
 # (default 40): configurations not started by then are skipped and listed. Ranks are not pinned
 # (ouro-run --bind-to none): each host's ouro-run sees both CPUs and would pin its rank 0 to CPU 0,
 # every host's rank 0 on one core.
@@ -48,7 +51,8 @@ RATES="1gbit 10gbit"
 BUDGET=0.15
 DEADLINE_MIN=40
 NO_BIG=""
-SYSTEMS="auto pairwise hierarchical one-shot gather-fold openmpi mpich gloo"
+SIZES=""
+SYSTEMS="auto pairwise hierarchical one-shot gather-fold doubling halving-doubling openmpi mpich gloo"
 RUN_TIMEOUT=300
 while (($#)); do
   case "$1" in
@@ -60,6 +64,7 @@ while (($#)); do
     --budget) BUDGET=$2; shift ;;
     --deadline) DEADLINE_MIN=$2; shift ;;
     --no-big) NO_BIG=$2; shift ;;
+    --sizes) SIZES=$2; shift ;;
     --systems) SYSTEMS=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "model_vs_measured.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
@@ -77,7 +82,7 @@ for s in $SYSTEMS; do
   case "$s" in
     openmpi | mpich | gloo)
       [[ -x "$PEERS/ouro-bench-$s" ]] || { echo "model_vs_measured.sh: $PEERS/ouro-bench-$s is not built (configure $BUILD with -Dpeers=enabled), or leave $s out of --systems" >&2; exit 1; } ;;
-    auto | pairwise | hierarchical | one-shot | gather-fold) ;;
+    auto | pairwise | hierarchical | one-shot | gather-fold | doubling | halving-doubling) ;;
     *) echo "model_vs_measured.sh: unknown system '$s'" >&2; exit 2 ;;
   esac
 done
@@ -96,14 +101,6 @@ START=$SECONDS
 PORT=21000
 log() { echo "[$(date +%T) +$((SECONDS - START))s load $(cut -d' ' -f1-3 /proc/loadavg)] $*" | tee -a "$OUT/sweep.log" >&2; }
 
-# Processes left inside the hosts by a failed or timed-out run, stopped by PID.
-stop_leftovers() {
-  local pid
-  for pid in $("$HOSTS" pids "$PREFIX"); do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 1
-  for pid in $("$HOSTS" pids "$PREFIX"); do kill -KILL "$pid" 2>/dev/null || true; done
-}
-
 # run_ouro TAG ALGO H L MODEL ARGS...: one ouro-run per host; host 1's rank 0 writes TAG.json.
 run_ouro() {
   local tag=$1 algo=$2 h=$3 l=$4 model=$5 i ok=1 pids=()
@@ -120,7 +117,7 @@ run_ouro() {
     pids+=($!)
   done
   for i in "${pids[@]}"; do wait "$i" || ok=0; done
-  ((ok)) || { log "FAILED: ouro $tag (OURO_ALGO=$algo); logs $OUT/runs/$tag-h*.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+  ((ok)) || { log "FAILED: ouro $tag (OURO_ALGO=$algo); logs $OUT/runs/$tag-h*.log"; "$HOSTS" stop "$PREFIX"; rm -f "$OUT/runs/$tag.json"; }
 }
 
 # run_mpi TAG openmpi|mpich H L ARGS...: mpirun in host 1, ranks started through the ssh agent.
@@ -148,7 +145,7 @@ run_mpi() {
     NETNS_PREFIX=$PREFIX timeout -k 5 "$RUN_TIMEOUT" "$HOSTS" exec "$PREFIX" 1 "${launch[@]}" -n $((h * l)) \
       "$PEERS/ouro-bench-$mpi" all_reduce "$@" --placement out --no-progress -J "$OUT/runs/$tag.json" \
       >"$OUT/runs/$tag.log" 2>&1 </dev/null ||
-      { log "FAILED: $mpi $tag; log $OUT/runs/$tag.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+      { log "FAILED: $mpi $tag; log $OUT/runs/$tag.log"; "$HOSTS" stop "$PREFIX"; rm -f "$OUT/runs/$tag.json"; }
     return 0
   fi
   # MPICH over UCX's tcp transport hangs in MPI_Finalize when a host has two ranks (after every
@@ -169,7 +166,7 @@ run_mpi() {
     log "$mpi $tag: still running 10 s after its results were written (MPI_Finalize); stopped, results kept"
     kill -TERM "$job" 2>/dev/null || true
     wait "$job" 2>/dev/null || true
-    stop_leftovers
+    "$HOSTS" stop "$PREFIX"
   elif ! wait "$job"; then
     log "$mpi $tag exited non-zero; log $OUT/runs/$tag.log"
   fi
@@ -194,7 +191,7 @@ run_gloo() {
   done
   for i in "${pids[@]}"; do wait "$i" || ok=0; done
   rm -rf "$OUT/gloo-store-$tag"
-  ((ok)) || { log "FAILED: gloo $tag; logs $OUT/runs/$tag-r*.log"; stop_leftovers; rm -f "$OUT/runs/$tag.json"; }
+  ((ok)) || { log "FAILED: gloo $tag; logs $OUT/runs/$tag-r*.log"; "$HOSTS" stop "$PREFIX"; rm -f "$OUT/runs/$tag.json"; }
 }
 
 # The probe's parameters under this configuration, the tcp rate capped at the tbf rate: a spec.
@@ -216,9 +213,22 @@ measure() {  # measure SYSTEM H L SPEC
   local -a small=(-b 8 -e 8M -f 4 --budget "$BUDGET" -w 1 -c 1) big=(-b 32M -e 256M -f 8 -n 1 -w 1 -c 0)
   case "$s" in one-shot | gather-fold) small=(-b 8 -e 32K -f 4 --budget "$BUDGET" -w 1 -c 1) big=() ;; esac
   [[ " $NO_BIG " == *" ${h}x${l} "* ]] && big=()
-  local part args
-  for part in small big; do
-    if [[ $part == small ]]; then args=("${small[@]}"); else args=("${big[@]}"); fi
+  local -a parts=(small big)
+  local part args size
+  if [[ -n "$SIZES" ]]; then
+    parts=()
+    for size in $SIZES; do
+      # one-shot and gather-fold apply inside one link slot only (see above)
+      [[ $s == one-shot || $s == gather-fold ]] && (($(numfmt --from=iec "$size") > 32768)) && continue
+      parts+=("$size")
+    done
+  fi
+  for part in "${parts[@]}"; do
+    case "$part" in
+      small) args=("${small[@]}") ;;
+      big) args=("${big[@]}") ;;
+      *) args=(-b "$part" -e "$part" --budget "$BUDGET" -w 1 -c 1) ;;
+    esac
     ((${#args[@]})) || continue
     case "$s" in
       openmpi | mpich) run_mpi "$base-$part" "$s" "$h" "$l" "${args[@]}" ;;
@@ -233,7 +243,7 @@ measure() {  # measure SYSTEM H L SPEC
   return 0
 }
 
-log "sweep: hosts {$HOST_LIST} x per-host {$PER_HOST_LIST}, rates {$RATES}, systems {$SYSTEMS}; build $BUILD; out $OUT"
+log "sweep: hosts {$HOST_LIST} x per-host {$PER_HOST_LIST}, rates {$RATES}, systems {$SYSTEMS}, sizes {${SIZES:-8 B .. 256 MiB}}; build $BUILD; out $OUT"
 echo "$(nproc) CPUs; $(uname -r); scripts at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); build $BUILD" >"$OUT/machine.txt"
 "$HOSTS" up "$PREFIX" "$max_hosts" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 rm -f "$OUT/measured.csv"

@@ -177,7 +177,7 @@ class Direct {
   void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
                   kernels::WritePolicy store = kernels::WritePolicy::kCached) {
     if (a_.op == RedOp::kAvg) store = kernels::WritePolicy::kCached;
-    kernels::reduceMany(dst, srcs.data(), n_, count, a_.dtype, a_.op, store);
+    kernels::reduceRanks(dst, srcs.data(), n_, count, a_.dtype, a_.op, plan_.order, store);
     finish(dst, count);
   }
 

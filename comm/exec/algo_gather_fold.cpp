@@ -2,7 +2,7 @@
 // contribution (what the call gives the others: an all-reduce's input, a reduce-scatter's whole
 // input, a broadcast root's data, nothing for a barrier) reaches every rank by a Bruck all-gather,
 // then each rank computes its own output locally. Reductions fold the W contributions with
-// kernels::reduceMany in rank order, exactly as the one-shot and direct paths do, so the bits are
+// kernels::reduceRanks in the communicator's order, exactly as the one-shot and direct paths do, so the bits are
 // the one reduction order of docs/API.md whatever W is (a left fold, rounded after every step:
 // fp16/bf16 included, Avg finished by finishAvg).
 //
@@ -185,7 +185,7 @@ class GatherFold {
         if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
         const size_t offset = a_.kind == CollKind::kReduceScatter ? size_t(me_) * bytes : 0;
         for (int p = 0; p < n_; p++) srcs[size_t(p)] = block(p) + offset;
-        kernels::reduceMany(out, srcs.data(), n_, a_.count, a_.dtype, a_.op);
+        kernels::reduceRanks(out, srcs.data(), n_, a_.count, a_.dtype, a_.op, h_.plan.order);
         if (a_.op == RedOp::kAvg) kernels::finishAvg(out, a_.count, a_.dtype, n_);
         return;
       }

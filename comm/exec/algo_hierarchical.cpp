@@ -9,8 +9,8 @@
 //   C  the finished slice comes back the reverse way, H-1 -> H-2 -> ... -> 0, each host keeping
 //      it in its output as it passes (the return path, below);
 //   D  every owner sends its finished slice to the other ranks of its host (shared memory).
-// Each element is therefore the left fold over ranks 0..n-1 in rank order, the same bits as every
-// other algorithm. Between two hosts each direction of the pair's connection carries one kind of
+// Each element is therefore the left fold over ranks 0..n-1 in rank order (OURO_ORDER=rank, which
+// the planner runs this under), the same bits as every other algorithm then. Between two hosts each direction of the pair's connection carries one kind of
 // message: partials go up, finished values come down.
 //
 // The return path (C) is tied to no point of the schedule: whenever this rank waits for anything,
@@ -40,7 +40,7 @@ class HierarchicalAllReduce {
   explicit HierarchicalAllReduce(const HostCall& h)
       : a_(h.args),
         g_(h.plan.grid),
-        prims_(h.progress, h.args),
+        prims_(h.progress, h.args, kernels::FoldOrder::kRank),  // the chain folds in rank order only
         me_(h.progress.rank()),
         host_(g_.hostOf(me_)),
         local_(g_.localOf(me_)),

@@ -1,7 +1,8 @@
 // Algorithms over links (shm FIFOs and TCP), for communicators that span hosts or that were told
 // to use messages (OURO_TRANSPORT=tcp, OURO_ALGO=pairwise or one-shot).
 //
-// With OURO_CHECK=1 (the default), and for every barrier, a collective starts with the call check
+// Where the plan says so (Plan::check: OURO_CHECK=1, the default, and every barrier), a collective
+// starts with the call check
 // (comm/exec/call_check.hpp): in ceil(log2 n) rounds every rank learns whether every rank made the
 // same call, so a disagreement is reported on all ranks before data moves, every message sent is
 // consumed and the communicator stays usable; it talks to O(log n) peers, so lazily connected TCP
@@ -49,9 +50,11 @@ class OverLinks {
 
   void run() {
     if (h_.plan.algorithm == Algorithm::kOneShot) return oneShot();
-    if (h_.plan.check || a_.kind == CollKind::kBarrier) checkCallAgreement(e_, a_);
+    if (h_.plan.check) checkCallAgreement(e_, a_);
     switch (h_.plan.algorithm) {
       case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
+      case Algorithm::kDoubling:
+      case Algorithm::kHalvingDoubling: return runHalvingDoubling(h_);
       case Algorithm::kPairwiseRing: return runDriver();
       case Algorithm::kPairwiseTransfers: return allToAll();
       case Algorithm::kDescriptorExchange: return;
@@ -170,7 +173,7 @@ class OverLinks {
         if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
         for (int p = 0; p < n_; p++)
           srcs[size_t(p)] = p == me_ ? static_cast<const void*>(peerData(me_)) : gathered + size_t(p) * bytes;
-        kernels::reduceMany(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op);
+        kernels::reduceRanks(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op, h_.plan.order);
         return finish(out_, a_.count);
       case CollKind::kAllGather:
       case CollKind::kAllToAll:
@@ -191,9 +194,8 @@ class OverLinks {
 
   // ---- slices over links: the driver, one channel ----
   void runDriver() {
-    kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
-    call.lookahead = 1;  // every host link has 2 slots or more (OURO_SHM_SLOTS, OURO_TCP_SLOTS, OURO_IB_SLOTS)
-    LinkPrims prims(e_, a_);
+    const kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
+    LinkPrims prims(e_, a_, h_.plan.order);
     kernels::runCollective(prims, call);
   }
 

@@ -30,8 +30,12 @@ void runOverLinks(const HostCall& call);
 // Small calls: every rank's contribution gathered by Bruck's all-gather (ceil(log2 W) steps), then
 // each rank's output computed locally, reductions folded in rank order.
 void runGatherFold(const HostCall& call);
-// All-reduce in two levels, for ranks on several hosts placed host by host (comm/plan/hierarchy.hpp).
+// All-reduce in two levels, for ranks on several hosts placed host by host (comm/plan/hierarchy.hpp);
+// the left fold in rank order (OURO_ORDER=rank).
 void runHierarchicalAllReduce(const HostCall& call);
+// All-reduce in the canonical tree's order (issue #37): recursive doubling (Algorithm::kDoubling,
+// calls of one slot) or halving-doubling in slices (kHalvingDoubling), ceil(log2 W) levels.
+void runHalvingDoubling(const HostCall& call);
 // Moves every transfer to completion together, in order per peer and direction.
 void runTransfers(Progress& progress, std::vector<Transfer>& transfers);
 // ouroRecvAny: waits for a send to this rank from any other rank, receives it into

@@ -46,11 +46,8 @@ std::vector<std::string> storeAllGather(Communicator& c, const std::string& step
 // Settings both ends of every FIFO must share: each rank's value of `name` must equal this one's.
 void requireSame(Communicator& c, const std::string& who, const char* name, const std::string& mine,
                  const char* why) {
-  const std::vector<std::string> all = storeAllGather(c, std::string("same/") + name + "/", mine, who);
-  for (int p = 0; p < c.size(); p++)
-    if (all[size_t(p)] != mine)
-      raise(Result::kInvalidUsage, "%s: rank %d sets %s=%s but this rank %s: every rank must set the same value (%s)",
-            who.c_str(), p, name, all[size_t(p)].c_str(), mine.c_str(), why);
+  requireSameSetting(storeAllGather(c, std::string("same/") + name + "/", mine, who), mine, who,
+                     strprintf("sets %s=", name), strprintf("every rank must set the same value (%s)", why));
 }
 
 }  // namespace

@@ -50,8 +50,7 @@ inline kernels::cuda::DeviceCall deviceCollectiveCall(const CollArgs& a, const P
                                                       kernels::cuda::DeviceError* error) {
   kernels::cuda::DeviceCall call;
   call.call = driverCall(a, plan, rank, nranks);
-  call.protocol = plan.protocol == Protocol::kLL ? kernels::cuda::DeviceProtocol::kLL
-                                                 : kernels::cuda::DeviceProtocol::kSimple;
+  call.protocol = plan.protocol;
   call.dtype = uint8_t(a.dtype);
   call.op = uint8_t(a.op);
   call.check = plan.check && nranks > 1;

@@ -349,7 +349,7 @@ struct CudaExecutor::Impl {
     comm.planner().note(plan, number);
     FlightRecorder& recorder = comm.progress().recorder();
     recorder.noteCall(number);
-    recorder.notePlan(algorithmShortName(plan.algorithm), plan.protocol == Protocol::kLL ? "LL" : "Simple",
+    recorder.notePlan(algorithmShortName(plan.algorithm), kernels::protocolName(plan.protocol),
                       plan.channels);
     if (!graph) cc.orderAfter(stream);
     std::vector<Slot> slots;
@@ -406,11 +406,11 @@ struct CudaExecutor::Impl {
       p.peer = t->peer;
       p.buffer = t->buffer;
       p.count = t->bytes;
-      const bool ll = t->bytes <= cc.llMaxBytes();  // the peer's send or receive has the same size
-      p.protocol = ll ? kc::DeviceProtocol::kLL : kc::DeviceProtocol::kSimple;
+      const Plan plan = comm.planner().planDeviceTransfer(t->bytes, facts);
+      p.protocol = plan.protocol;
       p.elem_bytes = 1;
-      p.slice_elems = ll ? facts.ll_message_bytes : facts.simple_message_bytes;
-      p.nchannels = l.nchannels;
+      p.slice_elems = plan.slice_bytes;
+      p.nchannels = plan.channels;
       p.channels = arena.deviceChannels();
       p.abort_word = arena.abortWordDevice();
       p.peer_abort_words = arena.peerAbortWordsDevice();

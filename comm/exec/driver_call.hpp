@@ -23,6 +23,8 @@ inline kernels::DriverCall driverCall(const CollArgs& a, const Plan& plan, int r
   call.out = static_cast<std::byte*>(a.recv);
   call.nchannels = plan.channels;
   call.ring = plan.ring;
+  call.order = plan.order;
+  call.lookahead = plan.lookahead;
   return call;
 }
 

@@ -80,6 +80,8 @@ void runHostCollective(HostState& state, const CollArgs& given) {
       case Algorithm::kDirectSymmetric:
       case Algorithm::kDirectStaged: return runDirect(call);
       case Algorithm::kHierarchical:
+      case Algorithm::kDoubling:
+      case Algorithm::kHalvingDoubling:
       case Algorithm::kOneShot:
       case Algorithm::kPairwiseRing:
       case Algorithm::kPairwiseTransfers:

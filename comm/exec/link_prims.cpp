@@ -13,8 +13,14 @@ using transport::MessageHeader;
 using transport::MessageKind;
 using transport::ReceivedMessage;
 
-LinkPrims::LinkPrims(Progress& progress, const CollArgs& args)
-    : e_(progress), a_(args), n_(progress.size()), me_(progress.rank()), call_(progress.call()), es_(args.elementBytes()) {
+LinkPrims::LinkPrims(Progress& progress, const CollArgs& args, kernels::FoldOrder order)
+    : e_(progress),
+      a_(args),
+      n_(progress.size()),
+      me_(progress.rank()),
+      call_(progress.call()),
+      es_(args.elementBytes()),
+      order_(order) {
   pending_.reserve(size_t(n_));
   for (int r = 0; r < n_; r++) all_ranks_.push_back(r);
 }
@@ -121,12 +127,22 @@ void LinkPrims::receiveFrom(const std::vector<int>& sources, const std::byte* ow
 
 void LinkPrims::foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to,
                             size_t count, bool last) {
+  foldSources(sources, own, dst, send_to, count, last, false);
+}
+
+// every_rank: `sources` are all the world's ranks, folded in the communicator's order; else the
+// left fold in the order given.
+void LinkPrims::foldSources(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to,
+                            size_t count, bool last, bool every_rank) {
   const size_t bytes = count * es_;
   // The slot is taken before the messages are waited for: holding a slot stalls nobody, holding
   // received messages would.
   std::byte* into = dst ? dst : sendSlot(send_to);
   receiveFrom(sources, own, bytes);
-  kernels::reduceMany(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op);
+  if (every_rank)
+    kernels::reduceRanks(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op, order_);
+  else
+    kernels::reduceMany(into, ordered_.data(), int(ordered_.size()), count, a_.dtype, a_.op);
   if (last && a_.op == RedOp::kAvg) kernels::finishAvg(into, count, a_.dtype, n_);
   for (int p : sources)
     if (p != me_) e_.link(p).releaseRecv();
@@ -156,16 +172,16 @@ void LinkPrims::recvCopySend(int from, int to, std::byte* dst, size_t count) {
   sendBytes(to, dst, count * es_);
 }
 
-// Every rank's slice, folded in rank order (the world's fold, so Avg is finished here).
+// Every rank's slice, folded in the communicator's order (the world's fold, so Avg is finished here).
 void LinkPrims::recvReduceCopy(const std::byte* own, std::byte* dst, size_t count) {
-  foldInOrder(all_ranks_, own, dst, -1, count, true);
+  foldSources(all_ranks_, own, dst, -1, count, true, true);
 }
 
 // Folded straight into the send slot (a slot, never the caller's memory, so TCP sends it with
 // postSend too: there is no buffer of ours that must outlive the call). The slot is taken before
 // the messages are waited for: holding a slot stalls nobody, holding received messages would.
 void LinkPrims::recvReduceSend(const std::byte* own, int peer, size_t count) {
-  foldInOrder(all_ranks_, own, nullptr, peer, count, true);
+  foldSources(all_ranks_, own, nullptr, peer, count, true, true);
 }
 
 bool LinkPrims::trySend(int peer, const std::byte* src, size_t count) {
@@ -184,6 +200,31 @@ bool LinkPrims::tryRecv(int peer, std::byte* dst, size_t count) {
   if (m.data != dst) std::memcpy(dst, m.data, bytes);
   l.releaseRecv();
   return true;
+}
+
+bool LinkPrims::trySendCopy(int peer, const std::byte* src, size_t count) {
+  std::byte* slot = e_.link(peer).trySendSlot();
+  if (!slot) return false;
+  std::memcpy(slot, src, count * es_);
+  post(peer, count * es_);
+  return true;
+}
+
+bool LinkPrims::tryRecvReduce(int peer, const std::byte* own, std::byte* dst, std::byte* scratch, size_t count,
+                              bool finishes) {
+  const size_t bytes = count * es_;
+  Link& l = e_.link(peer);
+  ReceivedMessage m;
+  if (!l.tryRecvInto(&m, own == dst ? scratch : dst, bytes)) return false;
+  checkData(peer, m, bytes);
+  kernels::reduceTwo(dst, own, m.data, count, a_.dtype, a_.op);
+  if (finishes && a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+  l.releaseRecv();
+  return true;
+}
+
+void LinkPrims::waitUntil(const std::function<bool()>& ready, const std::function<std::vector<int>()>& missing) {
+  wait(ready, missing);
 }
 
 void LinkPrims::copy(const std::byte* src, std::byte* dst, size_t count) {

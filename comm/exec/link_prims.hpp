@@ -1,7 +1,7 @@
 // The CPU executor's primitives for the collective driver (kernels/common/collective_driver.hpp,
 // which holds the algorithms and names the vocabulary): one data message per primitive over the
-// the progress service's links (shm FIFOs, TCP), reductions by kernels::reduceMany in rank order, every wait
-// through Progress::waitUntil (deadline, dead and aborted peers named).
+// the progress service's links (shm FIFOs, TCP), reductions by kernels::reduceRanks in the
+// communicator's order, every wait through Progress::waitUntil (deadline, dead and aborted peers named).
 //
 // Copies: as few as the link allows. TCP sends from the caller's buffer (Link::sendsFromCaller: the
 // bytes stay unchanged until the call ends, which the driver's order guarantees: a region is only
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/plan/collective.hpp"
+#include "kernels/common/canonical_order.hpp"
 #include "transport/link.hpp"
 
 namespace ouro {
@@ -26,7 +27,9 @@ class Progress;
 
 class LinkPrims {
  public:
-  LinkPrims(Progress& progress, const CollArgs& args);
+  // order: the communicator's reduction order, which recvReduceCopy / recvReduceSend fold every
+  // rank's slice in (kernels::reduceRanks).
+  LinkPrims(Progress& progress, const CollArgs& args, kernels::FoldOrder order);
 
   // The driver's vocabulary; counts in elements, pointers into this rank's buffers.
   void send(int peer, const std::byte* src, size_t count);
@@ -37,10 +40,10 @@ class LinkPrims {
   void recvReduceSend(const std::byte* own, int peer, size_t count);
   void copy(const std::byte* src, std::byte* dst, size_t count);
 
-  // For the hierarchical algorithms (comm/exec/algo_hierarchical.cpp): the left fold, in the order
-  // given, of one slice from each of `sources` (a peer: its next data message; this rank: `own`),
-  // into dst, or, when dst is null, into a slot sent on to `send_to`. `last`: the fold that ends
-  // the call (Avg divides by the world size).
+  // For the hierarchical chain (comm/exec/algo_hierarchical.cpp, rank order only): the left fold,
+  // in the order given, of one slice from each of `sources` (a peer: its next data message; this
+  // rank: `own`), into dst, or, when dst is null, into a slot sent on to `send_to`. `last`: the
+  // fold that ends the call (Avg divides by the world size).
   void foldInOrder(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
                    bool last);
 
@@ -58,6 +61,19 @@ class LinkPrims {
   // Until ready() (the while-waiting work runs between looks); `peer` is named on a timeout.
   void waitFor(int peer, const std::function<bool()>& ready);
 
+  // For the halving-doubling lanes (comm/exec/algo_halving_doubling.cpp), non-blocking:
+  // src sent to `peer` through a slot, always copied (the caller may change src at once: recursive
+  // doubling folds into the buffer it just sent), or false when the link has no free slot.
+  bool trySendCopy(int peer, const std::byte* src, size_t count);
+  // The next data message from `peer` combined with `own` into dst (one node of the reduction
+  // tree; dst may be own), or false when it has not arrived. A link that receives into the
+  // caller's memory writes the message to dst when own is elsewhere, else to `scratch` (count
+  // elements; the same on every retry of one message). `finishes`: this node completes the
+  // element, so Avg divides by the world size.
+  bool tryRecvReduce(int peer, const std::byte* own, std::byte* dst, std::byte* scratch, size_t count, bool finishes);
+  // Until ready(); missing() names the peers waited on, for a timeout's message.
+  void waitUntil(const std::function<bool()>& ready, const std::function<std::vector<int>()>& missing);
+
  private:
   // Every wait of these primitives: ready() after the while-waiting work.
   template <typename Ready, typename Missing>
@@ -73,13 +89,16 @@ class LinkPrims {
   // One message of `bytes` from every source other than this rank (`own`), in whatever order they
   // arrive; ordered_[k] then points at source k's slice. Released by the caller.
   void receiveFrom(const std::vector<int>& sources, const std::byte* own, size_t bytes);
+  void foldSources(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
+                   bool last, bool every_rank);
 
   Progress& e_;
   const CollArgs& a_;
   const int n_, me_;
   const uint64_t call_;
   const size_t es_;
-  std::vector<int> all_ranks_;  // 0..n-1: the world's fold order
+  const kernels::FoldOrder order_;
+  std::vector<int> all_ranks_;  // 0..n-1: every rank's slice, for the world's fold
   std::vector<int> pending_;
   std::vector<const void*> ordered_;
   std::function<void()> while_waiting_;

@@ -11,11 +11,24 @@ AlgoSetting parseAlgoSetting(const std::string& text) {
   if (text == "one-shot" || text == "latency") return AlgoSetting::kOneShot;
   if (text == "hierarchical") return AlgoSetting::kHierarchical;
   if (text == "gather-fold") return AlgoSetting::kGatherFold;
+  if (text == "doubling") return AlgoSetting::kDoubling;
+  if (text == "halving-doubling") return AlgoSetting::kHalvingDoubling;
   raise(Result::kInvalidArgument,
-        "OURO_ALGO=%s is not one of auto, direct, pairwise, one-shot, hierarchical, gather-fold (ring and latency are accepted "
-        "for pairwise and one-shot); see docs/SETTINGS.md",
+        "OURO_ALGO=%s is not one of auto, direct, pairwise, one-shot, hierarchical, gather-fold, doubling, "
+        "halving-doubling (ring and latency are accepted for pairwise and one-shot); see docs/SETTINGS.md",
         text.c_str());
 }
+
+kernels::FoldOrder parseOrderSetting(const std::string& text) {
+  if (text == "tree") return kernels::FoldOrder::kTree;
+  if (text == "rank") return kernels::FoldOrder::kRank;
+  raise(Result::kInvalidArgument,
+        "OURO_ORDER=%s is not tree (the canonical tree over the ranks, the default) or rank (the left fold in rank "
+        "order); see docs/API.md \"Reproducible reductions\"",
+        text.c_str());
+}
+
+const char* orderSettingName(kernels::FoldOrder order) { return order == kernels::FoldOrder::kTree ? "tree" : "rank"; }
 
 const char* algoSettingName(AlgoSetting setting) {
   switch (setting) {
@@ -25,6 +38,8 @@ const char* algoSettingName(AlgoSetting setting) {
     case AlgoSetting::kOneShot: return "one-shot";
     case AlgoSetting::kHierarchical: return "hierarchical";
     case AlgoSetting::kGatherFold: return "gather-fold";
+    case AlgoSetting::kDoubling: return "doubling";
+    case AlgoSetting::kHalvingDoubling: return "halving-doubling";
   }
   return "unknown";
 }

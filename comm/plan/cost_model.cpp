@@ -3,7 +3,7 @@
 // kernels/common/collective_driver.hpp (pairwise), algo_hierarchical.cpp. S bytes per rank,
 // n = H*L ranks. The header states the parameters and the contention rule.
 #include "comm/plan/cost_model.hpp"
-#include "comm/plan/plan_limits.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,11 +15,6 @@ namespace ouro::model {
 namespace {
 
 constexpr size_t kDescriptorBytes = 16;  // sizeof(CallDescriptor): rides with one-shot and gather-fold data
-// The planner's thresholds, for plannedAlgorithm's mirror of its rules.
-using plan_limits::kDirectSymmetricMaxBytes;
-using plan_limits::kGatherFoldMaxBytes;
-using plan_limits::kOneShotMaxBytes;
-using plan_limits::kOneShotMaxRanks;
 
 // One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
 // host link at once; its receiver, woken, waits behind w.waiting ranks unless the transfer is longer.
@@ -78,6 +73,19 @@ double gatherFold(const Params& p, const World& w, double S) {
   return t + (n - 1) * S * p.gamma;
 }
 
+// The call check (OURO_CHECK=1): the dissemination rounds of comm/exec/call_check.cpp, one 48-byte
+// message a round to rank r - dist, crossing hosts as gather-fold's rounds do. Before the data of
+// every algorithm over links that does not carry descriptors itself.
+constexpr double kCheckMessageBytes = 48;  // sizeof(CheckWire)
+double callCheck(const Params& p, const World& w) {
+  const Msg msg{p, w};
+  const int n = w.ranks(), L = w.per_host;
+  double t = 0;
+  for (int dist = 1; dist < n; dist *= 2)
+    t += w.hosts > 1 ? msg(p.net(), kCheckMessageBytes, std::min(dist, L)) : msg(p.shm, kCheckMessageBytes);
+  return t;
+}
+
 // Pairwise (the collective driver): the buffer cut in n blocks of S/n, each moved in m slices of
 // at most one slot. Reduce-scatter: every rank sends each block's owner its slices (L-1 peers over
 // shared memory, n-L across hosts with all L ranks of the host sending); each owner folds n
@@ -123,6 +131,71 @@ double chain(const Params& p, const World& w, size_t bytes, bool ideal) {
   return round_trip + (m - 1) * per_slice;
 }
 
+// The halving-doubling schedules (issue #37; comm/exec/algo_halving_doubling.cpp,
+// kernels/common/halving_doubling.hpp) compute the canonical tree over the ranks: a pre-step folds
+// the pairs of the first 2r ranks (W = P + r), then step s combines leaves 2^s apart, then the
+// pairs' lower ranks get the result back. Which steps cross hosts and how many of a host's ranks
+// send across at once follows from the leaves each host holds: a contiguous range of them, since
+// ranks are placed host by host.
+struct StepLoads {
+  StepLoad pairs;
+  StepLoad steps[32];
+  int levels = 0;
+  bool paired = false;
+};
+
+// Leaves in [0, n) whose bit s is 0.
+long zerosBelow(long n, int s) {
+  const long d = 1L << s;
+  return (n >> (s + 1)) * d + std::min(n & (2 * d - 1), d);
+}
+
+StepLoads stepLoads(const World& w) {
+  const kernels::CanonicalTree tree(w.ranks());
+  StepLoads out;
+  out.levels = tree.levels();
+  out.paired = tree.paired > 0;
+  if (out.paired) out.pairs = halvingDoublingStep(w, -1);
+  for (int s = 0; s < out.levels; s++) out.steps[s] = halvingDoublingStep(w, s);
+  return out;
+}
+
+// `b` bytes over a step's links in messages of at most one slot; inside a host (shm) or between
+// hosts with `sharers` ranks of the host sending across at once.
+double stepMessages(const Params& p, const World& w, const StepLoad& load, double b) {
+  const Msg msg{p, w};
+  const double n = std::max(1.0, std::ceil(b / double(w.slot())));
+  return n * (load.across_hosts ? msg(p.net(), b / n, std::max(1, load.sharers)) : msg(p.shm, b / n));
+}
+
+// Recursive doubling: every step sends the whole call (at most one slot) and folds the partner's.
+double doubling(const Params& p, const World& w, double S) {
+  const StepLoads loads = stepLoads(w);
+  double t = 0;
+  if (loads.paired) t += 2 * stepMessages(p, w, loads.pairs, S) + S * p.gamma;
+  for (int s = 0; s < loads.levels; s++) t += stepMessages(p, w, loads.steps[s], S) + S * p.gamma;
+  return t;
+}
+
+// Halving-doubling in m slices of s bytes: per slice, the pairs' step (s each way), the reduce-
+// scatter's steps (s/2, s/4, ..., each folded) and the all-gather's (the same pieces back). Steps
+// inside a host and steps between hosts run on two lanes that overlap across slices (a rank works
+// on slice j's steps inside its host while slice j-1's cross hosts), so after the first slice
+// each costs the busier lane's share.
+double halvingDoubling(const Params& p, const World& w, size_t bytes) {
+  const StepLoads loads = stepLoads(w);
+  const size_t slice = std::max<size_t>(1, std::min(bytes, w.slice_bytes));
+  const double m = double(ceilDiv(bytes, slice)), s = double(bytes) / m;
+  double lane[2] = {0, 0};  // inside hosts, between hosts
+  if (loads.paired) lane[loads.pairs.across_hosts] += 2 * stepMessages(p, w, loads.pairs, s) + s * p.gamma;
+  double piece = s;
+  for (int k = 0; k < loads.levels; k++) {
+    piece /= 2;
+    lane[loads.steps[k].across_hosts] += 2 * stepMessages(p, w, loads.steps[k], piece) + piece * p.gamma;
+  }
+  return lane[0] + lane[1] + (m - 1) * std::max(lane[0], lane[1]);
+}
+
 // NCCL's ring and tree, the textbook forms with the same parameters: the step that crosses hosts
 // (or the slower kind) sets a ring step's pace; the tree spans hosts in ceil(log2 H) levels and each host in a chain.
 // Both reduce what they receive: (n-1)/n S gamma per rank for the ring, S gamma for the tree.
@@ -150,16 +223,16 @@ double ncclTree(const Params& p, const World& w, size_t bytes) {
 struct RankWork {
   double tcp = 0, shm = 0, fold = 0;
 };
-bool rankWork(Algo a, const World& w, double S, RankWork* out) {
+bool rankWork(Algorithm a, const World& w, double S, RankWork* out) {
   const int n = w.ranks(), H = w.hosts, L = w.per_host;
   RankWork r;
   switch (a) {
-    case Algo::kOneShot: {
+    case Algorithm::kOneShot: {
       const double b = S + kDescriptorBytes;
       r = {(n - L) * b, (L - 1) * b, (n - 1) * S};
       break;
     }
-    case Algo::kGatherFold:  // round dist: min(dist, L) of each host's L ranks send across
+    case Algorithm::kGatherFold:  // round dist: min(dist, L) of each host's L ranks send across
       for (int dist = 1; dist < n; dist *= 2) {
         const double b = double(std::min(dist, n - dist)) * (S + kDescriptorBytes);
         const double across = double(std::min(dist, L)) / L;
@@ -168,29 +241,89 @@ bool rankWork(Algo a, const World& w, double S, RankWork* out) {
       }
       r.fold = (n - 1) * S;
       break;
-    case Algo::kPairwise: {  // reduce-scatter to every owner; the ring's one crossing link per host
+    case Algorithm::kPairwiseRing: {  // reduce-scatter to every owner; the ring's one crossing link per host
       const double blk = S / n;
       r = {(n - L) * blk + (n - 1) * blk / L, (L - 1) * blk + (n - 1) * blk * (L - 1) / L, (n - 1) * blk};
       break;
     }
-    case Algo::kHierarchical:
-    case Algo::kChainIdeal: {  // S across each of the H-1 host boundaries, each way
+    case Algorithm::kHierarchical: {  // S across each of the H-1 host boundaries, each way
       const double chunk = S / L;
       r = {2 * (H - 1) * S / n, 2 * (L - 1) * chunk, L * chunk};
       break;
     }
-    case Algo::kNcclRing: {  // 2(n-1)/n S a rank; H of the n ring links cross hosts
-      const double sent = 2.0 * (n - 1) / n * S;
-      r = {sent * H / n, sent * (n - H) / n, (n - 1.0) / n * S};
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: {  // the step's bytes over TCP where it crosses hosts, else shm
+      const StepLoads loads = stepLoads(w);
+      const bool halving = a == Algorithm::kHalvingDoubling;
+      auto add = [&](const StepLoad& l, double b, double times) { (l.across_hosts ? r.tcp : r.shm) += b * times; };
+      if (loads.paired) add(loads.pairs, S, 2), r.fold += S;
+      double piece = S;
+      for (int k = 0; k < loads.levels; k++) {
+        if (halving) piece /= 2;
+        add(loads.steps[k], piece, halving ? 2 : 1);
+        r.fold += piece;
+      }
       break;
     }
-    case Algo::kNcclTree:  // 2S over each of the H-1 edges between hosts and the L-1 inside each
-      r = {2 * (H - 1) * S / n, 2.0 * (L - 1) * S / L, S};
-      break;
     default: return false;
   }
   *out = r;
   return true;
+}
+bool rankWork(Reference ref, const World& w, double S, RankWork* out) {
+  const int n = w.ranks(), H = w.hosts, L = w.per_host;
+  switch (ref) {
+    case Reference::kChainIdeal: return rankWork(Algorithm::kHierarchical, w, S, out);  // the chain's bytes
+    case Reference::kNcclRing: {  // 2(n-1)/n S a rank; H of the n ring links cross hosts
+      const double sent = 2.0 * (n - 1) / n * S;
+      *out = {sent * H / n, sent * (n - H) / n, (n - 1.0) / n * S};
+      return true;
+    }
+    case Reference::kNcclTree:  // 2S over each of the H-1 edges between hosts and the L-1 inside each
+      *out = {2 * (H - 1) * S / n, 2.0 * (L - 1) * S / L, S};
+      return true;
+  }
+  return false;
+}
+
+// The CPU bound (Params::tcp_cpu) of an algorithm or a reference.
+template <typename Which>
+double cpuSeconds(Which a, const Params& p, const World& w, size_t bytes) {
+  RankWork r;
+  if (p.tcp_cpu <= 0 || w.machine_cpus <= 0 || w.hosts < 2 || p.between_hosts != LinkKind::kTcp ||
+      !rankWork(a, w, double(bytes), &r))
+    return 0;
+  const double machine_ranks = double(std::min(w.machine_hosts, w.hosts)) * w.per_host;
+  // A shared-memory message keeps two CPUs busy for beta a byte (copied in and out at once, in
+  // slots): 2 beta of CPU. tcp_cpu already counts both ends.
+  return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
+}
+
+// The links' time and the CPU bound together.
+template <typename Which>
+double predictBoth(Which a, const Params& p, const World& w, size_t bytes) {
+  const double t = predictLinks(a, p, w, bytes);
+  return t >= kNotApplicable ? t : std::max(t, cpuSeconds(a, p, w, bytes));
+}
+
+// The largest slice bestSliceBytes tries: the slot, but halving-doubling's (kMaxSlotsPerSlice slots).
+size_t mostSlice(Algorithm a, const World& w) {
+  return a == Algorithm::kHalvingDoubling ? w.slot() * kMaxSlotsPerSlice : w.slice_bytes;
+}
+size_t mostSlice(Reference, const World& w) { return w.slice_bytes; }
+
+template <typename Which>
+size_t bestSlice(Which a, const Params& p, const World& w, size_t bytes) {
+  size_t best = w.slice_bytes;
+  double best_t = predict(a, p, w, bytes);
+  const size_t most = mostSlice(a, w);
+  for (size_t s = size_t(4) << 10; s <= most && s < std::max<size_t>(bytes, 8192) * 2; s *= 2) {
+    World t = w;
+    t.slice_bytes = s;
+    const double v = predict(a, p, t, bytes);
+    if (v < best_t) best_t = v, best = s;
+  }
+  return best;
 }
 
 // One whole number: "10", "2.5" (nothing before or after it).
@@ -217,28 +350,53 @@ bool parseLink(std::string_view v, LinkCost* out) {
 
 const char* linkKindName(LinkKind k) { return k == LinkKind::kShm ? "shm" : k == LinkKind::kTcp ? "tcp" : "ib"; }
 
-const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::kCopy: return "copy";
-    case Algo::kDirectInline: return "direct-inline";
-    case Algo::kDirectSymmetric: return "direct-symmetric";
-    case Algo::kDirectStaged: return "direct-staged";
-    case Algo::kOneShot: return "one-shot";
-    case Algo::kGatherFold: return "gather-fold";
-    case Algo::kPairwise: return "pairwise";
-    case Algo::kHierarchical: return "hierarchical";
-    case Algo::kChainIdeal: return "chain-ideal";
-    case Algo::kNcclRing: return "nccl-ring";
-    case Algo::kNcclTree: return "nccl-tree";
+const char* referenceName(Reference r) {
+  switch (r) {
+    case Reference::kChainIdeal: return "chain-ideal";
+    case Reference::kNcclRing: return "nccl-ring";
+    case Reference::kNcclTree: return "nccl-tree";
   }
   return "?";
 }
 
-const std::vector<Algo>& ouroAlgorithms() {
-  static const std::vector<Algo> all{Algo::kCopy,    Algo::kDirectInline, Algo::kDirectSymmetric,
-                                     Algo::kDirectStaged, Algo::kOneShot, Algo::kGatherFold,
-                                     Algo::kPairwise, Algo::kHierarchical};
+const std::vector<Algorithm>& ouroAlgorithms() {
+  static const std::vector<Algorithm> all{Algorithm::kCopy,         Algorithm::kDirectInline, Algorithm::kDirectSymmetric,
+                                          Algorithm::kDirectStaged, Algorithm::kOneShot,      Algorithm::kGatherFold,
+                                          Algorithm::kPairwiseRing, Algorithm::kHierarchical, Algorithm::kDoubling,
+                                          Algorithm::kHalvingDoubling};
   return all;
+}
+
+bool keepsOrder(Algorithm a, const World& w) {
+  switch (a) {
+    case Algorithm::kHierarchical: return !w.tree_order;
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: return w.tree_order;
+    default: return true;
+  }
+}
+
+StepLoad halvingDoublingStep(const World& w, int step) {
+  const kernels::CanonicalTree tree(w.ranks());
+  const int H = w.hosts, L = w.per_host;
+  StepLoad load;
+  if (step < 0) {  // a pair split by a host boundary: its lower rank ends one host, its upper begins the next
+    for (int h = 1; h < H; h++) {
+      const int b = h * L;
+      if ((b & 1) && b < 2 * tree.paired) load.across_hosts = true, load.sharers = 1;
+    }
+    return load;
+  }
+  const long d = 1L << step;
+  for (int h = 0; h < H; h++) {
+    const long lo = tree.carriersBelow(h * L), hi = tree.carriersBelow(h * L + L);
+    auto zeros = [&](long a, long b) { return a < b ? zerosBelow(b, step) - zerosBelow(a, step) : 0; };
+    const long a0 = std::max(lo, hi - d), b1 = std::min(hi, lo + d);
+    const long across = zeros(a0, hi) + (b1 > lo ? (b1 - lo) - zeros(lo, b1) : 0);
+    if (across > 0) load.across_hosts = true;
+    load.sharers = std::max(load.sharers, int(across));
+  }
+  return load;
 }
 
 bool parseParams(std::string_view spec, Params* params, std::string* error) {
@@ -302,91 +460,76 @@ std::string describeParams(const Params& p) {
   return link(LinkKind::kShm) + "; " + link(LinkKind::kTcp) + "; " + link(LinkKind::kIb) + "; " + r;
 }
 
-double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes) {
-  RankWork r;
-  if (p.tcp_cpu <= 0 || w.machine_cpus <= 0 || w.hosts < 2 || p.between_hosts != LinkKind::kTcp ||
-      !rankWork(a, w, double(bytes), &r))
-    return 0;
-  const double machine_ranks = double(std::min(w.machine_hosts, w.hosts)) * w.per_host;
-  // A shared-memory message keeps two CPUs busy for beta a byte (copied in and out at once, in
-  // slots): 2 beta of CPU. tcp_cpu already counts both ends.
-  return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
+double machineCpuSeconds(Algorithm a, const Params& p, const World& w, size_t bytes) { return cpuSeconds(a, p, w, bytes); }
+double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t bytes) { return cpuSeconds(r, p, w, bytes); }
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes) { return predictBoth(a, p, w, bytes); }
+double predict(Reference r, const Params& p, const World& w, size_t bytes) { return predictBoth(r, p, w, bytes); }
+
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes);
+
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) {
+  const double t = predictData(a, p, w, bytes);
+  if (t >= kNotApplicable || !w.check) return t;
+  switch (a) {
+    case Algorithm::kPairwiseRing:
+    case Algorithm::kHierarchical:
+    case Algorithm::kDoubling:
+    case Algorithm::kHalvingDoubling: return t + callCheck(p, w);
+    default: return t;  // one-shot and gather-fold carry the descriptors; direct checks in shared memory
+  }
 }
 
-double predict(Algo a, const Params& p, const World& w, size_t bytes) {
-  const double t = predictLinks(a, p, w, bytes);
-  return t >= kNotApplicable ? t : std::max(t, machineCpuSeconds(a, p, w, bytes));
-}
-
-double predictLinks(Algo a, const Params& p, const World& w, size_t bytes) {
+// The data's movement alone, without the call check.
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes) {
   const int n = w.ranks();
   const double S = double(bytes);
-  if (n == 1) return a == Algo::kCopy ? S * p.shm.beta : kNotApplicable;
+  if (n == 1) return a == Algorithm::kCopy ? S * p.shm.beta : kNotApplicable;
   const bool one_host = w.hosts == 1;
   switch (a) {
-    case Algo::kCopy: return kNotApplicable;
-    case Algo::kDirectInline:
+    case Algorithm::kDirectInline:
       return one_host && w.direct && bytes <= w.inline_bytes ? directInline(p, w, S) : kNotApplicable;
-    case Algo::kDirectSymmetric: return one_host && w.direct ? directSymmetric(p, w, bytes) : kNotApplicable;
-    case Algo::kDirectStaged: return one_host && w.direct ? directStaged(p, w, bytes) : kNotApplicable;
-    case Algo::kOneShot:
+    case Algorithm::kDirectSymmetric: return one_host && w.direct ? directSymmetric(p, w, bytes) : kNotApplicable;
+    case Algorithm::kDirectStaged: return one_host && w.direct ? directStaged(p, w, bytes) : kNotApplicable;
+    case Algorithm::kOneShot:
       return !(one_host && w.direct) && bytes + kDescriptorBytes <= w.slice_bytes ? oneShot(p, w, S) : kNotApplicable;
-    case Algo::kGatherFold:
+    case Algorithm::kGatherFold:
       return !(one_host && w.direct) && double(n) * (S + kDescriptorBytes) <= double(w.slice_bytes)
                  ? gatherFold(p, w, S)
                  : kNotApplicable;
-    case Algo::kPairwise: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
-    case Algo::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
-    case Algo::kChainIdeal: return w.hosts >= 2 ? chain(p, w, bytes, true) : kNotApplicable;
-    case Algo::kNcclRing: return ncclRing(p, w, bytes);
-    case Algo::kNcclTree: return ncclTree(p, w, bytes);
+    case Algorithm::kPairwiseRing: return one_host && w.direct ? kNotApplicable : pairwise(p, w, bytes);
+    case Algorithm::kHierarchical: return w.hosts >= 2 ? chain(p, w, bytes, false) : kNotApplicable;
+    case Algorithm::kDoubling:
+      return !(one_host && w.direct) && bytes <= w.slot() ? doubling(p, w, S) : kNotApplicable;
+    case Algorithm::kHalvingDoubling: return one_host && w.direct ? kNotApplicable : halvingDoubling(p, w, bytes);
+    default: return kNotApplicable;  // not priced: kCopy past one rank, and what all-reduce never runs
+  }
+}
+
+double predictLinks(Reference r, const Params& p, const World& w, size_t bytes) {
+  switch (r) {
+    case Reference::kChainIdeal: return w.hosts >= 2 && w.ranks() > 1 ? chain(p, w, bytes, true) : kNotApplicable;
+    case Reference::kNcclRing: return w.ranks() > 1 ? ncclRing(p, w, bytes) : kNotApplicable;
+    case Reference::kNcclTree: return w.ranks() > 1 ? ncclTree(p, w, bytes) : kNotApplicable;
   }
   return kNotApplicable;
 }
 
-Algo plannedAlgorithm(const World& w, size_t bytes) {
-  const int n = w.ranks();
-  if (n == 1) return Algo::kCopy;
-  if (w.hosts == 1 && w.direct) {
-    if (bytes <= w.inline_bytes) return Algo::kDirectInline;
-    if (n == 2 || bytes <= kDirectSymmetricMaxBytes) return Algo::kDirectSymmetric;
-    return Algo::kDirectStaged;
-  }
-  if (w.hosts > 1) {
-    const double total = double(n) * double(bytes + kDescriptorBytes);
-    const double limit = double(kGatherFoldMaxBytes) + double(n) * double(kDescriptorBytes);
-    if (total <= double(w.slice_bytes) && total <= limit) return Algo::kGatherFold;
-  }
-  if (n <= kOneShotMaxRanks && bytes + kDescriptorBytes <= w.slice_bytes && bytes <= kOneShotMaxBytes)
-    return Algo::kOneShot;
-  if (w.hosts >= 2 && w.per_host >= 2 && bytes >= w.hier_min_bytes) return Algo::kHierarchical;
-  return Algo::kPairwise;
-}
-
-size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes) {
-  size_t best = w.slice_bytes;
-  double best_t = predict(a, p, w, bytes);
-  for (size_t s = size_t(4) << 10; s < w.slice_bytes; s *= 2) {
-    World t = w;
-    t.slice_bytes = s;
-    const double v = predict(a, p, t, bytes);
-    if (v < best_t) best_t = v, best = s;
-  }
-  return best;
-}
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes) { return bestSlice(a, p, w, bytes); }
+size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes) { return bestSlice(r, p, w, bytes); }
 
 Choice bestOuro(const Params& p, const World& w, size_t bytes) {
   Choice best;
-  for (Algo a : ouroAlgorithms()) {
+  for (Algorithm a : ouroAlgorithms()) {
+    if (!keepsOrder(a, w)) continue;
     const double t = predict(a, p, w, bytes);
     if (t < best.seconds) best = {a, t};
   }
   return best;
 }
 
-Choice bestNccl(const Params& p, const World& w, size_t bytes) {
-  const double ring = predict(Algo::kNcclRing, p, w, bytes), tree = predict(Algo::kNcclTree, p, w, bytes);
-  return tree < ring ? Choice{Algo::kNcclTree, tree} : Choice{Algo::kNcclRing, ring};
+ReferenceChoice bestNccl(const Params& p, const World& w, size_t bytes) {
+  const double ring = predict(Reference::kNcclRing, p, w, bytes), tree = predict(Reference::kNcclTree, p, w, bytes);
+  return tree < ring ? ReferenceChoice{Reference::kNcclTree, tree} : ReferenceChoice{Reference::kNcclRing, ring};
 }
 
 }  // namespace ouro::model

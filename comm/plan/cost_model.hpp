@@ -1,8 +1,8 @@
 // The cost model (issue #24): what an all-reduce of S bytes per rank costs under each of ouro's
 // algorithms, and under NCCL's ring and tree with the same parameters, in the alpha-beta-gamma
-// style. Pure (no settings, no clock, standard library only), so ouro-bench and the simulation CLI
-// (bench/model) compile this very file: there is one model. docs/ACROSS-HOSTS.md "Cost model (#24)"
-// states the formulas and what they leave out.
+// style. Pure (no settings, no clock), so the planner and the simulation CLI (bench/model, which
+// runs the planner) ask the same functions: there is one model. docs/ACROSS-HOSTS.md "Cost model
+// (#24)" states the formulas and what they leave out.
 //
 // Parameters: per link kind a per-message latency alpha [s] and a per-byte cost beta [s/B]; a
 // per-byte cost gamma [s/B] of folding one source into an accumulator. Contention: the ranks of a
@@ -29,6 +29,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "comm/plan/algorithm.hpp"
 
 namespace ouro::model {
 
@@ -76,27 +78,44 @@ struct World {
                                        // machine ranks / CPUs - 1 when above 0 (machineWaiting)
   int machine_hosts = 1;               // hosts on the machine with the most of them (Params::tcp_cpu)
   int machine_cpus = 0;                // that machine's CPUs (0: unknown, no CPU bound)
+  // Issue #37: the reduction order the communicator keeps (OURO_ORDER): the canonical tree, which
+  // the halving-doubling algorithms compute, or the left fold in rank order, which the chain does.
+  bool tree_order = true;
+  // The link slot, the largest message (0: slice_bytes). Algorithms whose slice may exceed a slot
+  // (halving-doubling: a slice of the whole buffer, each step's piece sent in slot-sized messages)
+  // keep their message size here while slice_bytes varies.
+  size_t slot_bytes = 0;
+  // OURO_CHECK=1 (the default): the algorithms over links that do not carry descriptors with their
+  // data (pairwise, hierarchical, doubling, halving-doubling) first run the call check, ceil(log2 n)
+  // rounds of one small message (comm/exec/call_check.hpp). False prices the data alone.
+  bool check = false;
   int ranks() const { return hosts * per_host; }
+  size_t slot() const { return slot_bytes ? slot_bytes : slice_bytes; }
 };
 
-enum class Algo {
-  kCopy,             // one rank
-  kDirectInline,     // one host: data in the announcement line
-  kDirectSymmetric,  // one host: every rank folds every staged chunk
-  kDirectStaged,     // one host: reduce-scatter + all-gather through staging
-  kOneShot,          // links: every rank sends every peer its data, folds locally
-  kGatherFold,       // links: Bruck all-gather of contributions in ceil(log2 n) rounds, folds locally
-  kPairwise,         // links: pairwise reduce-scatter, ring all-gather (the collective driver)
-  kHierarchical,     // inside each host, a chain between hosts, finished values back the reverse way
-                     // with a window of 2H slices (as built; one rank per host too, when named)
-  kChainIdeal,       // not built: the ordered chain's bound on links between neighbouring hosts (each
-                     // pair its own link): one hop a slice per direction, no window (docs/DESIGN.md)
-  kNcclRing,         // reference: NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
-  kNcclTree,         // reference: NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
+// ouro's algorithms are priced by the one Algorithm enum (comm/plan/algorithm.hpp): kCopy, the
+// direct ones, one-shot, gather-fold, kPairwiseRing (the collective driver: pairwise reduce-scatter,
+// ring all-gather), kHierarchical (inside each host, a chain between hosts, finished values back
+// the reverse way with a window of 2H slices; one rank per host too, when named; the left fold in
+// rank order only, OURO_ORDER=rank), kDoubling (issue #37: recursive doubling over the ranks, the
+// whole call every step, one slot at most, ceil(log2 W) steps: the canonical tree,
+// kernels/common/canonical_order.hpp) and kHalvingDoubling (recursive halving reduce-scatter then
+// doubling all-gather, Rabenseifner's, in slices of the whole buffer, steps inside a host
+// overlapping those between hosts). The others are not priced (kNotApplicable).
+// What ouro's algorithms are held against, priced with the same parameters but never run:
+enum class Reference {
+  kChainIdeal,  // the ordered chain's bound on links between neighbouring hosts (each pair its own
+                // link): one hop a slice per direction, no window (docs/DESIGN.md)
+  kNcclRing,    // NCCL's ring, 2(n-1) alpha + 2(n-1)/n S beta
+  kNcclTree,    // NCCL's tree, 2 log2 alpha + 2 S beta (pipelined approximation)
 };
-const char* algoName(Algo a);
-// ouro's algorithms that run today (kCopy .. kHierarchical).
-const std::vector<Algo>& ouroAlgorithms();
+const char* referenceName(Reference r);  // "chain-ideal", "nccl-ring", "nccl-tree"
+// ouro's algorithms the model prices (kCopy .. kHalvingDoubling), in the order ties are broken.
+const std::vector<Algorithm>& ouroAlgorithms();
+// Whether `a` computes the order the world keeps (World::tree_order): the chain only the rank
+// order, the halving-doubling algorithms only the tree; the others fold every contribution of an
+// element in one place, in either order.
+bool keepsOrder(Algorithm a, const World& w);
 
 constexpr double kNotApplicable = 1e300;
 
@@ -108,29 +127,48 @@ inline double machineWaiting(int machine_ranks, int cpus) {
 // The CPU work bound alone (Params::tcp_cpu): seconds the most crowded machine's CPUs need for
 // the call's TCP bytes, copies and folds under algorithm `a`; 0 where it does not apply (tcp_cpu
 // unset, one host, links between hosts that are not TCP, or the direct algorithms).
-double machineCpuSeconds(Algo a, const Params& p, const World& w, size_t bytes);
+double machineCpuSeconds(Algorithm a, const Params& p, const World& w, size_t bytes);
+double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t bytes);
 
 // Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
 // on this world (direct across hosts, one-shot or gather-fold past one slot, ...).
 // With Params::tcp_cpu, the larger of the links' time (predictLinks) and machineCpuSeconds.
-double predict(Algo a, const Params& p, const World& w, size_t bytes);
-double predictLinks(Algo a, const Params& p, const World& w, size_t bytes);
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes);
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes);
+double predict(Reference r, const Params& p, const World& w, size_t bytes);
+double predictLinks(Reference r, const Params& p, const World& w, size_t bytes);
 
-// The algorithm the planner picks under OURO_ALGO=auto (comm/plan/planner.cpp's rules, mirrored;
-// tests/comm/test_cost_model.cpp holds the two to the same answers).
-Algo plannedAlgorithm(const World& w, size_t bytes);
+// The slice (a power of two from 4 KiB up to the slot; halving-doubling: up to kMaxSlotsPerSlice
+// slots) under which the model predicts `a` fastest: what the planner sets for the pipelined
+// algorithms (the chain's fill grows with the slice times 2(H-1) hops; halving-doubling pays
+// 2 log2 W messages a slice).
+constexpr size_t kMaxSlotsPerSlice = 256;
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes);
+size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes);
 
-// The slice (a power of two from 4 KiB up to the slot) under which the model predicts `a` fastest:
-// what the planner could set for the chain, whose fill grows with the slice times 2(H-1) hops.
-size_t bestSliceBytes(Algo a, const Params& p, const World& w, size_t bytes);
+// The halving-doubling schedules on this world (issue #37), step by step: whether the step's
+// partners are on different hosts (then it runs on the links between hosts, else inside the hosts)
+// and, for the busiest host, how many of its ranks send across at once. Step -1 is the pre- and
+// post-step of the pairs (W not a power of two), steps 0..log2(P)-1 the distances 1, 2, 4, ... over
+// the tree's leaves. Exposed for the tests.
+struct StepLoad {
+  bool across_hosts = false;
+  int sharers = 0;
+};
+StepLoad halvingDoublingStep(const World& w, int step);
 
 struct Choice {
-  Algo algo = Algo::kCopy;
+  Algorithm algo = Algorithm::kCopy;
   double seconds = kNotApplicable;
 };
-// The fastest of ouro's algorithms by the model (ties: the earlier in ouroAlgorithms()).
+// The fastest of ouro's algorithms that keep the world's order, by the model (ties: the earlier in
+// ouroAlgorithms()).
 Choice bestOuro(const Params& p, const World& w, size_t bytes);
 // The faster of NCCL's ring and tree.
-Choice bestNccl(const Params& p, const World& w, size_t bytes);
+struct ReferenceChoice {
+  Reference ref = Reference::kNcclRing;
+  double seconds = kNotApplicable;
+};
+ReferenceChoice bestNccl(const Params& p, const World& w, size_t bytes);
 
 }  // namespace ouro::model

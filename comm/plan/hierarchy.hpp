@@ -9,8 +9,9 @@
 // sends each host's data off it about once per phase, split over the L local ranks so every core
 // and connection carries a share.
 //
-// Why a chain between hosts and not a ring: reductions are the left fold over the ranks in rank
-// order, rounded each step (docs/API.md "Reproducible reductions"). With each host's ranks
+// Why a chain between hosts and not a ring: under OURO_ORDER=rank reductions are the left fold over
+// the ranks in rank order, rounded each step (docs/API.md "Reproducible reductions"; the default
+// canonical tree has its own algorithm between hosts, halving-doubling). With each host's ranks
 // contiguous, that fold is: host 0's ranks in order, then host 1's continuing from host 0's
 // partial, and so on. So the partial of every element travels host 0 -> 1 -> ... -> H-1 (a ring
 // would start each chunk's fold at a different host, another order), and the finished values go

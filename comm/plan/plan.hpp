@@ -10,8 +10,11 @@
 #include <string>
 
 #include "comm/plan/algo_setting.hpp"
+#include "comm/plan/algorithm.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/plan/hierarchy.hpp"
+#include "kernels/common/canonical_order.hpp"
+#include "kernels/common/protocol.hpp"
 
 namespace ouro {
 
@@ -29,37 +32,17 @@ struct DirectWrites {
 // CUDA executor (a kernel on the user's stream).
 enum class ExecutorKind : uint8_t { kHost, kCuda };
 
-enum class Algorithm : uint8_t {
-  kCopy,               // one rank: the output is the input
-  // One host, every rank mapping every other's shared memory (comm/exec/algo_direct.cpp):
-  kDirectInline,       //   the data rides in the announcement line (at most kInlineBytes)
-  kDirectSymmetric,    //   all-reduce: every rank reduces every staged chunk
-  kDirectStaged,       //   through the staging buffers (all-reduce: reduce-scatter, then all-gather)
-  // Messages over links, shm FIFOs and TCP (comm/exec/algo_links.cpp):
-  kOneShot,            //   the data rides in the descriptor exchange
-  kPairwiseRing,       //   the collective driver: pairwise reduce-scatter, ring all-gather, chain broadcast
-  kHierarchical,       //   all-reduce inside each host, then a chain between hosts
-  kPairwiseTransfers,  //   all-to-all: every pair's transfers at once
-  kGatherFold,         //   small calls: every contribution gathered in ceil(log2 W) Bruck steps, then
-                       //   folded locally in rank order (comm/exec/algo_gather_fold.cpp)
-  kDescriptorExchange, //   barrier: the exchange is the whole call
-  // CUDA (comm/exec/cuda_executor.cpp):
-  kDeviceDriver,       //   the collective driver as one kernel, a thread block per channel
-};
-const char* algorithmName(Algorithm a);
-// One word, as OURO_ALGO and the cost model spell it ("pairwise", "gather-fold"): for tables.
-const char* algorithmShortName(Algorithm a);
-
-// How the device kernels move data: whole slots (Simple) or 8-byte flag+data lines (LL, for small
-// calls). Host plans have no protocol.
-enum class Protocol : uint8_t { kNone, kSimple, kLL };
+// How the messages travel: whole slots (Simple) or, on the device FIFOs only, 8-byte flag+data
+// lines (LL, for small calls). One enum from the plan to the kernels (kernels/common/protocol.hpp).
+using Protocol = kernels::Protocol;
 
 struct Plan {
   CollKind kind = CollKind::kAllReduce;
   ExecutorKind executor = ExecutorKind::kHost;
   Algorithm algorithm = Algorithm::kCopy;
-  Protocol protocol = Protocol::kNone;
-  bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK)
+  Protocol protocol = Protocol::kSimple;  // host plans: always kSimple
+  bool check = true;        // ranks exchange and compare call descriptors first (OURO_CHECK; a
+                            // barrier over links always does: the exchange is the whole call)
   size_t bytes = 0;         // what the choice was made on: the call's bytes per rank (all-to-all,
                             // reduce-scatter and all-gather: the largest buffer)
   size_t slice_bytes = 0;   // pipelining unit: one link slot (host) or one device message
@@ -67,7 +50,17 @@ struct Plan {
   const int* ring = nullptr;  // device: ring order in device memory; nullptr: rank order
   HostGrid grid;            // hierarchical: the hosts and their ranks
   int lag = 1;              // hierarchical: slices the chain may run ahead (hierarchyLag)
+  // The collective driver (kernels/common/collective_driver.hpp): slices a rank may send ahead of
+  // its receives. 1 on the host, whose links all have 2 slots or more (OURO_SHM_SLOTS,
+  // OURO_TCP_SLOTS, OURO_IB_SLOTS); 0 on the device.
+  int lookahead = 0;
   HierarchyChoice hierarchy;  // all-reduce over links: why two levels or not
+  // The communicator's reduction order (OURO_ORDER, agreed at init): every fold of the call follows it.
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;
+  // Halving-doubling: the largest message (the link slot; slice_bytes is then a slice of the whole
+  // buffer, each level's piece of it sent in messages of at most this) and how many slices the
+  // steps inside a host run ahead of the all-gather (HalvingDoubling's lanes).
+  size_t message_bytes = 0;
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
   // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
   // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).

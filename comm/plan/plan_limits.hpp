@@ -1,7 +1,6 @@
-// The planner's fixed thresholds and its margin for the cost model's pick, in one place: the
-// planner (planner.cpp) plans by them, the cost model's mirror of its rules (cost_model.cpp,
-// plannedAlgorithm) and the simulation CLI (bench/model/ouro_model.cpp) predict by them. Standard
-// library only, as the cost model is, so the CLI compiles it without the library.
+// The planner's fixed thresholds and its margin for the cost model's pick, in one place: its rules
+// (planner.cpp) are the only code that reads them; the simulation CLI (bench/model/ouro_model.cpp)
+// runs the planner itself rather than a copy of its rules.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +22,9 @@ constexpr size_t kDirectSymmetricMaxBytes = size_t(64) << 10;
 // 2(W-1)/W of the data wins on the host links (docs/ACROSS-HOSTS.md "Small all-reduce across hosts
 // (#24)").
 constexpr size_t kGatherFoldMaxBytes = size_t(16) << 10;
+// The collective driver's lookahead on the host (Plan::lookahead): every host link has 2 slots or
+// more, so a rank may send one slice ahead of its receives without a deadlock.
+constexpr int kHostLookahead = 1;
 // The cost model's pick replaces the rules' only when predicted at least this much faster: the
 // model's own target accuracy (issue #24: within 25% of the measured time).
 constexpr double kModelMargin = 1.25;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm/plan/halving_doubling_rules.hpp"
 #include "comm/plan/plan_limits.hpp"
 #include "core/log.hpp"
 #include "core/strings.hpp"
@@ -11,6 +12,7 @@ namespace ouro {
 namespace {
 
 using plan_limits::kDirectSymmetricMaxBytes;
+using plan_limits::kHostLookahead;
 using plan_limits::kGatherFoldMaxBytes;
 using plan_limits::kModelMargin;
 using plan_limits::kOneShotMaxBytes;
@@ -46,21 +48,6 @@ size_t directInlineBytes(const CollArgs& a, int n) {
   }
 }
 
-// The model's name for an executor algorithm, for all-reduce; false where the model has none.
-bool asModelAlgo(Algorithm a, model::Algo* out) {
-  switch (a) {
-    case Algorithm::kCopy: *out = model::Algo::kCopy; return true;
-    case Algorithm::kDirectInline: *out = model::Algo::kDirectInline; return true;
-    case Algorithm::kDirectSymmetric: *out = model::Algo::kDirectSymmetric; return true;
-    case Algorithm::kDirectStaged: *out = model::Algo::kDirectStaged; return true;
-    case Algorithm::kOneShot: *out = model::Algo::kOneShot; return true;
-    case Algorithm::kGatherFold: *out = model::Algo::kGatherFold; return true;
-    case Algorithm::kPairwiseRing: *out = model::Algo::kPairwise; return true;
-    case Algorithm::kHierarchical: *out = model::Algo::kHierarchical; return true;
-    default: return false;
-  }
-}
-
 // "12.3 us" or "4.56 ms".
 std::string formatSeconds(double s) {
   return s < 0.01 ? strprintf("%.1f us", s * 1e6) : strprintf("%.2f ms", s * 1e3);
@@ -80,6 +67,10 @@ size_t largestBufferBytes(const CollArgs& a, int nranks) {
 
 }  // namespace
 
+bool runsDirect(int nranks, bool every_peer_shm, AlgoSetting setting) {
+  return nranks > 1 && every_peer_shm && (setting == AlgoSetting::kAuto || setting == AlgoSetting::kDirect);
+}
+
 size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks) {
   const auto kind = CollKind(d.collective);
   if (kind == CollKind::kBarrier || (kind == CollKind::kBroadcast && rank != d.root)) return 0;
@@ -87,40 +78,6 @@ size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks
   const size_t blocks = kind == CollKind::kReduceScatter || kind == CollKind::kAllToAll ? size_t(nranks) : 1;
   if (es == 0 || d.count > SIZE_MAX / es / blocks) return SIZE_MAX;
   return size_t(d.count) * es * blocks;
-}
-
-const char* algorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return "copy (one rank)";
-    case Algorithm::kDirectInline: return "direct inline (data in the announcement line)";
-    case Algorithm::kDirectSymmetric: return "direct symmetric (every rank reduces all staged chunks)";
-    case Algorithm::kDirectStaged: return "direct, through staging buffers";
-    case Algorithm::kOneShot: return "one-shot (data inside the descriptor exchange)";
-    case Algorithm::kPairwiseRing: return "pairwise reduce-scatter, ring all-gather, chain broadcast (driver)";
-    case Algorithm::kHierarchical: return "hierarchical (inside each host, a chain between hosts)";
-    case Algorithm::kPairwiseTransfers: return "pairwise transfers";
-    case Algorithm::kGatherFold: return "gather-fold (contributions gathered in log2 steps, folded locally in rank order)";
-    case Algorithm::kDescriptorExchange: return "descriptor exchange";
-    case Algorithm::kDeviceDriver: return "device driver kernel";
-  }
-  return "unknown";
-}
-
-const char* algorithmShortName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return "copy";
-    case Algorithm::kDirectInline: return "direct-inline";
-    case Algorithm::kDirectSymmetric: return "direct-symmetric";
-    case Algorithm::kDirectStaged: return "direct-staged";
-    case Algorithm::kOneShot: return "one-shot";
-    case Algorithm::kPairwiseRing: return "pairwise";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kPairwiseTransfers: return "pairwise-transfers";
-    case Algorithm::kGatherFold: return "gather-fold";
-    case Algorithm::kDescriptorExchange: return "descriptor-exchange";
-    case Algorithm::kDeviceDriver: return "device-driver";
-  }
-  return "unknown";
 }
 
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
@@ -166,6 +123,9 @@ bool Planner::modelWorld(model::World* out) const {
   w.per_host = hosts_.grid.per_host;
   w.direct = world_.direct;
   w.slice_bytes = world_.slice_bytes;
+  w.slot_bytes = world_.slice_bytes;
+  w.tree_order = world_.order == kernels::FoldOrder::kTree;
+  w.check = world_.check;
   w.inline_bytes = transport::shm::kInlineBytes;
   w.inter_host_slots = world_.inter_host_slots;
   w.hier_min_bytes = world_.hier_min_bytes;
@@ -176,24 +136,21 @@ bool Planner::modelWorld(model::World* out) const {
   return true;
 }
 
-// The executor's algorithm that runs the model's `m` for this all-reduce over links, or false
-// where it cannot run it for this call. The candidates come from model::ouroAlgorithms(), so an
-// algorithm added to the model is weighed here as soon as it has a case below (and the host
-// executor runs it).
-static bool linksAlgorithm(model::Algo m, const CollArgs& a, const PlannerWorld& w, const HostLayout& hosts,
-                           Algorithm* out) {
-  const size_t bytes = a.count * a.elementBytes();
-  switch (m) {
-    case model::Algo::kOneShot:
-      *out = Algorithm::kOneShot;
-      return bytes + sizeof(CallDescriptor) <= w.slice_bytes;
-    case model::Algo::kGatherFold:
-      *out = Algorithm::kGatherFold;
-      return gatherFoldTotalBytes(a, w.nranks) <= w.slice_bytes;
-    case model::Algo::kPairwise: *out = Algorithm::kPairwiseRing; return true;
-    case model::Algo::kHierarchical:
-      *out = Algorithm::kHierarchical;
-      return chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
+// Whether the executor can run `a` for this all-reduce over links (the model prices more than
+// that). The candidates come from model::ouroAlgorithms(), so an algorithm added to the model is
+// weighed here as soon as it has a case below (and the host executor runs it).
+static bool runsOverLinks(Algorithm a, const CollArgs& args, const PlannerWorld& w, const HostLayout& hosts) {
+  const size_t bytes = args.count * args.elementBytes();
+  switch (a) {
+    case Algorithm::kOneShot: return bytes + sizeof(CallDescriptor) <= w.slice_bytes;
+    case Algorithm::kGatherFold: return gatherFoldTotalBytes(args, w.nranks) <= w.slice_bytes;
+    case Algorithm::kPairwiseRing: return true;
+    case Algorithm::kHierarchical:
+      return w.order == kernels::FoldOrder::kRank &&
+             chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
+    case Algorithm::kDoubling:  // the whole call in one message a level
+      return w.order == kernels::FoldOrder::kTree && args.kind == CollKind::kAllReduce && bytes <= w.slice_bytes;
+    case Algorithm::kHalvingDoubling: return w.order == kernels::FoldOrder::kTree && args.kind == CollKind::kAllReduce;
     default: return false;  // one host's direct algorithms (not over links), or one not built here yet
   }
 }
@@ -209,15 +166,15 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
     Algorithm runner_up = Algorithm::kCopy;
     double runner_up_s = model::kNotApplicable;
   } pick;
-  for (const model::Algo m : model::ouroAlgorithms()) {
-    Algorithm algorithm;
-    if (!linksAlgorithm(m, a, world_, hosts_, &algorithm)) continue;
+  for (const Algorithm algorithm : model::ouroAlgorithms()) {
+    if (!runsOverLinks(algorithm, a, world_, hosts_)) continue;
     // Pipelined algorithms take the slice the model likes best (at most the slot); the others
     // need the whole slot (one message per peer or per step).
     model::World t = w;
-    if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical)
-      t.slice_bytes = model::bestSliceBytes(m, world_.model_params, w, bytes);
-    const double s = model::predict(m, world_.model_params, t, bytes);
+    if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical ||
+        algorithm == Algorithm::kHalvingDoubling)
+      t.slice_bytes = model::bestSliceBytes(algorithm, world_.model_params, w, bytes);
+    const double s = model::predict(algorithm, world_.model_params, t, bytes);
     if (s >= model::kNotApplicable) continue;
     if (s < pick.seconds) {
       pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
@@ -231,11 +188,17 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;
   p.check = world_.check;
+  p.lookahead = kHostLookahead;
   p.bytes = bytes;
   p.algorithm = pick.algorithm;
   p.slice_bytes = pick.slice_bytes;
   p.predicted_s = pick.seconds;
   p.by_model = true;
+  p.order = world_.order;
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling) {
+    p.message_bytes = world_.slice_bytes;
+    p.lag = kHalvingDoublingLag;
+  }
   if (pick.runner_up_s < model::kNotApplicable) p.runner_up = pick.runner_up, p.runner_up_s = pick.runner_up_s;
   p.hierarchy = chooseHierarchy(hosts_, AlgoSetting::kHierarchical, bytes, world_.hier_min_bytes);
   p.hierarchy.hierarchical = p.algorithm == Algorithm::kHierarchical;
@@ -248,19 +211,51 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
 
 double Planner::predictPlan(const Plan& p) const {
   model::World w;
-  model::Algo m;
-  if (p.executor != ExecutorKind::kHost || !modelWorld(&w) || !asModelAlgo(p.algorithm, &m)) return 0;
+  if (p.executor != ExecutorKind::kHost || !modelWorld(&w)) return 0;
+  if (p.message_bytes) w.slot_bytes = p.message_bytes;
   if (p.slice_bytes) w.slice_bytes = p.slice_bytes;
-  const double s = model::predict(m, world_.model_params, w, p.bytes);
+  const double s = model::predict(p.algorithm, world_.model_params, w, p.bytes);
   return s < model::kNotApplicable ? s : 0;
+}
+
+// Issue #37, OURO_ORDER=tree: an all-reduce over links past gather-fold and one-shot runs the
+// canonical tree between hosts (halving-doubling; doubling where named and the call fits a slot),
+// unless the tree's pairs are split by a host boundary (an odd rank count a host and W not a power
+// of two: the pairs' step would carry the whole call across hosts, where the flat pairwise
+// algorithm's owners fold everything locally).
+void Planner::planTreeAllReduce(Plan* plan) const {
+  Plan& p = *plan;
+  const AlgoSetting s = world_.setting;
+  bool tree = s == AlgoSetting::kHalvingDoubling || s == AlgoSetting::kHierarchical || s == AlgoSetting::kDoubling;
+  if (s == AlgoSetting::kAuto && spansHosts(world_.host_of)) {
+    tree = true;
+    const kernels::CanonicalTree t(world_.nranks);
+    for (int v = 0; v < t.paired; v++)
+      if (world_.host_of[size_t(2 * v)] != world_.host_of[size_t(2 * v + 1)]) tree = false;
+  }
+  if (!tree) {
+    p.algorithm = Algorithm::kPairwiseRing;
+    return;
+  }
+  p.message_bytes = world_.slice_bytes;
+  p.lag = kHalvingDoublingLag;
+  if (s == AlgoSetting::kDoubling && p.bytes <= world_.slice_bytes) {
+    p.algorithm = Algorithm::kDoubling;
+    return;
+  }
+  p.algorithm = Algorithm::kHalvingDoubling;
+  p.slice_bytes = halvingDoublingSliceBytes(p.bytes, world_.slice_bytes);
 }
 
 Plan Planner::planByRules(const CollArgs& a) const {
   Plan p;
   p.kind = a.kind;
   p.executor = ExecutorKind::kHost;
-  p.check = world_.check;
+  // A barrier over links is its descriptor exchange: it compares them whatever OURO_CHECK says.
+  p.check = world_.check || (a.kind == CollKind::kBarrier && !world_.direct);
+  p.lookahead = kHostLookahead;
   p.slice_bytes = world_.slice_bytes;
+  p.order = world_.order;
   const int n = world_.nranks;
   if (n == 1) {
     p.algorithm = Algorithm::kCopy;
@@ -279,7 +274,8 @@ Plan Planner::planByRules(const CollArgs& a) const {
     return p;
   }
   p.bytes = a.kind == CollKind::kBarrier ? 0 : a.count * a.elementBytes();
-  const bool flat_named = world_.setting == AlgoSetting::kPairwise || world_.setting == AlgoSetting::kHierarchical;
+  const bool flat_named = world_.setting == AlgoSetting::kPairwise || world_.setting == AlgoSetting::kHierarchical ||
+                          world_.setting == AlgoSetting::kDoubling || world_.setting == AlgoSetting::kHalvingDoubling;
   // Gather-fold: named, whenever every contribution fits one slot; auto, for small calls whose
   // ranks span hosts (on one host the links' one-shot costs no network hop per step).
   if (world_.setting == AlgoSetting::kGatherFold || (world_.setting == AlgoSetting::kAuto && spansHosts(world_.host_of))) {
@@ -297,6 +293,10 @@ Plan Planner::planByRules(const CollArgs& a) const {
   }
   switch (a.kind) {
     case CollKind::kAllReduce:
+      if (world_.order == kernels::FoldOrder::kTree) {
+        planTreeAllReduce(&p);
+        break;
+      }
       p.hierarchy = chooseHierarchy(hosts_, world_.setting, p.bytes, world_.hier_min_bytes);
       p.algorithm = p.hierarchy.hierarchical ? Algorithm::kHierarchical : Algorithm::kPairwiseRing;
       if (p.hierarchy.hierarchical) {
@@ -317,6 +317,7 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   p.kind = a.kind;
   p.executor = ExecutorKind::kCuda;
   p.algorithm = Algorithm::kDeviceDriver;
+  p.order = world_.order;
   p.check = world_.check;
   p.bytes = largestBufferBytes(a, world_.nranks);
   const bool ll = p.bytes <= d.ll_max_bytes;
@@ -327,6 +328,33 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   return p;
 }
 
+Plan Planner::planDeviceTransfer(size_t bytes, const DeviceFacts& d) const {
+  CollArgs a;
+  a.kind = CollKind::kSendRecv;
+  a.count = bytes;
+  a.dtype = DataType::kUint8;
+  return planDevice(a, d);
+}
+
+// Why an all-reduce over links runs what it runs under OURO_ORDER=tree (the rules' choice).
+std::string Planner::treeReasonText(const Plan& p) const {
+  const AlgoSetting s = world_.setting;
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling) {
+    if (s == AlgoSetting::kHierarchical)
+      return "OURO_ALGO=hierarchical names the rank-order chain; under OURO_ORDER=tree the two levels are "
+             "halving-doubling's, whose levels inside each host come first";
+    if (s == AlgoSetting::kDoubling && p.algorithm == Algorithm::kHalvingDoubling)
+      return strprintf("OURO_ALGO=doubling sends the whole call every level, which must fit one %zu-byte slot",
+                       world_.slice_bytes);
+    if (s != AlgoSetting::kAuto) return "";  // named: the plan line says so
+    return "ranks span hosts: the canonical tree between them in log2 W levels";
+  }
+  if (s == AlgoSetting::kAuto && spansHosts(world_.host_of))
+    return "the canonical tree's pairs (W is not a power of two) would cross hosts with the whole call: the flat "
+           "algorithm's owners fold every contribution locally instead";
+  return "";
+}
+
 std::string Planner::describe(const Plan& p) const {
   // "uses the X algorithm (OURO_ALGO=auto): why; plan: the rest" (scripts grep the first part).
   std::string s = strprintf("uses the %s algorithm (OURO_ALGO=%s)", algorithmName(p.algorithm),
@@ -334,33 +362,44 @@ std::string Planner::describe(const Plan& p) const {
   if (p.by_model) {
     s += strprintf(": the cost model's fastest (%s), at least %.2fx faster than the rules' choice: %s predicted",
                    world_.model_source.c_str(), kModelMargin, formatSeconds(p.predicted_s).c_str());
-    model::Algo next;
-    if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &next))
-      s += strprintf(", next %s %s", model::algoName(next), formatSeconds(p.runner_up_s).c_str());
+    if (p.runner_up_s > 0)
+      s += strprintf(", next %s %s", algorithmShortName(p.runner_up), formatSeconds(p.runner_up_s).c_str());
   } else if (p.algorithm == Algorithm::kGatherFold) {
     s += world_.setting == AlgoSetting::kGatherFold
              ? strprintf(": every contribution fits one %zu-byte link slot", world_.slice_bytes)
              : strprintf(": ranks span hosts and every contribution together is at most %zu bytes", kGatherFoldMaxBytes);
   } else if (p.kind == CollKind::kAllReduce && p.executor == ExecutorKind::kHost && !world_.direct && world_.nranks > 1) {
-    const std::string why = hierarchyReasonText(p.hierarchy, hosts_, p.bytes, world_.hier_min_bytes);
+    std::string why = world_.order == kernels::FoldOrder::kTree
+                          ? treeReasonText(p)
+                          : hierarchyReasonText(p.hierarchy, hosts_, p.bytes, world_.hier_min_bytes);
+    if (world_.order == kernels::FoldOrder::kRank &&
+        (world_.setting == AlgoSetting::kDoubling || world_.setting == AlgoSetting::kHalvingDoubling))
+      why = strprintf("OURO_ALGO=%s computes the canonical tree, not OURO_ORDER=rank's fold: the flat algorithm runs "
+                      "instead",
+                      algoSettingName(world_.setting));
     if (!why.empty()) s += ": " + why;
   }
   s += p.executor == ExecutorKind::kCuda ? "; plan: CUDA executor" : "; plan: host executor";
-  if (p.protocol != Protocol::kNone) s += p.protocol == Protocol::kLL ? ", LL protocol" : ", Simple protocol";
+  if (p.executor == ExecutorKind::kCuda) s += strprintf(", %s protocol", kernels::protocolName(p.protocol));
   if (p.algorithm != Algorithm::kCopy && p.algorithm != Algorithm::kDirectInline)
     s += strprintf(", %zu-byte slices", p.slice_bytes);
   if (p.executor == ExecutorKind::kCuda)
     s += strprintf(", %d channels, ring %s", p.channels, p.ring ? "by GPU topology" : "in rank order");
   if (p.algorithm == Algorithm::kHierarchical)
     s += strprintf(", %d hosts x %d ranks, lag %d slices", p.grid.hosts, p.grid.per_host, p.lag);
+  if (p.algorithm == Algorithm::kHalvingDoubling || p.algorithm == Algorithm::kDoubling)
+    s += strprintf(", %d levels, messages of at most %zu bytes", kernels::CanonicalTree(world_.nranks).levels(),
+                   p.message_bytes);
+  if (p.kind != CollKind::kBarrier && p.kind != CollKind::kAllGather && p.kind != CollKind::kBroadcast &&
+      p.kind != CollKind::kAllToAll && p.kind != CollKind::kSendRecv)
+    s += strprintf(", reductions in the %s order (OURO_ORDER)", orderSettingName(p.order));
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
   if (p.predicted_s > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());
-    model::Algo best;
     if (p.runner_up_s > 0 && p.runner_up == p.algorithm)
       s += ", the model's fastest too";
-    else if (p.runner_up_s > 0 && asModelAlgo(p.runner_up, &best))
-      s += strprintf(" (its fastest, %s at %s, is not %.2fx faster: the rules' choice stands)", model::algoName(best),
+    else if (p.runner_up_s > 0)
+      s += strprintf(" (its fastest, %s at %s, is not %.2fx faster: the rules' choice stands)", algorithmShortName(p.runner_up),
                      formatSeconds(p.runner_up_s).c_str(), kModelMargin);
   }
   return s;

@@ -18,6 +18,7 @@ struct PlannerWorld {
   int rank = 0;
   int nranks = 1;
   AlgoSetting setting = AlgoSetting::kAuto;  // OURO_ALGO
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;  // OURO_ORDER
   bool direct = false;       // every rank on this host with shared memory, and the setting allows it
   size_t slice_bytes = 4096;  // the smallest link slot anywhere in the world (slices fit every link)
   std::vector<int> host_of;   // per rank: its host's index (hosts numbered by their lowest rank)
@@ -50,6 +51,12 @@ struct DeviceFacts {
   const int* ring = nullptr;
 };
 
+// Whether the communicator runs the one-host direct algorithms (comm/exec/algo_direct.cpp: ranks
+// read each other's shared-memory staging buffers) rather than messages over links: more than one
+// rank, every peer reached through shared memory, and OURO_ALGO auto or direct. Decided once, when
+// the communicator connects (PlannerWorld::direct); every rank computes the same from the same facts.
+bool runsDirect(int nranks, bool every_peer_shm, AlgoSetting setting);
+
 // Gather-fold (comm/exec/algo_gather_fold.cpp): what rank `rank` contributes to the call `d` in a
 // world of nranks, in bytes (an all-reduce's input, a reduce-scatter's or all-to-all's whole
 // input, a broadcast root's data, nothing for a barrier). Saturates at SIZE_MAX for counts no
@@ -62,8 +69,16 @@ class Planner {
 
   Plan planHost(const CollArgs& args) const;
   Plan planDevice(const CollArgs& args, const DeviceFacts& device) const;
+  // A device send or receive of `bytes`: its protocol and message size. Both ends plan it from the
+  // same size (a send and its receive must match), so both use the same FIFOs.
+  Plan planDeviceTransfer(size_t bytes, const DeviceFacts& device) const;
   // Logs the plan at info level the first time a plan of its kind is seen (call: for the line).
   void note(const Plan& plan, uint64_t call) const;
+
+  // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
+  Plan planByRules(const CollArgs& args) const;
+  // The model's time for `plan` (0 where the model is off or does not cover it).
+  double predictPlan(const Plan& plan) const;
 
   const PlannerWorld& world() const { return world_; }
   const HostLayout& hosts() const { return hosts_; }
@@ -73,16 +88,15 @@ class Planner {
 
  private:
   std::string describe(const Plan& plan) const;
-  // The fixed rules (what the planner did before the model, and does with OURO_MODEL=off).
-  Plan planByRules(const CollArgs& args) const;
+  // The rules' all-reduce over links under OURO_ORDER=tree (issue #37), and why, for the info line.
+  void planTreeAllReduce(Plan* plan) const;
+  std::string treeReasonText(const Plan& plan) const;
   // With the model on, a host all-reduce: the rules' plan with its predicted time, or the
   // model's pick where it predicts that at least 1.25x faster (OURO_ALGO=auto over links).
   Plan planByModel(const CollArgs& args) const;
   // OURO_ALGO=auto, model on, all-reduce over links: the algorithm and slice the model predicts
   // fastest among those this executor can run for the call. False when the model has no shape.
   bool chooseByModel(const CollArgs& args, Plan* plan) const;
-  // The model's time for `plan` (0 where the model is off or does not cover it).
-  double predictPlan(const Plan& plan) const;
 
   PlannerWorld world_;
   HostLayout hosts_;

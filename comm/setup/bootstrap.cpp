@@ -16,6 +16,21 @@
 
 namespace ouro {
 
+PlanSettings PlanSettings::fromEnv() {
+  PlanSettings s;
+  s.algo = parseAlgoSetting(envString("OURO_ALGO"));
+  s.order = parseOrderSetting(envString("OURO_ORDER"));
+  s.check = envInt("OURO_CHECK") != 0;
+  s.hier_min_bytes = (long long)envInt("OURO_HIER_MIN_BYTES");
+  s.verify = (long long)envInt("OURO_VERIFY");
+  return s;
+}
+
+std::string PlanSettings::text() const {
+  return strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
+                   algoSettingName(algo), orderSettingName(order), check ? 1 : 0, hier_min_bytes, verify);
+}
+
 std::string PeerInfo::encode() const {
   WireWriter w;
   w.u32(0x4f55524f);  // "OURO"
@@ -25,6 +40,7 @@ std::string PeerInfo::encode() const {
   w.i64(pid);
   w.str(tcp_address);
   for (uint64_t word : cpu_mask) w.u64(word);
+  w.str(plan_settings);
   return w.take();
 }
 
@@ -42,11 +58,20 @@ PeerInfo PeerInfo::decode(std::string_view bytes, int expected_rank) {
   p.tcp_address = r.str(4096);
   bool any_cpu = false;
   for (uint64_t& word : p.cpu_mask) any_cpu |= (word = r.u64()) != 0;
+  p.plan_settings = r.str(4096);
   r.expectDone();
   if (!any_cpu) raise(Result::kInternalError, "bootstrap record of rank %d allows no CPU", expected_rank);
   if (p.rank != expected_rank)
     raise(Result::kInternalError, "bootstrap record stored for rank %d says rank %d", expected_rank, p.rank);
   return p;
+}
+
+void requireSameSetting(const std::vector<std::string>& values, const std::string& mine, const std::string& who,
+                        const std::string& says, const std::string& why) {
+  for (size_t p = 0; p < values.size(); p++)
+    if (values[p] != mine)
+      raise(Result::kInvalidUsage, "%s: rank %zu %s%s but this rank %s: %s", who.c_str(), p, says.c_str(),
+            values[p].c_str(), mine.c_str(), why.c_str());
 }
 
 std::string encodeJobError(Result code, const std::string& message) {
@@ -157,27 +182,19 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
             strprintf("rank %d: %s: this rank was started with world size %d but other ranks with world size %s; "
                       "start every rank with the same world size",
                       rank, what, nranks, agreed.c_str()));
-  // 2b. Agree on what every rank's planner reads. Ranks that plan one call differently (another
-  //     algorithm, a call check on one side only, another hierarchy threshold) would hang or fail
-  //     in the middle of the call; refuse at init instead, naming both.
+  // 2b. Read what every rank's planner reads; the records carry it, and step 4 compares them.
   //     A setting this rank cannot read fails the job, not this rank alone: the others would
   //     otherwise wait for it until OURO_TIMEOUT_S.
-  std::string plan;
+  PlanSettings settings;
   try {
-    plan = strprintf("OURO_ALGO=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
-                     algoSettingName(parseAlgoSetting(envString("OURO_ALGO"))), envInt("OURO_CHECK") != 0 ? 1 : 0,
-                     (long long)envInt("OURO_HIER_MIN_BYTES"), (long long)envInt("OURO_VERIFY"));
+    settings = PlanSettings::fromEnv();
   } catch (const Error& e) {
     failJob(store, prefix, e.code(), strprintf("rank %d: %s: %s", rank, what, e.message().c_str()));
   }
-  const std::string agreed_plan = store.compareSet(prefix + "plan-settings", std::nullopt, plan);
-  if (agreed_plan != plan)
-    failJob(store, prefix, Result::kInvalidUsage,
-            strprintf("rank %d: %s: this rank plans calls with %s but another rank with %s; every rank must plan "
-                      "each call alike: give every rank the same settings",
-                      rank, what, plan.c_str(), agreed_plan.c_str()));
   // 3. Publish, then wait for everyone.
-  store.set(prefix + "info/" + std::to_string(rank), self.encode());
+  PeerInfo mine = self;
+  mine.plan_settings = settings.text();
+  store.set(prefix + "info/" + std::to_string(rank), mine.encode());
   std::vector<std::string> keys;
   for (int r = 0; r < nranks; r++) keys.push_back(prefix + "info/" + std::to_string(r));
   waitForRanks(store, prefix, keys, deadline, strprintf("rank %d: %s", rank, what),
@@ -185,11 +202,19 @@ Membership exchangeMembership(store::Store& store, const std::string& prefix, in
                "start the missing ranks, or check that they use the same init method and world size");
 
   Membership m;
+  m.plan = settings;
   m.peers.resize(size_t(nranks));
   for (int r = 0; r < nranks; r++) {
     const std::string record = store.get(keys[size_t(r)], deadline);
     m.peers[size_t(r)] = PeerInfo::decode(record, r);
   }
+  // 4. Ranks that plan one call differently (another algorithm, a call check on one side only,
+  //    another hierarchy threshold) would hang or fail in the middle of the call: every rank holds
+  //    every rank's settings now, so every rank refuses here, naming both.
+  std::vector<std::string> plans;
+  for (const PeerInfo& p : m.peers) plans.push_back(p.plan_settings);
+  requireSameSetting(plans, mine.plan_settings, strprintf("rank %d: %s", rank, what), "plans calls with ",
+                     "every rank must plan each call alike: give every rank the same settings");
   for (int r = 0; r < nranks; r++)
     if (m.peers[size_t(r)].host_id == self.host_id) m.local_ranks.push_back(r);
   m.local_count = int(m.local_ranks.size());

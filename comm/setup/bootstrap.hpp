@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "comm/plan/algo_setting.hpp"
 #include "comm/setup/store/store.hpp"
 #include "core/clock.hpp"
 #include "core/cpu_mask.hpp"
@@ -27,6 +28,7 @@ struct PeerInfo {
   // CPUs this process may run on (sched_getaffinity; CPU i is bit i % 64 of word i / 64): the union
   // over a machine's ranks is what they share.
   CpuMask cpu_mask{1};  // CPU 0 until set
+  std::string plan_settings;  // PlanSettings::text(), which every rank must share (exchangeMembership)
 
   std::string encode() const;
   // Decodes a record read from the store (bytes another process wrote): every length is bounded
@@ -43,7 +45,25 @@ struct JobError {
 std::string encodeJobError(Result code, const std::string& message);
 JobError decodeJobError(std::string_view record);
 
+// What every rank's planner reads (OURO_ALGO, OURO_ORDER, OURO_CHECK, OURO_HIER_MIN_BYTES,
+// OURO_VERIFY): read and parsed once, at the rendezvous, where every rank must agree on them
+// (ranks that plan one call differently would hang or fail in the middle of it), and handed from
+// there to the planner (connectTransports).
+struct PlanSettings {
+  AlgoSetting algo = AlgoSetting::kAuto;
+  kernels::FoldOrder order = kernels::FoldOrder::kTree;
+  bool check = true;
+  long long hier_min_bytes = 0;
+  long long verify = 0;
+  // Throws kInvalidArgument naming the setting it cannot read.
+  static PlanSettings fromEnv();
+  // "OURO_ALGO=auto OURO_ORDER=tree OURO_CHECK=1 OURO_HIER_MIN_BYTES=1048576 OURO_VERIFY=0": what the
+  // ranks compare, and what a disagreement names.
+  std::string text() const;
+};
+
 struct Membership {
+  PlanSettings plan;            // agreed by every rank
   std::vector<PeerInfo> peers;  // indexed by rank
   int local_rank = 0;           // index among ranks with this rank's host_id, ordered by rank
   int local_count = 1;
@@ -59,7 +79,17 @@ std::string thisHostId();
 // hand is its own machine.
 std::string machineOf(const std::string& host_id);
 
-// `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit").
+// The one check that ranks agree on a setting (issue #36): every rank's value, gathered so that
+// every rank holds all of them (the rendezvous records, or a store all-gather), compared with this
+// rank's own. Every rank sees the same values, so all refuse together and none is left waiting for
+// one that gave up. Throws kInvalidUsage "<who>: rank P <says><theirs> but this rank <mine>: <why>",
+// P the lowest rank that differs.
+void requireSameSetting(const std::vector<std::string>& values, const std::string& mine, const std::string& who,
+                        const std::string& says, const std::string& why);
+
+// `what` names the call for messages ("ouroCommInitRank", "ouroCommSplit"). Every rank's
+// PlanSettings travel in its record, and differing ones are refused on every rank
+// (requireSameSetting).
 Membership exchangeMembership(store::Store& store, const std::string& prefix, int rank, int nranks,
                               const PeerInfo& self, Deadline deadline, const char* what);
 

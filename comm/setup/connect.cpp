@@ -46,7 +46,7 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   std::string mode = envString("OURO_TRANSPORT");
   if (mode != "auto" && mode != "shm" && mode != "tcp" && mode != "ib")
     raise(Result::kInvalidArgument, "OURO_TRANSPORT=%s is not one of auto, shm, tcp, ib", mode.c_str());
-  const AlgoSetting algo = parseAlgoSetting(envString("OURO_ALGO"));
+  const AlgoSetting algo = m.plan.algo;  // read and agreed at the rendezvous (PlanSettings)
 
   Connection out;
   Progress::Setup& setup = out.progress;
@@ -56,8 +56,9 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   setup.links.resize(size_t(nranks));
   setup.shm_local_index.assign(size_t(nranks), -1);
   world.setting = algo;
-  world.check = envInt("OURO_CHECK") != 0;
-  world.hier_min_bytes = size_t(envInt("OURO_HIER_MIN_BYTES"));
+  world.order = m.plan.order;
+  world.check = m.plan.check;
+  world.hier_min_bytes = size_t(m.plan.hier_min_bytes);
   // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay
   // below the slots of either.
   world.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));
@@ -135,7 +136,7 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   };
   const std::vector<int> shm_peers = peersOf("shm"), ib_peers = peersOf("ib"), tcp_peers = peersOf("tcp");
   const bool all_local_shm = int(shm_peers.size()) == nranks - 1;
-  world.direct = nranks > 1 && all_local_shm && (algo == AlgoSetting::kAuto || algo == AlgoSetting::kDirect);
+  world.direct = runsDirect(nranks, all_local_shm, algo);
   setup.peers_publish_calls = world.direct;
   if (algo == AlgoSetting::kDirect && !world.direct && nranks > 1)
     OURO_WARN("OURO_ALGO=direct needs every rank on one host with shared memory; using messages over links instead");

@@ -9,11 +9,12 @@
 // CUDA kernels of tests/cuda_kernels) therefore prove the schedule of both.
 //
 // Algorithms, and why these and not NCCL's rings (docs/API.md "Reproducible reductions"): every
-// reduced element must be the left fold over the ranks in rank order. A ring reduce-scatter folds
-// chunk c starting at rank c+1, a different order for every chunk, so reductions are pairwise:
+// reduced element must be one fixed tree over the ranks (the canonical tree of canonical_order.hpp,
+// or the left fold in rank order: DriverCall::order). A ring reduce-scatter folds chunk c starting
+// at rank c+1, a different order for every chunk, so reductions are pairwise:
 //   reduce-scatter: every rank sends each chunk's owner its slice; the owner folds the n
-//     contributions in rank order (recvReduceCopy). Same bytes per rank as a ring ((n-1)/n of the
-//     data in and out), over n-1 links instead of one.
+//     contributions in the call's order (recvReduceCopy). Same bytes per rank as a ring ((n-1)/n of
+//     the data in and out), over n-1 links instead of one.
 //   all-gather: ring (kernels/common/ring_schedule.hpp). all-reduce: the two in turn.
 //   reduce: the reduce-scatter, each owner sending its finished slice to the root.
 //   broadcast: pipelined chain from the root down the ring. all-to-all: pairwise.
@@ -24,8 +25,8 @@
 //   copySend(peer, src, dst, n)         src -> dst (skipped when dst == src) and src -> peer
 //   recv(peer, dst, n)                  peer -> dst
 //   recvCopySend(from, to, dst, n)      from -> dst, and on to `to`
-//   recvReduceCopy(own, dst, n)         one slice from every other rank, folded with `own` in rank
-//                                       order (Avg divided once at the end) -> dst
+//   recvReduceCopy(own, dst, n)         one slice from every other rank, folded with `own` in the
+//                                       call's order (Avg divided once at the end) -> dst
 //   recvReduceSend(own, peer, n)        the same fold -> peer
 //   copy(src, dst, n)                   src -> dst (local)
 // Per link, messages are consumed in the order they were sent; the driver orders both sides
@@ -36,6 +37,7 @@
 #include <cstdint>
 
 #include "core/collective_kind.hpp"
+#include "kernels/common/canonical_order.hpp"
 #include "kernels/common/host_device.hpp"
 #include "kernels/common/ring_schedule.hpp"
 
@@ -67,6 +69,9 @@ struct DriverCall {
   // docs/ACROSS-HOSTS.md). Needs 2 slots a link (the shm, TCP and IB links have them). The fold
   // order, hence the bits, is the same.
   int lookahead = 0;
+  // The reduction order (OURO_ORDER): the owner of a slice folds every rank's contribution in the
+  // canonical tree (canonical_order.hpp) or in rank order. The host's LinkPrims hold their own copy.
+  FoldOrder order = FoldOrder::kTree;
 };
 
 template <class Prims>

@@ -2,6 +2,7 @@
 // (reduce_loops.hpp), and reduceMany's tiling.
 #include "kernels/cpu/reduce.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -87,6 +88,47 @@ void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataTyp
     k.two(acc, at(0), at(1), len);
     for (int s = 2; s < n - 1; s++) k.two(acc, acc, at(s), len);
     (streaming ? k.twoStreaming : k.two)(out + offset, acc, at(n - 1), len);
+  }
+}
+
+// The canonical tree as the stack machine of CanonicalTree::mergesAfter, one tile of elements at a
+// time: a stack entry points at a source's tile or at its level's buffer, so a contribution is read
+// where it lies and each of the n-1 combinations is one pass of `two` over a tile, as in the left
+// fold. The last combination writes dst (streamed where asked and dst is no source); every earlier
+// one writes a buffer, so dst may be a source: each source's tile is read before dst's is written.
+// The tile shrinks with the stack's depth to keep the buffers in L1 (at most 64 KiB for any n).
+void reduceRanks(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op, FoldOrder order,
+                 WritePolicy store) {
+  OURO_ASSERT(n >= 1);
+  if (order == FoldOrder::kRank || n <= 3) return reduceMany(dst, srcs, n, count, dtype, op, store);  // the same tree
+  const cpu::TypeKernels& table = kernelsFor(dtype);
+  const cpu::OpKernels& k = opKernelsFor(dtype, op);
+  const size_t size = table.element_size;
+  if (count == 0) return;
+  bool streaming = store == WritePolicy::kStreaming;
+  for (int s = 0; s < n && streaming; s++) streaming = srcs[s] != dst;
+  const CanonicalTree tree(n);
+  const int depth = tree.maxStackDepth();
+  constexpr size_t kStackBytes = size_t(64) << 10;
+  alignas(64) unsigned char buffers[kStackBytes];
+  const size_t tile_bytes = std::min(kTileBytes, (kStackBytes / size_t(depth)) & ~size_t(63));
+  const size_t tile = tile_bytes / size;
+  const unsigned char* stack[64];
+  auto* out = static_cast<unsigned char*>(dst);
+  for (size_t begin = 0; begin < count; begin += tile) {
+    const size_t len = count - begin < tile ? count - begin : tile;
+    const size_t offset = begin * size;
+    int top = 0;
+    for (int r = 0; r < n; r++) {
+      stack[top++] = static_cast<const unsigned char*>(srcs[r]) + offset;
+      for (int m = tree.mergesAfter(r); m > 0; m--) {
+        const bool last = r == n - 1 && m == 1;
+        unsigned char* into = last ? out + offset : buffers + size_t(top - 2) * tile_bytes;
+        (last && streaming ? k.twoStreaming : k.two)(into, stack[top - 2], stack[top - 1], len);
+        stack[top - 2] = into;
+        top--;
+      }
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "core/dtype.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 namespace ouro::kernels {
 
@@ -26,10 +27,19 @@ enum class WritePolicy { kCached, kStreaming };
 
 // dst[i] = op(...op(op(srcs[0][i], srcs[1][i]), srcs[2][i])..., srcs[n-1][i]): the left fold in
 // source order, rounded to the dtype after every op (so it equals n-1 reduceTwo calls, in one pass
-// over memory). Pass the sources in rank order for the canonical result. n >= 1; dst may equal one
-// of the sources (then the store is always cached).
+// over memory). n >= 1; dst may equal one of the sources (then the store is always cached). A whole
+// world's contributions fold with reduceRanks below, in the communicator's order.
 void reduceMany(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op,
                 WritePolicy store = WritePolicy::kCached);
+
+// dst[i] = the reduction of every rank's contribution, srcs[k][i] rank k's (n the number of
+// ranks), in `order`: the canonical tree over n ranks (kernels/common/canonical_order.hpp) or the
+// left fold in rank order (reduceMany). Rounded to the dtype at every node; Avg is a sum here
+// (finishAvg divides). The one fold of a whole world's contributions for every host algorithm that
+// holds them all (direct, one-shot, gather-fold, the pairwise reduce-scatter's owner), so each
+// computes exactly the communicator's order. dst may equal one of the sources.
+void reduceRanks(void* dst, const void* const* srcs, int n, size_t count, DataType dtype, RedOp op, FoldOrder order,
+                 WritePolicy store = WritePolicy::kCached);
 
 // dst[i] = src[i] * *scalar (one element of dtype), as one ouroProd step (fp16/bf16 multiplied in
 // fp32 and rounded once): the first step of a pre-multiplied sum. dst may equal src.

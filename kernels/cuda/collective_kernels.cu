@@ -39,6 +39,7 @@ OURO_DEVICE_INLINE void runCollectiveBlock(const DeviceCall& call, KernelShared&
     context.rank = call.call.rank;
     context.nranks = call.call.nranks;
     context.op = RedOp(call.op);
+    context.order = call.call.order;
     context.protocol = call.protocol;
     context.channel = &call.channels[dm::blockIndex()];
     context.abort_word = call.abort_word;
@@ -123,7 +124,7 @@ bool validChannels(int nchannels, const DeviceChannel* channels) {
   return nchannels >= 1 && nchannels <= kMaxChannels && channels != nullptr;
 }
 
-bool validProtocol(DeviceProtocol p) { return p == DeviceProtocol::kSimple || p == DeviceProtocol::kLL; }
+bool validProtocol(Protocol p) { return p == Protocol::kSimple || p == Protocol::kLL; }
 
 }  // namespace
 

@@ -18,28 +18,18 @@
 
 #include "kernels/common/collective_driver.hpp"
 #include "kernels/common/fifo.hpp"
+#include "kernels/common/protocol.hpp"
 
 namespace ouro::kernels::cuda {
 
 constexpr int kMaxDeviceRanks = 16;   // ranks of one communicator that share peer memory
 constexpr int kMaxChannels = 8;       // thread blocks per collective
 
-// How a call's messages travel (docs/CUDA.md "Protocols"); both ends of every FIFO use the same
-// one, since every rank derives it from the call (comm/exec/cuda_executor.cpp).
-enum class DeviceProtocol : uint8_t {
-  // Slots + tail flag: the block writes a slot, fences, and publishes the tail. Full bandwidth;
-  // a message costs a fence, a barrier and a flag round trip before the receiver may read.
-  kSimple = 0,
-  // LL (low latency, as NCCL's): 8-byte lines of 4 data bytes and a 4-byte flag, written as one
-  // access, so the receiver polls the data itself. Half the bandwidth; no fence, no tail.
-  kLL = 1,
-};
-
 // A channel's message counts that only this rank's kernels use, kept between calls in this rank's
 // own device memory: a kernel reads them when it starts and writes back the ones it moved when it
 // ends (NCCL's step, saved at kernel end). They used to be read from the FIFOs' own counters,
 // which live in the peers' memory: one bus round trip per peer, serially, at every kernel start.
-// [0]: the simple protocol's FIFOs, [1]: the LL ones (DeviceProtocol).
+// [0]: the simple protocol's FIFOs, [1]: the LL ones (Protocol, kernels/common/protocol.hpp).
 struct LocalCounters {
   uint32_t sent[2][kMaxDeviceRanks];      // messages this rank has written to to[p] / ll_to[p]
   uint32_t received[2][kMaxDeviceRanks];  // messages it has consumed from from[p] / ll_from[p]
@@ -96,7 +86,7 @@ struct DeviceCall {
   DriverCall call;      // in/out are device pointers; channel is the block index; nchannels the grid
   uint8_t dtype = 0;    // ouro::DataType
   uint8_t op = 0;       // ouro::RedOp
-  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  Protocol protocol = Protocol::kSimple;
   bool check = false;   // exchange and compare `stamp` with every peer first (OURO_CHECK)
   CallStamp stamp = {};
   const DeviceChannel* channels = nullptr;  // nchannels entries, in device-readable memory

@@ -93,7 +93,7 @@ OURO_DEVICE_NOINLINE void countHellos(const PrimsContext& x, BlockState& s) {
     const uint32_t next = dm::loadRelaxed(sent) + 1;
     dm::storeRelaxed(sent, next);
     if (x.channel->ll_to[p].sizes) dm::storeRelease(x.channel->ll_to[p].tail, next);
-    if (x.protocol == DeviceProtocol::kLL) s.sent[p] = next;
+    if (x.protocol == Protocol::kLL) s.sent[p] = next;
   }
 }
 
@@ -153,7 +153,7 @@ OURO_DEVICE_NOINLINE bool receiveHellos(const PrimsContext& x, BlockState& s) {
       }
       dm::storeRelease(f.head, message + 1);  // after this thread's reads of the hello's lines
       dm::storeRelaxed(received, message + 1);
-      if (x.protocol == DeviceProtocol::kLL) s.received[p] = message + 1;
+      if (x.protocol == Protocol::kLL) s.received[p] = message + 1;
       pending &= ~(1u << p);
       if (d0 != x.stamp.descriptor[0] || d1 != x.stamp.descriptor[1] || call != x.stamp.call)
         return failMismatch(x, p, d0, d1, call);

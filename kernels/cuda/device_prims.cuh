@@ -20,7 +20,7 @@ class DevicePrims {
  public:
   // `context` and `state` live in shared memory.
   OURO_DEVICE_INLINE DevicePrims(const PrimsContext& context, BlockState& state)
-      : simple_(context, state), ll_(context, state), ll_on_(context.protocol == DeviceProtocol::kLL) {}
+      : simple_(context, state), ll_(context, state), ll_on_(context.protocol == Protocol::kLL) {}
 
   // Thread 0 reads the counters of the protocol's FIFOs; `only_peer` >= 0 limits it to one peer
   // (point-to-point). Every thread must call it.

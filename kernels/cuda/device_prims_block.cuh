@@ -56,7 +56,7 @@ class PrimsBlock {
   // (point-to-point). Every thread must call it.
   OURO_DEVICE_INLINE void loadCounters(int only_peer) {
     if (dm::threadIndex() == 0) {
-      const int proto = x_.protocol == DeviceProtocol::kLL ? 1 : 0;
+      const int proto = x_.protocol == Protocol::kLL ? 1 : 0;
       const LocalCounters* c = x_.channel->counters;
       s_.hellos_pending = x_.hello ? 1u : 0u;
       s_.stop = 0;
@@ -76,7 +76,7 @@ class PrimsBlock {
   // kernel of the other direction, on another stream, may be running and owns the other count).
   OURO_DEVICE_INLINE void saveCounters(int only_peer, bool sent_only) {
     if (dm::threadIndex() != 0) return;
-    const int proto = x_.protocol == DeviceProtocol::kLL ? 1 : 0;
+    const int proto = x_.protocol == Protocol::kLL ? 1 : 0;
     LocalCounters* c = x_.channel->counters;
     for (int p = 0; p < kMaxDeviceRanks; p++) {
       if (only_peer >= 0 ? p != only_peer : (p >= x_.nranks || p == x_.rank)) continue;

@@ -16,14 +16,21 @@
 #include <cstring>
 
 #include "core/dtype.hpp"
+#include "kernels/common/canonical_order.hpp"
 #include "kernels/common/fifo.hpp"
 #include "kernels/common/ll_lines.hpp"
 #include "kernels/cuda/device_call.hpp"
 #include "kernels/cuda/device_model.hpp"
+#include "kernels/cuda/launch.hpp"
 
 namespace ouro::kernels::cuda {
 
 constexpr uint32_t kNoWatcher = 0xffffffffu;
+
+// The canonical tree's levels below the root over kMaxDeviceRanks leaves, and the widest value the
+// folds combine (a 16-byte pack): foldTree's scratch per thread.
+constexpr int kFoldLevels = CanonicalTree(kMaxDeviceRanks).levels();
+constexpr size_t kFoldValueBytes = 16;
 
 // One block's bookkeeping, in shared memory. Only thread 0 writes it (after a barrier that follows
 // every other thread's last read of it), except `stop` and `watcher`, which the threads of a wait
@@ -41,6 +48,9 @@ struct BlockState {
   // The thread making the block's rare checks (abort word, deadline) in keepSpinning, or
   // kNoWatcher: one poller at a time reads the abort word and the clock, not every one.
   uint32_t watcher;
+  // Each thread's finished subtrees of the canonical tree while it folds (foldTree): scratch, not
+  // state, so written through a const BlockState as well. 32 KiB a block at 512 threads.
+  alignas(16) mutable std::byte fold_levels[kThreadsPerBlock][kFoldLevels][kFoldValueBytes];
 };
 
 // What the prims need of a call besides the channel.
@@ -48,7 +58,8 @@ struct PrimsContext {
   int rank = 0;
   int nranks = 0;
   RedOp op = RedOp::kSum;
-  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  FoldOrder order = FoldOrder::kTree;  // the folds' order (DriverCall::order, OURO_ORDER)
+  Protocol protocol = Protocol::kSimple;
   const DeviceChannel* channel = nullptr;
   uint32_t* abort_word = nullptr;
   uint32_t* const* peer_abort_words = nullptr;  // every rank's abort word (DeviceCall::peer_abort_words)
@@ -69,6 +80,43 @@ struct NoPlantedBug {
   static constexpr bool kReplacesLineStores = false;
   OURO_DEVICE_INLINE static void storeLines(uint64_t* /*lines*/, uint64_t /*data*/, uint32_t /*flag*/) {}
 };
+
+// The canonical tree (kernels/common/canonical_order.hpp; docs/API.md "Reproducible reductions")
+// over 4 <= nranks <= kMaxDeviceRanks contributions, fetched in rank order: its P leaves (the first
+// `paired` of them the pairs (x[2l] x[2l+1]), the others single ranks) folded as a binary counter.
+// Level j holds a finished subtree of 2^j leaves until the leaves after it complete its right
+// neighbour: leaf v completes as many subtrees as v has trailing one bits, each combined as
+// (level j, carry), and the result waits in the level it reached; the last leaf completes the whole
+// tree. The levels are this thread's slots of BlockState::fold_levels in shared memory: held in
+// registers (an array indexed at run time would be local memory, which the build refuses; unrolled,
+// with every index a constant, ptxas spilled across the kernel) they cost what the rank-order fold
+// does not. The same bits as the host's kernels::reduceRanks in FoldOrder::kTree, given the same
+// combine. fetch(rank, value) may fail (an LL poll that gave up): then false.
+template <typename Value, typename Fetch, typename Combine>
+OURO_DEVICE_INLINE bool foldTree(const BlockState& state, int nranks, Fetch&& fetch, Combine&& combine, Value* out) {
+  static_assert(sizeof(Value) <= kFoldValueBytes, "a level slot holds one value");
+  std::byte(*level)[kFoldValueBytes] = state.fold_levels[dm::threadIndex()];
+  const CanonicalTree tree(nranks);
+  Value carry;
+  for (int leaf = 0; leaf < tree.pow2; leaf++) {
+    if (leaf < tree.paired) {
+      Value right;
+      if (!fetch(2 * leaf, carry) || !fetch(2 * leaf + 1, right)) return false;
+      carry = combine(carry, right);
+    } else if (!fetch(leaf + tree.paired, carry)) {
+      return false;
+    }
+    int j = 0;
+    for (int v = leaf; v & 1; v >>= 1, j++) {  // one merge per trailing one bit of the leaf
+      Value left;
+      std::memcpy(&left, level[j], sizeof left);
+      carry = combine(left, carry);
+    }
+    if (j < kFoldLevels) std::memcpy(level[j], &carry, sizeof carry);
+  }
+  *out = carry;
+  return true;
+}
 
 struct alignas(16) Pack16 {
   uint64_t lo, hi;

@@ -1,4 +1,4 @@
-// The LL ("low latency") protocol of the device primitives (DeviceProtocol::kLL), after NCCL's:
+// The LL ("low latency") protocol of the device primitives (Protocol::kLL), after NCCL's:
 // for small messages, where the simple protocol's fence, barrier and tail round trip cost more
 // than the copy. kernels/cuda/device_prims.cuh dispatches to it.
 //
@@ -25,8 +25,8 @@
 // 2^30 messages, so no line lives that long. docs/CUDA.md "Protocols".
 // The call check's hellos (device_call_check.cuh) are messages of channel 0's LL FIFOs too, with
 // flags of their own (high bit set), so a data line and a hello line never pass for each other.
-// Reductions fold in rank order with the same element ops as the simple protocol, so both give
-// the CPU executor's bits.
+// Reductions fold in the call's order (the canonical tree, foldTree; or rank order) with the same element ops as the
+// simple protocol, so both give the CPU executor's bits.
 //
 // `Bug` is NoPlantedBug in the shipped kernels; tests/cuda_kernels plants a protocol bug through it.
 #pragma once
@@ -212,34 +212,97 @@ class LlPrims : public PrimsBlock {
 
   OURO_DEVICE_INLINE bool reduce(const std::byte* own, int to, std::byte* dst, size_t bytes) {
     switch (x_.op) {
-      case RedOp::kSum: return reduceLines<RedOp::kSum>(x_, s_, own, to, dst, bytes);
-      case RedOp::kProd: return reduceLines<RedOp::kProd>(x_, s_, own, to, dst, bytes);
-      case RedOp::kMax: return reduceLines<RedOp::kMax>(x_, s_, own, to, dst, bytes);
-      case RedOp::kMin: return reduceLines<RedOp::kMin>(x_, s_, own, to, dst, bytes);
-      case RedOp::kAvg: return reduceLines<RedOp::kAvg>(x_, s_, own, to, dst, bytes);
+      case RedOp::kSum: return reduceLines<RedOp::kSum, false>(x_, s_, own, to, dst, bytes);
+      case RedOp::kProd: return reduceLines<RedOp::kProd, false>(x_, s_, own, to, dst, bytes);
+      case RedOp::kMax: return reduceLines<RedOp::kMax, false>(x_, s_, own, to, dst, bytes);
+      case RedOp::kMin: return reduceLines<RedOp::kMin, false>(x_, s_, own, to, dst, bytes);
+      case RedOp::kAvg: return reduceLines<RedOp::kAvg, false>(x_, s_, own, to, dst, bytes);
     }
     return false;
   }
 
-  // This thread's groups of the fold of every rank's message (ours from `own`) in rank order, into
-  // `to`'s lines (to >= 0) or dst. Bytes past the message's end fold zeros and are never written
-  // to dst.
-  template <RedOp Op>
+  // This thread's groups of the fold of every rank's message (ours from `own`) in the call's order
+  // (polled in rank order either way), into `to`'s lines (to >= 0) or dst. Bytes past the message's
+  // end fold zeros and are never written to dst.
+  // The call's order picks the fold: the canonical tree (kTree) from 4 ranks on, else the left fold
+  // in rank order (OURO_ORDER=rank, and the tree itself at 2 and 3 ranks); the tree is a function of
+  // its own (see SimplePrims::foldAs).
+  template <RedOp Op, bool kTree>
   OURO_DEVICE_NOINLINE static bool reduceLines(const PrimsContext& x, BlockState& s, const std::byte* own,
                                                int to, std::byte* dst, size_t bytes) {
+    if constexpr (!kTree)
+      if (x.order == FoldOrder::kTree && x.nranks > 3) return reduceLines<Op, true>(x, s, own, to, dst, bytes);
     constexpr size_t kPerGroup = kLlGroupBytes / sizeof(T);
     const size_t groups = (bytes + kLlGroupBytes - 1) / kLlGroupBytes;
     for (size_t g = size_t(dm::threadIndex()); g < groups; g += size_t(dm::blockSize())) {
-      T acc[kPerGroup] = {}, next[kPerGroup];  // (zeroed: the compiler cannot know nranks >= 1)
-      for (int r = 0; r < x.nranks; r++) {
-        uint64_t v;
-        if (r == x.rank)
+      // Rank r's group of this thread: ours, or polled off its lines.
+      auto fetch = [&](int r, uint64_t& v) {
+        if (r == x.rank) {
           v = readGroup(own, g * kLlGroupBytes, bytes);
-        else if (!pollGroup(x, s, x.channel->ll_from[r], s.received[r], g, r, v))
-          return false;
-        std::memcpy(next, &v, sizeof v);  // (a pointer chosen at run time would put the arrays in local memory)
-        for (size_t e = 0; e < kPerGroup; e++) acc[e] = r == 0 ? next[e] : reduceElement<Op, T>(acc[e], next[e]);
+          return true;
+        }
+        return pollGroup(x, s, x.channel->ll_from[r], s.received[r], g, r, v);
+      };
+      auto combine = [](uint64_t a, uint64_t b) {
+        T p[kPerGroup], q[kPerGroup];
+        std::memcpy(p, &a, sizeof a);
+        std::memcpy(q, &b, sizeof b);
+        for (size_t e = 0; e < kPerGroup; e++) p[e] = reduceElement<Op, T>(p[e], q[e]);
+        std::memcpy(&a, p, sizeof a);
+        return a;
+      };
+      uint64_t folded = 0;
+      if constexpr (kTree) {
+        // Every rank's group first (the waits, in rank order), then the tree over lines that are
+        // there: its fetches read them again, so the poll's slow path is not copied into the tree
+        // (with it, fp8's tree spilled registers across the kernel).
+        for (int r = 0; r < x.nranks; r++) {
+          uint64_t v;
+          if (!fetch(r, v)) return false;
+        }
+        auto arrived = [&](int r, uint64_t& v) {
+          if (r == x.rank) {
+            v = readGroup(own, g * kLlGroupBytes, bytes);
+          } else {
+            const uint64_t* lines = linesOf(x.channel->ll_from[r], s.received[r]) + 2 * g;
+            v = uint64_t(uint32_t(dm::loadLine(lines))) | uint64_t(uint32_t(dm::loadLine(lines + 1))) << 32;
+          }
+          return true;
+        };
+        if constexpr (sizeof(T) > 1) {
+          foldTree<uint64_t>(s, x.nranks, arrived, combine, &folded);
+        } else {  // 1-byte types (fp8's element ops are long): each half of the group on its own
+          for (int half = 0; half < 2; half++) {
+            uint32_t word = 0;
+            foldTree<uint32_t>(
+                s, x.nranks,
+                [&](int r, uint32_t& v) {
+                  uint64_t group;
+                  arrived(r, group);
+                  v = uint32_t(group >> (32 * half));
+                  return true;
+                },
+                [](uint32_t a, uint32_t b) {
+                  T p[4], q[4];
+                  std::memcpy(p, &a, sizeof a);
+                  std::memcpy(q, &b, sizeof b);
+                  for (size_t e = 0; e < 4; e++) p[e] = reduceElement<Op, T>(p[e], q[e]);
+                  std::memcpy(&a, p, sizeof a);
+                  return a;
+                },
+                &word);
+            folded |= uint64_t(word) << (32 * half);
+          }
+        }
+      } else {
+        for (int r = 0; r < x.nranks; r++) {
+          uint64_t v;
+          if (!fetch(r, v)) return false;
+          folded = r == 0 ? v : combine(folded, v);
+        }
       }
+      T acc[kPerGroup];
+      std::memcpy(acc, &folded, sizeof folded);
       if constexpr (Op == RedOp::kAvg)
         for (size_t e = 0; e < kPerGroup; e++) acc[e] = finishAvgElement(acc[e], x.nranks);
       uint64_t v;

@@ -1,4 +1,4 @@
-// The simple protocol of the device primitives (DeviceProtocol::kSimple): whole slots published
+// The simple protocol of the device primitives (Protocol::kSimple): whole slots published
 // by a tail flag, for large messages. kernels/cuda/device_prims.cuh dispatches to it.
 //
 // Protocol per message (kernels/common/fifo.hpp; to[p] lives in p's memory, from[p] in ours,
@@ -18,9 +18,9 @@
 // its head is published, so the sender never overwrites unread data. docs/CUDA.md gives the
 // argument in full.
 //
-// Reductions fold the sources in rank order with reduceElement<Op> (one rounding per step for
-// fp16/bf16) and finish Avg with finishAvgElement: the same bits as the CPU executor's
-// kernels::reduceMany + finishAvg. Packs of 16, 8 or 4 bytes when every source and the destination
+// Reductions fold the sources in the call's order (the canonical tree, foldTree; or rank order under
+// OURO_ORDER=rank) with reduceElement<Op> (one rounding per step for fp16/bf16) and finish Avg with
+// finishAvgElement: the same bits as the CPU executor's kernels::reduceRanks + finishAvg. Packs of 16, 8 or 4 bytes when every source and the destination
 // share their misalignment modulo that (scalar head up to the boundary, scalar tail), element by
 // element otherwise.
 //
@@ -158,24 +158,51 @@ class SimplePrims : public PrimsBlock {
 
   OURO_DEVICE_INLINE void fold(std::byte* dst, size_t n) {
     switch (x_.op) {
-      case RedOp::kSum: return foldAs<RedOp::kSum>(x_, s_, dst, n);
-      case RedOp::kProd: return foldAs<RedOp::kProd>(x_, s_, dst, n);
-      case RedOp::kMax: return foldAs<RedOp::kMax>(x_, s_, dst, n);
-      case RedOp::kMin: return foldAs<RedOp::kMin>(x_, s_, dst, n);
-      case RedOp::kAvg: return foldAs<RedOp::kAvg>(x_, s_, dst, n);
+      case RedOp::kSum: return foldAs<RedOp::kSum, false>(x_, s_, dst, n);
+      case RedOp::kProd: return foldAs<RedOp::kProd, false>(x_, s_, dst, n);
+      case RedOp::kMax: return foldAs<RedOp::kMax, false>(x_, s_, dst, n);
+      case RedOp::kMin: return foldAs<RedOp::kMin, false>(x_, s_, dst, n);
+      case RedOp::kAvg: return foldAs<RedOp::kAvg, false>(x_, s_, dst, n);
     }
   }
 
-  template <RedOp Op>
+  // The fold of U-sized units (an element or a pack of them) at `offset` of every source.
+  template <RedOp Op, bool kTree, typename U>
+  OURO_DEVICE_INLINE static U foldUnits(const PrimsContext& context, const BlockState& state, size_t offset) {
+    constexpr size_t kPer = sizeof(U) / sizeof(T);
+    auto combine = [](const U& a, const U& b) {
+      T p[kPer], q[kPer];
+      std::memcpy(p, &a, sizeof a);
+      std::memcpy(q, &b, sizeof b);
+      for (size_t e = 0; e < kPer; e++) p[e] = reduceElement<Op, T>(p[e], q[e]);
+      U c;
+      std::memcpy(&c, p, sizeof c);
+      return c;
+    };
+    U acc = loadUnit<U>(state.sources[0] + offset);
+    if constexpr (kTree) {
+      foldTree<U>(
+          state, context.nranks,
+          [&](int r, U& v) {
+            v = r == 0 ? acc : loadUnit<U>(state.sources[r] + offset);
+            return true;
+          },
+          combine, &acc);
+    } else {
+      for (int r = 1; r < context.nranks; r++) acc = combine(acc, loadUnit<U>(state.sources[r] + offset));
+    }
+    return acc;
+  }
+
+  template <RedOp Op, bool kTree>
   OURO_DEVICE_INLINE static T foldElement(const PrimsContext& context, const BlockState& state, size_t offset) {
-    T acc = loadUnit<T>(state.sources[0] + offset);
-    for (int r = 1; r < context.nranks; r++) acc = reduceElement<Op, T>(acc, loadUnit<T>(state.sources[r] + offset));
+    T acc = foldUnits<Op, kTree, T>(context, state, offset);
     if constexpr (Op == RedOp::kAvg) acc = finishAvgElement(acc, context.nranks);
     return acc;
   }
 
   // One pack of U bytes (several elements) from every source at `offset`, folded and stored.
-  template <RedOp Op, typename U>
+  template <RedOp Op, bool kTree, typename U>
   OURO_DEVICE_INLINE static void foldPacks(const PrimsContext& context, const BlockState& state, std::byte* dst,
                                            size_t first, size_t packs) {
     constexpr size_t kPer = sizeof(U) / sizeof(T);
@@ -183,17 +210,13 @@ class SimplePrims : public PrimsBlock {
     const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
     for (size_t k = tid; k < packs; k += stride) {
       const size_t offset = (first + k * kPer) * sizeof(T);
-      T acc[kPer], next[kPer];
-      U raw = loadUnit<U>(state.sources[0] + offset);
-      std::memcpy(acc, &raw, sizeof raw);
-      for (int r = 1; r < context.nranks; r++) {
-        raw = loadUnit<U>(state.sources[r] + offset);
-        std::memcpy(next, &raw, sizeof raw);
-        for (size_t e = 0; e < kPer; e++) acc[e] = reduceElement<Op, T>(acc[e], next[e]);
-      }
-      if constexpr (Op == RedOp::kAvg)
+      U raw = foldUnits<Op, kTree, U>(context, state, offset);
+      if constexpr (Op == RedOp::kAvg) {
+        T acc[kPer];
+        std::memcpy(acc, &raw, sizeof raw);
         for (size_t e = 0; e < kPer; e++) acc[e] = finishAvgElement(acc[e], context.nranks);
-      std::memcpy(&raw, acc, sizeof raw);
+        std::memcpy(&raw, acc, sizeof raw);
+      }
       storeUnit(dst + offset, raw);
     }
   }
@@ -213,29 +236,40 @@ class SimplePrims : public PrimsBlock {
   // bytes, else 8 or 4 (a buffer a few elements off a slot's alignment still folds several fp16,
   // bf16 or int8 elements per load instead of one), else element by element; scalar up to the
   // pack boundary and after the last whole pack.
-  template <RedOp Op>
+  //
+  // The call's order picks the fold: the canonical tree (kTree) from 4 ranks on, else the left fold
+  // in rank order (OURO_ORDER=rank, and the tree itself at 2 and 3 ranks). The tree is a function
+  // of its own, called from here: the kernel's call sites stay as they were, and each function gets
+  // its own registers (one holding both folds, or the kernel calling both, spilled).
+  template <RedOp Op, bool kTree>
   OURO_DEVICE_NOINLINE static void foldAs(const PrimsContext& context, const BlockState& state, std::byte* dst, size_t n) {
+    if constexpr (!kTree)
+      if (context.order == FoldOrder::kTree && context.nranks > 3) return foldAs<Op, true>(context, state, dst, n);
     size_t unit = sizeof(T);
-    if (shareAlignment(context, state, dst, 16))
+    // The tree reads packs of at most 8 bytes, and 1-byte types element by element: with wider
+    // packs (16 bytes, or 4 and 8 of fp8, whose element ops are long) its function needed more
+    // registers than a 512-thread block has (128), and ptxas spilled across the whole kernel.
+    constexpr bool kPacks8 = !kTree || sizeof(T) >= 2;
+    if (!kTree && shareAlignment(context, state, dst, 16))
       unit = 16;
-    else if (sizeof(T) < 8 && shareAlignment(context, state, dst, 8))
+    else if (sizeof(T) < 8 && kPacks8 && shareAlignment(context, state, dst, 8))
       unit = 8;
-    else if (sizeof(T) < 4 && shareAlignment(context, state, dst, 4))
+    else if (sizeof(T) < 4 && kPacks8 && shareAlignment(context, state, dst, 4))
       unit = 4;
     const size_t per = unit / sizeof(T);
     size_t head = per > 1 ? ((unit - uintptr_t(dst) % unit) % unit) / sizeof(T) : n;
     if (head > n) head = n;
     const size_t tid = size_t(dm::threadIndex()), stride = size_t(dm::blockSize());
-    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
+    for (size_t i = tid; i < head; i += stride) storeUnit(dst + i * sizeof(T), foldElement<Op, kTree>(context, state, i * sizeof(T)));
     if (per == 1) return;
     const size_t packs = (n - head) / per;
-    if (unit == 16) foldPacks<Op, Pack16>(context, state, dst, head, packs);
+    if (unit == 16) foldPacks<Op, kTree, Pack16>(context, state, dst, head, packs);
     if constexpr (sizeof(T) < 8)
-      if (unit == 8) foldPacks<Op, uint64_t>(context, state, dst, head, packs);
+      if (unit == 8) foldPacks<Op, kTree, uint64_t>(context, state, dst, head, packs);
     if constexpr (sizeof(T) < 4)
-      if (unit == 4) foldPacks<Op, uint32_t>(context, state, dst, head, packs);
+      if (unit == 4) foldPacks<Op, kTree, uint32_t>(context, state, dst, head, packs);
     for (size_t i = head + packs * per + tid; i < n; i += stride)
-      storeUnit(dst + i * sizeof(T), foldElement<Op>(context, state, i * sizeof(T)));
+      storeUnit(dst + i * sizeof(T), foldElement<Op, kTree>(context, state, i * sizeof(T)));
   }
 };
 

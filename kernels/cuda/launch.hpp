@@ -30,7 +30,7 @@ struct DevicePointToPoint {
   size_t elem_bytes = 1;
   size_t slice_elems = 1;
   int nchannels = 1;
-  DeviceProtocol protocol = DeviceProtocol::kSimple;  // the peer's launch must use the same one
+  Protocol protocol = Protocol::kSimple;  // the peer's launch must use the same one
   const DeviceChannel* channels = nullptr;
   uint32_t* abort_word = nullptr;
   uint32_t* const* peer_abort_words = nullptr;  // as DeviceCall::peer_abort_words

@@ -214,26 +214,49 @@ TEST_CASE("dtypes: fp8 conversions round to nearest even and saturate", "[verify
   CHECK(doubleToFloat8(DType::kFloat8e4m3, 17) == 0x58);  // tie between 16 and 18: 16
 }
 
-// Past 16 (E4M3) or 8 (E5M2) ranks fp8 sums round: the check follows ouro's rank-order fold.
-TEST_CASE("verify: fp8 sums over many ranks are checked against the rank-order fold", "[verify]") {
+// Past 16 (E4M3) or 8 (E5M2) ranks fp8 sums round: the check follows ouro's fold in the case's
+// order: the canonical tree (pairs of the first 2(W-P) ranks, then the complete tree over the P
+// leaves, built here level by level) or, under OURO_ORDER=rank, the left fold in rank order.
+TEST_CASE("verify: fp8 sums over many ranks are checked against ouro's fold in its order", "[verify]") {
   for (DType t : {DType::kFloat8e4m3, DType::kFloat8e5m2}) {
     const int n = 300;  // inputs in {-1, 0, 1}: partial sums wander past 16 in some elements
     const size_t count = 300;
+    auto add = [t](double a, double b) { return float8ToDouble(t, doubleToFloat8(t, a + b)); };
     CheckCase c{Collective::kAllReduce, t, RedOp::kSum, 0, n, 0, 11};
-    std::vector<uint8_t> out(count);
-    size_t rounded = 0;
+    std::vector<uint8_t> left(count), tree(count);
+    size_t rounded = 0, differ = 0;
     for (size_t i = 0; i < count; i++) {
       double acc = inputValue(c, 0, i), exact = acc;
       for (int r = 1; r < n; r++) {
-        acc = float8ToDouble(t, doubleToFloat8(t, acc + inputValue(c, r, i)));
+        acc = add(acc, inputValue(c, r, i));
         exact += inputValue(c, r, i);
       }
-      out[i] = doubleToFloat8(t, acc);
+      left[i] = doubleToFloat8(t, acc);
       if (acc != exact) rounded++;
+      int pow2 = 1;
+      while (pow2 * 2 <= n) pow2 *= 2;
+      const int paired = n - pow2;
+      std::vector<double> level;
+      for (int v = 0; v < pow2; v++)
+        level.push_back(v < paired ? add(inputValue(c, 2 * v, i), inputValue(c, 2 * v + 1, i))
+                                   : inputValue(c, v + paired, i));
+      while (level.size() > 1) {
+        std::vector<double> up;
+        for (size_t j = 0; j < level.size(); j += 2) up.push_back(add(level[j], level[j + 1]));
+        level = up;
+      }
+      tree[i] = doubleToFloat8(t, level[0]);
+      if (tree[i] != left[i]) differ++;
     }
     INFO(dataTypeName(t));
     CHECK(rounded > 0);  // the case does round
-    CHECK(countWrong(c, out.data(), count) == 0);
+    CHECK(differ > 0);   // and the two orders tell apart
+    c.order = kernels::FoldOrder::kTree;
+    CHECK(countWrong(c, tree.data(), count) == 0);
+    CHECK(countWrong(c, left.data(), count) > 0);
+    c.order = kernels::FoldOrder::kRank;
+    CHECK(countWrong(c, left.data(), count) == 0);
+    CHECK(countWrong(c, tree.data(), count) > 0);
   }
 }
 

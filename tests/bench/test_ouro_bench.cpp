@@ -119,6 +119,8 @@ TEST_CASE("ouro-bench --model: the library's prediction and chosen algorithm bes
   }
   REQUIRE(table.size() == 3);  // 8 B, 4 KiB, 2 MiB
   for (const auto& w : table) REQUIRE(w.size() == 16);
+  // The model's pick for 8 B over 4 ranks is gather-fold: two steps that carry the call's
+  // descriptors, where recursive doubling's two steps follow the call check's two rounds.
   CHECK(table[0][15] == "gather-fold");
   CHECK(table[2][15] == "pairwise");
   CHECK(std::stod(table[0][13]) > 200);  // two steps of 100 us

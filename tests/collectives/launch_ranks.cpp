@@ -32,6 +32,20 @@ const Config kGatherFold{"OURO_ALGO=gather-fold, file:// rendezvous", {{"OURO_AL
 const Config kTcpGatherFold{"OURO_TRANSPORT=tcp OURO_ALGO=gather-fold, tcp:// rendezvous",
                             {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "gather-fold"}},
                             Init::kTcp};
+// The canonical tree's all-reduces (issue #37; auto picks them across hosts): halving-doubling over
+// shared-memory FIFOs with small slots (several slices, several messages a level), and recursive
+// doubling over loopback TCP.
+const Config kHalvingDoubling{"OURO_ALGO=halving-doubling, 4 KiB slots, file:// rendezvous",
+                              {{"OURO_ALGO", "halving-doubling"}, {"OURO_SHM_SLOT_BYTES", "4096"}},
+                              Init::kFile};
+const Config kTcpDoubling{"OURO_TRANSPORT=tcp OURO_ALGO=doubling, tcp:// rendezvous",
+                          {{"OURO_TRANSPORT", "tcp"}, {"OURO_ALGO", "doubling"}},
+                          Init::kTcp};
+// The left fold in rank order (OURO_ORDER=rank), which every algorithm still computes when asked.
+const Config kRankOrder{"OURO_ORDER=rank, file:// rendezvous", {{"OURO_ORDER", "rank"}}, Init::kFile};
+const Config kTcpRankOrder{"OURO_ORDER=rank OURO_TRANSPORT=tcp, tcp:// rendezvous",
+                           {{"OURO_ORDER", "rank"}, {"OURO_TRANSPORT", "tcp"}},
+                           Init::kTcp};
 
 
 Run launch(int n, const Config& cfg, const std::vector<std::string>& args, double timeout_s,

@@ -20,7 +20,8 @@ struct Config {
   Init init;
 };
 
-extern const Config kDefault, kTcp, kRing, kTcpRing, kDirect, kDirectStreaming, kLatency, kGatherFold, kTcpGatherFold;
+extern const Config kDefault, kTcp, kRing, kTcpRing, kDirect, kDirectStreaming, kLatency, kGatherFold, kTcpGatherFold,
+    kHalvingDoubling, kTcpDoubling, kRankOrder, kTcpRankOrder;
 
 struct Run {
   std::vector<ouro::test::ProcessResult> ranks;

@@ -1,18 +1,27 @@
 // coll_rank --mode canonical: the reduction-order guarantee (docs/API.md "Reproducible
 // reductions"). Inputs whose sums round (roundingInput), so any other order or rounding point
 // shows in the bits; every collective that reduces is checked element by element against
-// reduceCanonical, the one order: a left fold over ranks 0..n-1, rounded to the dtype after each
-// step. all_reduce, reduce_scatter, all_gather(reduce_scatter) and reduce at two roots must all
+// reduceCanonical, the one order (the canonical tree over the n ranks, or with OURO_ORDER=rank the
+// left fold over ranks 0..n-1), rounded to the dtype after each step. all_reduce, reduce_scatter, all_gather(reduce_scatter) and reduce at two roots must all
 // give those bits, in place and out of place, whatever algorithm and transport the run chose.
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "rank_common.hpp"
 
 namespace coll {
 namespace {
+
+// The order the communicator keeps: OURO_ORDER as the library reads it (every rank of a run has the
+// same environment; init refuses ranks whose settings differ).
+ouro::kernels::FoldOrder orderOfRun() {
+  const char* v = std::getenv("OURO_ORDER");
+  return v && std::string(v) == "rank" ? ouro::kernels::FoldOrder::kRank : ouro::kernels::FoldOrder::kTree;
+}
 
 // Rank `rank`'s input for element i of case `id` (every rank computes every rank's inputs).
 template <typename T>
@@ -34,7 +43,7 @@ std::vector<T> canonicalResult(uint64_t id, int n, int op, size_t count) {
   std::vector<T> column(static_cast<size_t>(n));
   for (size_t i = 0; i < count; i++) {
     for (int r = 0; r < n; r++) column[size_t(r)] = canonicalInput<T>(id, r, i);
-    out[i] = reduceCanonical(column.data(), n, op);
+    out[i] = reduceCanonical(column.data(), n, op, orderOfRun());
   }
   return out;
 }

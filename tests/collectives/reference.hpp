@@ -1,7 +1,9 @@
 // Reference arithmetic for the collective tests: fp16/bf16/fp8 conversions with round-to-nearest-even,
 // the element types of the public API as C++ types, the inputs each rank feeds a case, and the
-// exact result a reduction must produce. Header-only and free of ouro code so that the rank program
-// (public API only) and the Catch2 driver (which unit-tests this file) share one definition.
+// exact result a reduction must produce. Header-only so that the rank program (public API only for
+// its calls) and the Catch2 driver (which unit-tests this file) share one definition; the one piece
+// of ouro it includes is the canonical order's pure, standard-library-only definition
+// (kernels/common/canonical_order.hpp), so that the tests state the order exactly once.
 //
 // Inputs are chosen so that the exact result does not depend on reduction order: small integers
 // for float sums (exact in fp32, in fp16 up to 2048, in bf16 up to 256, in fp8 E4M3 up to 16 and
@@ -17,6 +19,8 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+
+#include "kernels/common/canonical_order.hpp"
 
 namespace coll {
 
@@ -346,11 +350,13 @@ T reduceExact(const T* in, int n, int op) {
 }
 
 // The one reduction order every algorithm, transport and collective uses (docs/API.md
-// "Reproducible reductions"): a left fold over the ranks in rank order, rounded to the dtype after
-// every step (fp16/bf16/fp8 combined in fp32, then rounded), Avg dividing the finished sum by n once.
-// Unlike reduceExact this holds for inputs whose sums round: the bits are the canonical ones.
+// "Reproducible reductions"): the canonical tree over the n ranks (kernels/common/canonical_order.hpp,
+// the one pure function; OURO_ORDER=tree, the default) or the left fold in rank order
+// (OURO_ORDER=rank), rounded to the dtype at every step (fp16/bf16/fp8 combined in fp32, then
+// rounded), Avg dividing the finished sum by n once. Unlike reduceExact this holds for inputs whose
+// sums round: the bits are the canonical ones.
 template <typename T>
-T reduceCanonical(const T* in, int n, int op) {
+T reduceCanonical(const T* in, int n, int op, ouro::kernels::FoldOrder order) {
   if constexpr (!Traits<T>::kFloat) {
     return reduceExact(in, n, op);  // integer arithmetic is exact in any order
   } else {
@@ -360,9 +366,8 @@ T reduceCanonical(const T* in, int n, int op) {
       if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return T(v);
       else return Traits<T>::fromFloat(v);
     };
-    T acc = in[0];
-    for (int r = 1; r < n; r++) {
-      const C a = widen(acc), b = widen(in[r]);
+    auto step = [&](T x, T y) {
+      const C a = widen(x), b = widen(y);
       C v = a;
       if (op == kSum || op == kAvg) v = a + b;
       if (op == kProd) v = a * b;
@@ -370,8 +375,9 @@ T reduceCanonical(const T* in, int n, int op) {
       if (op == kMin) v = b < a ? b : a;
       if ((op == kMax || op == kMin) && a == b && std::signbit(a) != std::signbit(b))
         v = op == kMax ? C(0) : -C(0);  // IEEE maximum / minimum: -0 < +0 (fp8 inputs round to both)
-      acc = narrow(v);
-    }
+      return narrow(v);
+    };
+    T acc = ouro::kernels::foldInOrder<34, T>(order, n, [&](int k) { return in[k]; }, step);
     if (op == kAvg) acc = narrow(widen(acc) / C(n));
     return acc;
   }

@@ -212,6 +212,8 @@ TEST_CASE("allreduce: every dtype (fp8: E4M3) x op x count, in and out of place,
   for (const Config* cfg : {&kDirect, &kLatency, &kTcpRing, &kGatherFold})
     for (int n : {2, 3, 8}) matrix(n, *cfg, "allreduce", n == 3);
   for (int n : {5, 6, 7}) matrix(n, kTcpGatherFold, "allreduce", n == 6);
+  for (int n : {2, 3, 6, 8}) matrix(n, kHalvingDoubling, "allreduce", n == 6);
+  for (int n : {3, 4, 7}) matrix(n, kTcpDoubling, "allreduce", false);
 }
 
 TEST_CASE("reduce-scatter and all-gather: every dtype (fp8: E4M3) (x op), count and placement", "[reducescatter]") {
@@ -324,15 +326,20 @@ TEST_CASE("results are bit-identical on every rank and from run to run", "[deter
 
 // ---- the reduction order (docs/API.md "Reproducible reductions") ----
 
-// Every reducing collective gives the canonical bits (left fold over ranks in rank order, rounded
-// after every step) under every algorithm and transport, at every rank count 2..8. The rank
-// program checks each element against the reference; the runs together prove that no algorithm,
-// transport or collective changes a result.
+// Every reducing collective gives the canonical bits (the canonical tree over the ranks, rounded
+// after every step; with OURO_ORDER=rank the left fold in rank order) under every algorithm and
+// transport, at every rank count 2..8. The rank program checks each element against the reference;
+// the runs together prove that no algorithm, transport or collective changes a result.
 TEST_CASE("reductions follow the one canonical order under every algorithm and transport", "[canonical]") {
-  const Config* configs[] = {&kDefault, &kTcp,    &kRing,       &kTcpRing,
-                             &kDirect,  &kDirectStreaming, &kLatency, &kGatherFold};
+  const Config* configs[] = {&kDefault, &kTcp,     &kRing,           &kTcpRing,     &kDirect,
+                             &kDirectStreaming, &kLatency, &kGatherFold, &kHalvingDoubling, &kTcpDoubling,
+                             &kRankOrder, &kTcpRankOrder};
   for (int n = 2; n <= 8; n++)
     for (const Config* cfg : configs) {
+      // The rank order differs from the tree from 4 ranks; doubling and rank order over TCP at a
+      // few counts (their other paths are shared with the configurations above).
+      if ((cfg == &kRankOrder || cfg == &kTcpRankOrder) && n < 4) continue;
+      if ((cfg == &kTcpDoubling || cfg == &kTcpRankOrder) && n != 3 && n != 5 && n != 8) continue;
       // The staged sizes (--big) where they matter most: 2 ranks (probe, streaming) and one odd and
       // one even count past two; the small sizes everywhere.
       std::vector<std::string> args = {"--mode", "canonical"};

@@ -1,6 +1,6 @@
 // The cost model (comm/plan/cost_model.hpp): its formulas on hand-checked cases, the contention of
-// ranks sharing a host link, the model spec's syntax, and its mirror of the planner's auto rules
-// (plannedAlgorithm must name what Planner::planHost picks).
+// ranks sharing a host link, the model spec's syntax, and a price for every plan the planner's rules
+// make.
 #include <catch2/catch.hpp>
 
 #include "comm/plan/cost_model.hpp"
@@ -30,32 +30,26 @@ World grid(int h, int l) {
   return w;
 }
 
-Algorithm planned(int h, int l, bool direct, size_t bytes, size_t slice) {
+PlannerWorld plannerWorld(int h, int l, bool direct, size_t slice, bool tree) {
   PlannerWorld pw;
   pw.nranks = h * l;
+  pw.order = tree ? kernels::FoldOrder::kTree : kernels::FoldOrder::kRank;
   pw.direct = direct;
   pw.slice_bytes = slice;
   for (int r = 0; r < pw.nranks; r++) pw.host_of.push_back(r / l);
   pw.hier_min_bytes = 1 << 20;
   pw.inter_host_slots = 4;
+  pw.model = true;
+  pw.model_params = simple();
+  return pw;
+}
+
+CollArgs allReduce(size_t bytes) {
   CollArgs a;
   a.kind = CollKind::kAllReduce;
   a.dtype = DataType::kUint8;
   a.count = bytes;
-  return Planner(pw).planHost(a).algorithm;
-}
-
-Algo asModel(Algorithm a) {
-  switch (a) {
-    case Algorithm::kCopy: return Algo::kCopy;
-    case Algorithm::kDirectInline: return Algo::kDirectInline;
-    case Algorithm::kDirectSymmetric: return Algo::kDirectSymmetric;
-    case Algorithm::kDirectStaged: return Algo::kDirectStaged;
-    case Algorithm::kOneShot: return Algo::kOneShot;
-    case Algorithm::kGatherFold: return Algo::kGatherFold;
-    case Algorithm::kHierarchical: return Algo::kHierarchical;
-    default: return Algo::kPairwise;
-  }
+  return a;
 }
 
 }  // namespace
@@ -64,21 +58,21 @@ TEST_CASE("cost model: NCCL's ring and tree are the textbook formulas", "[cost_m
   const Params p = simple();
   const World w = grid(4, 2);  // n = 8, across hosts: the tcp link sets the pace
   const double S = 1 << 20, n = 8;
-  CHECK(predict(Algo::kNcclRing, p, w, size_t(S)) ==
+  CHECK(predict(Reference::kNcclRing, p, w, size_t(S)) ==
         Approx(2 * (n - 1) * 2e-6 + 2 * (n - 1) / n * S * 8e-11 + (n - 1) / n * S * 1e-10));
-  CHECK(predict(Algo::kNcclTree, p, w, size_t(S)) == Approx(2 * (2 * 2e-6 + 1 * 1e-6) + 2 * S * 8e-11 + S * 1e-10));
+  CHECK(predict(Reference::kNcclTree, p, w, size_t(S)) == Approx(2 * (2 * 2e-6 + 1 * 1e-6) + 2 * S * 8e-11 + S * 1e-10));
 }
 
 TEST_CASE("cost model: what applies where", "[cost_model]") {
   const Params p = simple();
-  CHECK(predict(Algo::kCopy, p, grid(1, 1), 1024) == Approx(1024 * 5e-11));
-  CHECK(predict(Algo::kDirectStaged, p, grid(2, 4), 1024) == kNotApplicable);  // direct is one host only
-  CHECK(predict(Algo::kDirectInline, p, grid(1, 4), 33) == kNotApplicable);    // past the line
-  CHECK(predict(Algo::kOneShot, p, grid(2, 4), 128 << 10) == kNotApplicable);   // past one slot
-  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 16 << 10) == kNotApplicable);  // 8 contributions > slot
-  CHECK(predict(Algo::kGatherFold, p, grid(2, 4), 1024) < kNotApplicable);
-  CHECK(predict(Algo::kHierarchical, p, grid(1, 8), 1 << 20) == kNotApplicable);
-  CHECK(predict(Algo::kHierarchical, p, grid(4, 8), 1 << 20) < kNotApplicable);
+  CHECK(predict(Algorithm::kCopy, p, grid(1, 1), 1024) == Approx(1024 * 5e-11));
+  CHECK(predict(Algorithm::kDirectStaged, p, grid(2, 4), 1024) == kNotApplicable);  // direct is one host only
+  CHECK(predict(Algorithm::kDirectInline, p, grid(1, 4), 33) == kNotApplicable);    // past the line
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 4), 128 << 10) == kNotApplicable);   // past one slot
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 16 << 10) == kNotApplicable);  // 8 contributions > slot
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 1024) < kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(1, 8), 1 << 20) == kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(4, 8), 1 << 20) < kNotApplicable);
 }
 
 TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]") {
@@ -89,8 +83,8 @@ TEST_CASE("cost model: ranks sharing a host link slow each other", "[cost_model]
   p.tcp = {0, 1e-9};
   const size_t S = 1000;
   const double b = S + 16;
-  CHECK(predict(Algo::kOneShot, p, grid(2, 1), S) == Approx(1 * b * 1e-9));
-  CHECK(predict(Algo::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 1), S) == Approx(1 * b * 1e-9));
+  CHECK(predict(Algorithm::kOneShot, p, grid(2, 4), S) == Approx(4 * b * 1e-9 * 4));  // 4 messages, 4 sharers
 }
 
 TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn", "[cost_model]") {
@@ -104,21 +98,21 @@ TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn",
   CHECK(machineWaiting(4, 4) == 0);
   CHECK(machineWaiting(2, 0) == 0);
   // Alone: 3 x alpha plus 1 + 2 + 4 blocks of 8 + 16 bytes (the descriptor) at 8 ns a byte.
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 7 * 24 * 8e-9));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 7 * 24 * 8e-9));
   w.waiting = machineWaiting(16, 4);
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 3 * 21e-6));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == Approx(3 * 4.5e-6 + 3 * 21e-6));
   // A transfer longer than the wait hides it: 8 blocks of 64 KiB take 4 ms a message.
   World big = grid(2, 1);
-  const double pairwise_alone = predict(Algo::kPairwise, p, big, 8 << 20);
+  const double pairwise_alone = predict(Algorithm::kPairwiseRing, p, big, 8 << 20);
   big.waiting = 3;
-  CHECK(predict(Algo::kPairwise, p, big, 8 << 20) == Approx(pairwise_alone));
+  CHECK(predict(Algorithm::kPairwiseRing, p, big, 8 << 20) == Approx(pairwise_alone));
   // And the model then prefers fewer, larger messages: pairwise's 2(n-1) steps at 2 KiB cost more
   // than gather-fold's 3 rounds (measured on 8 namespace hosts of one 2-CPU machine: 475 us
   // against 121; docs/ACROSS-HOSTS.md "Ranks that share cores").
   w.waiting = 0;
-  CHECK(predict(Algo::kPairwise, p, w, 2048) < predict(Algo::kGatherFold, p, w, 2048) * 1.25);
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 2048) < predict(Algorithm::kGatherFold, p, w, 2048) * 1.25);
   w.waiting = 3;
-  CHECK(predict(Algo::kGatherFold, p, w, 2048) * 1.25 < predict(Algo::kPairwise, p, w, 2048));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 2048) * 1.25 < predict(Algorithm::kPairwiseRing, p, w, 2048));
   Params q;
   std::string err;
   REQUIRE(parseParams("wake=12.5", &q, &err));
@@ -134,32 +128,32 @@ TEST_CASE("cost model: hosts that share a machine's CPUs carry their TCP at tcpc
   p.gamma = 1e-11;
   World w = grid(4, 1);
   const size_t S = size_t(256) << 20;
-  const double links = predict(Algo::kPairwise, p, w, S);
-  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  const double links = predict(Algorithm::kPairwiseRing, p, w, S);
+  CHECK(predictLinks(Algorithm::kPairwiseRing, p, w, S) == links);
   // Off until tcpcpu is set, and where the machine's CPUs are unknown.
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   p.tcp_cpu = 1e9;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   // 4 namespace hosts on 2 CPUs (measured: 2.03 GB/s of TCP for the machine, 795 ms at 256 MiB;
   // the links alone give 330): each rank sends 2 x 3/4 S over TCP and folds 3/4 S.
   w.machine_hosts = 4;
   w.machine_cpus = 2;
   const double cpu = 4 * (1.5 * double(S) / 1e9 + 0.75 * double(S) * 1e-11) / 2;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu));
-  CHECK(predict(Algo::kPairwise, p, w, S) == Approx(cpu));
-  CHECK(predict(Algo::kPairwise, p, w, S) > 2 * links);
-  CHECK(predictLinks(Algo::kPairwise, p, w, S) == links);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu));
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu));
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, S) > 2 * links);
+  CHECK(predictLinks(Algorithm::kPairwiseRing, p, w, S) == links);
   // The chain: S each way across each of the 3 host boundaries, 6 S for the machine.
-  CHECK(machineCpuSeconds(Algo::kHierarchical, p, w, S) == Approx(4 * (6.0 * double(S) / 4 / 1e9 + double(S) * 1e-11) / 2));
+  CHECK(machineCpuSeconds(Algorithm::kHierarchical, p, w, S) == Approx(4 * (6.0 * double(S) / 4 / 1e9 + double(S) * 1e-11) / 2));
   // A small call stays the links' (alpha) cost: the bound is bytes.
-  CHECK(predict(Algo::kGatherFold, p, w, 8) == predictLinks(Algo::kGatherFold, p, w, 8));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 8) == predictLinks(Algorithm::kGatherFold, p, w, 8));
   // Hosts with a machine each (a cluster): each host's own CPUs carry its share.
   w.machine_hosts = 1;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == Approx(cpu / 4));
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == Approx(cpu / 4));
   // InfiniBand between hosts: no TCP stack to price.
   w.machine_hosts = 4;
   p.between_hosts = LinkKind::kIb;
-  CHECK(machineCpuSeconds(Algo::kPairwise, p, w, S) == 0);
+  CHECK(machineCpuSeconds(Algorithm::kPairwiseRing, p, w, S) == 0);
   Params q;
   std::string err;
   REQUIRE(parseParams("tcpcpu=1.1", &q, &err));
@@ -178,7 +172,7 @@ TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   World w = grid(16, 8);
   w.slice_bytes = 512 << 10;
   const size_t S = size_t(1) << 30;
-  const double built = predict(Algo::kHierarchical, p, w, S), ideal = predict(Algo::kChainIdeal, p, w, S);
+  const double built = predict(Algorithm::kHierarchical, p, w, S), ideal = predict(Reference::kChainIdeal, p, w, S);
   CHECK(ideal < built);
   // Ideal (links between neighbouring hosts), large S: each link direction carries S once,
   // shared by the L owners.
@@ -190,17 +184,17 @@ TEST_CASE("cost model: the chain's window and its ideal form", "[cost_model]") {
   // one the model picks, the chain is again within a fifth of its 2S.
   World many = w;
   many.hosts = 256;
-  many.slice_bytes = bestSliceBytes(Algo::kHierarchical, p, many, S);
+  many.slice_bytes = bestSliceBytes(Algorithm::kHierarchical, p, many, S);
   CHECK(many.slice_bytes < w.slice_bytes);
-  CHECK(predict(Algo::kHierarchical, p, many, S) == Approx(2 * double(S) * 8e-11).epsilon(0.2));
+  CHECK(predict(Algorithm::kHierarchical, p, many, S) == Approx(2 * double(S) * 8e-11).epsilon(0.2));
   // A window of 3 slices (what the chain had before, bounded by the link's slots) would cost the
   // round trip over 3 per slice: 2(H-1)/3 hops, 5x the 2 hops at 16 hosts.
   // Two hosts: one hop each way; the window holds it back only by a slice's local work.
   World two = grid(2, 8);
   two.slice_bytes = 512 << 10;
-  CHECK(predict(Algo::kHierarchical, p, two, S) == Approx(predict(Algo::kChainIdeal, p, two, S)).epsilon(0.05));
+  CHECK(predict(Algorithm::kHierarchical, p, two, S) == Approx(predict(Reference::kChainIdeal, p, two, S)).epsilon(0.05));
   // One rank per host: the chain runs (named), no local work.
-  CHECK(predict(Algo::kHierarchical, p, grid(4, 1), S) < kNotApplicable);
+  CHECK(predict(Algorithm::kHierarchical, p, grid(4, 1), S) < kNotApplicable);
 }
 
 TEST_CASE("cost model: the chain's window and slice are the ones the planner gives it", "[cost_model]") {
@@ -222,10 +216,11 @@ TEST_CASE("cost model: large calls across hosts favour two levels over flat pair
   const Params p = simple();
   World w = grid(4, 8);
   w.slice_bytes = 512 << 10;
-  CHECK(predict(Algo::kHierarchical, p, w, 256 << 20) < predict(Algo::kPairwise, p, w, 256 << 20));
-  CHECK(bestOuro(p, w, 8).algo == Algo::kGatherFold);
-  CHECK(bestNccl(p, w, 8).algo == Algo::kNcclTree);
-  CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).algo == Algo::kNcclRing);
+  w.tree_order = false;  // the rank-order fold: the chain's
+  CHECK(predict(Algorithm::kHierarchical, p, w, 256 << 20) < predict(Algorithm::kPairwiseRing, p, w, 256 << 20));
+  CHECK(bestOuro(p, w, 8).algo == Algorithm::kGatherFold);
+  CHECK(bestNccl(p, w, 8).ref == Reference::kNcclTree);
+  CHECK(bestNccl(p, grid(2, 1), size_t(1) << 30).ref == Reference::kNcclRing);
 }
 
 TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
@@ -246,26 +241,183 @@ TEST_CASE("cost model: the model spec's syntax", "[cost_model]") {
   CHECK(describeParams(p).find("ib 2.00 us 12.50 GB/s (between hosts)") != std::string::npos);
 }
 
-TEST_CASE("cost model: plannedAlgorithm names what the planner picks", "[cost_model]") {
-  for (int h : {1, 2, 3, 8}) {
+// The planner's rules are the planner's alone (no mirror of them here to keep in step); what the
+// model owes them is a price for every plan they make, or the planner could not weigh its pick
+// against theirs.
+TEST_CASE("cost model: it prices every all-reduce plan the planner's rules make", "[cost_model]") {
+  for (bool tree : {true, false})
+  for (int h : {1, 2, 3, 5, 8}) {
     for (int l : {1, 2, 4, 8}) {
+      if (h * l == 1) continue;  // one rank: a copy, planned without the model
       for (bool direct : {false, true}) {
         if (direct && h > 1) continue;
         for (size_t slice : {size_t(4) << 10, size_t(128) << 10, size_t(512) << 10}) {
+          const Planner planner(plannerWorld(h, l, direct, slice, tree));
           for (size_t bytes : {size_t(1), size_t(8), size_t(32), size_t(33), size_t(1000), size_t(2000),
                                size_t(16) << 10, size_t(32) << 10, size_t(64) << 10, size_t(65) << 10,
                                size_t(1) << 20, size_t(64) << 20}) {
-            World w;
-            w.hosts = h;
-            w.per_host = l;
-            w.direct = direct;
-            w.slice_bytes = slice;
+            const Plan rules = planner.planByRules(allReduce(bytes));
             INFO(h << " hosts x " << l << (direct ? " direct" : " links") << ", slot " << slice << ", " << bytes
-                   << " bytes");
-            CHECK(algoName(plannedAlgorithm(w, bytes)) == std::string(algoName(asModel(planned(h, l, direct, bytes, slice)))));
+                   << " bytes" << (tree ? ", tree order" : ", rank order") << ": "
+                   << algorithmShortName(rules.algorithm));
+            CHECK(planner.predictPlan(rules) > 0);
           }
         }
       }
+    }
+  }
+}
+
+// ---- issue #37: the canonical tree's algorithms ----
+
+TEST_CASE("cost model: which halving-doubling steps cross hosts, and how many ranks share a host's link", "[cost_model]") {
+  // 4 hosts x 2 (W = 8, a power of two): leaves 2h, 2h+1 on host h. Distance 1 stays inside the
+  // hosts; distances 2 and 4 cross, both of a host's ranks at once. No pairs.
+  World w = grid(4, 2);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK_FALSE(halvingDoublingStep(w, 0).across_hosts);
+  CHECK(halvingDoublingStep(w, 1).across_hosts);
+  CHECK(halvingDoublingStep(w, 1).sharers == 2);
+  CHECK(halvingDoublingStep(w, 2).sharers == 2);
+  // 3 hosts x 2 (W = 6 = 4 + 2): ranks 0-1 and 2-3 fold in pairs inside hosts 0 and 1, which then
+  // carry leaf 0 and leaf 1; host 2 carries leaves 2 and 3. Distance 1: leaves 0 and 1 cross (one
+  // rank each), 2 and 3 do not; distance 2: everything crosses, host 2's two ranks at once.
+  w = grid(3, 2);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK(halvingDoublingStep(w, 0).across_hosts);
+  CHECK(halvingDoublingStep(w, 0).sharers == 1);
+  CHECK(halvingDoublingStep(w, 1).sharers == 2);
+  // One rank a host, W not a power of two: the pair (0, 1) spans two hosts.
+  for (int h : {3, 5, 6, 7}) {
+    INFO(h << " hosts x 1");
+    CHECK(halvingDoublingStep(grid(h, 1), -1).across_hosts);
+    CHECK(halvingDoublingStep(grid(h, 1), -1).sharers == 1);
+  }
+  // 8 ranks a host, 3 hosts (W = 24 = 16 + 8): the pairs are inside host 0 and 1, which hold 4
+  // leaves each and host 2 8: distances 1, 2 inside, 4 crosses for hosts 0-1 (4 ranks each),
+  // 8 crosses for all (host 2's 8 ranks).
+  w = grid(3, 8);
+  CHECK_FALSE(halvingDoublingStep(w, -1).across_hosts);
+  CHECK_FALSE(halvingDoublingStep(w, 1).across_hosts);
+  CHECK(halvingDoublingStep(w, 2).sharers == 4);
+  CHECK(halvingDoublingStep(w, 3).sharers == 8);
+}
+
+TEST_CASE("cost model: recursive doubling, the whole call every step", "[cost_model]") {
+  const Params p = simple();
+  const double S = 1000, a = 2e-6, b = 8e-11, g = 1e-10, as = 1e-6, bs = 5e-11;
+  // 2 hosts x 1: one step across.
+  CHECK(predict(Algorithm::kDoubling, p, grid(2, 1), 1000) == Approx(a + S * b + S * g));
+  // 3 hosts x 1: the pair (0, 1) across both ways and folded, then one step.
+  CHECK(predict(Algorithm::kDoubling, p, grid(3, 1), 1000) == Approx(3 * (a + S * b) + 2 * S * g));
+  // 4 hosts x 2: one step inside the hosts, two across with 2 ranks of a host sending at once.
+  CHECK(predict(Algorithm::kDoubling, p, grid(4, 2), 1000) == Approx((as + S * bs) + 2 * (a + 2 * S * b) + 3 * S * g));
+  // One slot at most.
+  CHECK(predict(Algorithm::kDoubling, p, grid(4, 2), (128 << 10) + 1) == kNotApplicable);
+}
+
+TEST_CASE("cost model: the call check's rounds before the algorithms that run it", "[cost_model]") {
+  const Params p = simple();
+  const double a = 2e-6, b = 8e-11, as = 1e-6, bs = 5e-11, m = 48;  // a check message: 48 bytes
+  // One host of 4 over messages: 2 rounds over shared memory.
+  World one = grid(1, 4);
+  one.direct = false;
+  // 3 hosts x 2 (6 ranks): rounds at distance 1, 2, 4, across hosts with min(dist, 2) senders.
+  World three = grid(3, 2);
+  const double check_one = 2 * (as + m * bs), check_three = (a + m * b) + 2 * (a + 2 * m * b);
+  for (Algorithm algo : {Algorithm::kPairwiseRing, Algorithm::kDoubling, Algorithm::kHalvingDoubling}) {
+    INFO(algorithmName(algo));
+    for (auto [w, check] : {std::pair{one, check_one}, std::pair{three, check_three}}) {
+      w.check = false;
+      const double data = predict(algo, p, w, 1000);
+      w.check = true;
+      CHECK(predict(algo, p, w, 1000) == Approx(data + check));
+    }
+  }
+  // One-shot and gather-fold carry the descriptors with the data: no rounds of their own.
+  for (Algorithm algo : {Algorithm::kOneShot, Algorithm::kGatherFold}) {
+    World w = three;
+    w.check = false;
+    const double data = predict(algo, p, w, 1000);
+    w.check = true;
+    CHECK(predict(algo, p, w, 1000) == Approx(data));
+  }
+}
+
+TEST_CASE("cost model: halving-doubling, two lanes over slices", "[cost_model]") {
+  const Params p = simple();
+  const double a = 2e-6, b = 8e-11, g = 1e-10, as = 1e-6, bs = 5e-11;
+  // 2 hosts x 2 (W = 4): step 0 (S/2) inside the hosts, step 1 (S/4, both ranks of a host across).
+  // Each step twice (reduce-scatter, all-gather), folding its piece once.
+  World w = grid(2, 2);
+  const double S = 64 << 10;
+  auto local = [&](double s) { return 2 * (as + s / 2 * bs) + s / 2 * g; };
+  auto net = [&](double s) { return 2 * (a + s / 4 * 2 * b) + s / 4 * g; };
+  CHECK(predict(Algorithm::kHalvingDoubling, p, w, size_t(S)) == Approx(local(S) + net(S)));
+  // In 4 slices the lanes overlap after the first: each later slice costs the busier lane.
+  w.slot_bytes = w.slice_bytes;
+  w.slice_bytes = size_t(S) / 4;
+  const double s = S / 4;
+  CHECK(predict(Algorithm::kHalvingDoubling, p, w, size_t(S)) == Approx(local(s) + net(s) + 3 * std::max(local(s), net(s))));
+  // A step's piece past the slot goes in slot-sized messages: 1 MiB in one slice, 128 KiB slots:
+  // step 0's 512 KiB is 4 messages, step 1's 256 KiB 2.
+  World big = grid(2, 2);
+  big.slot_bytes = 128 << 10;
+  big.slice_bytes = 1 << 20;
+  const double M = 1 << 20;
+  const double want = 2 * 4 * (as + M / 8 * bs) + M / 2 * g + 2 * 2 * (a + M / 8 * 2 * b) + M / 4 * g;
+  CHECK(predict(Algorithm::kHalvingDoubling, p, big, 1 << 20) == Approx(want));
+  // The slice may grow past the slot (up to kMaxSlotsPerSlice of them); messages stay within it.
+  World many = grid(64, 8);
+  many.slot_bytes = many.slice_bytes = 512 << 10;
+  CHECK(bestSliceBytes(Algorithm::kHalvingDoubling, p, many, size_t(1) << 30) > (512 << 10));
+}
+
+TEST_CASE("cost model: each order keeps its own algorithms", "[cost_model]") {
+  const Params p = simple();
+  World w = grid(8, 8);
+  w.slice_bytes = 512 << 10;
+  for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(256) << 20}) {
+    w.tree_order = true;
+    const Algorithm tree = bestOuro(p, w, bytes).algo;
+    CHECK(tree != Algorithm::kHierarchical);
+    w.tree_order = false;
+    const Algorithm rank = bestOuro(p, w, bytes).algo;
+    CHECK(rank != Algorithm::kDoubling);
+    CHECK(rank != Algorithm::kHalvingDoubling);
+  }
+  CHECK(keepsOrder(Algorithm::kPairwiseRing, w));
+  CHECK(keepsOrder(Algorithm::kGatherFold, w));
+}
+
+// The issue's target, by the model with the simulation's parameters (bench/model/simulate.py): the
+// fastest algorithm that computes the canonical tree, pipelined ones at their best slice, within
+// 1.5x NCCL's best at every point of the table and 1.1x from 256 MiB. The planner itself may keep
+// the rules' choice up to its 1.25x margin; simulate.py prints what it runs.
+TEST_CASE("cost model: the canonical tree within 1.5x of NCCL's best from 8 to 4096 hosts", "[cost_model]") {
+  Params p;
+  std::string err;
+  REQUIRE(parseParams("net=ib;ib=2,12.5;shm=0.5,100;reduce=100", &p, &err));
+  for (int h : {8, 64, 512, 4096}) {
+    World w;
+    w.hosts = h;
+    w.per_host = 8;
+    w.direct = false;
+    w.slice_bytes = w.slot_bytes = 512 << 10;
+    w.check = true;  // OURO_CHECK's default: the check's rounds included
+    for (size_t bytes : {size_t(8), size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20,
+                         size_t(256) << 20, size_t(1) << 30}) {
+      double best = kNotApplicable;
+      for (Algorithm a : ouroAlgorithms()) {
+        if (!keepsOrder(a, w)) continue;
+        World t = w;
+        t.slice_bytes = bestSliceBytes(a, p, w, bytes);
+        best = std::min(best, predict(a, p, t, bytes));
+      }
+      const double nccl = bestNccl(p, w, bytes).seconds;
+      INFO(h << " hosts x 8, " << bytes << " bytes: " << best * 1e6 << " us against NCCL's " << nccl * 1e6);
+      CHECK(best <= 1.5 * nccl);
+      if (bytes >= size_t(256) << 20) CHECK(best <= 1.1 * nccl);
     }
   }
 }

@@ -4,6 +4,7 @@
 // device protocol and slice. And OURO_ALGO's setting is honoured the same way everywhere.
 #include <catch2/catch.hpp>
 
+#include "comm/plan/halving_doubling_rules.hpp"
 #include "comm/plan/planner.hpp"
 
 using namespace ouro;
@@ -28,10 +29,14 @@ PlannerWorld oneHost(int n, bool direct) {
   return w;
 }
 
-PlannerWorld hosts(int h, int per_host, AlgoSetting setting = AlgoSetting::kAuto) {
+// Ranks on h hosts, placed host by host. The order defaults to the rank order, whose algorithms
+// (the chain) the tests of #24 state; the canonical tree's have their own cases below (#37).
+PlannerWorld hosts(int h, int per_host, AlgoSetting setting = AlgoSetting::kAuto,
+                   kernels::FoldOrder order = kernels::FoldOrder::kRank) {
   PlannerWorld w;
   w.nranks = h * per_host;
   w.setting = setting;
+  w.order = order;
   w.slice_bytes = 128 << 10;
   for (int r = 0; r < w.nranks; r++) w.host_of.push_back(r / per_host);
   w.hier_min_bytes = 1 << 20;
@@ -166,8 +171,9 @@ namespace {
 
 // A world across hosts whose planner consults the cost model with parameters from a spec (the
 // OURO_MODEL syntax), as the library does after agreeing on them at init.
-PlannerWorld modelled(int h, int per_host, const char* spec, AlgoSetting setting = AlgoSetting::kAuto) {
-  PlannerWorld w = hosts(h, per_host, setting);
+PlannerWorld modelled(int h, int per_host, const char* spec, AlgoSetting setting = AlgoSetting::kAuto,
+                      kernels::FoldOrder order = kernels::FoldOrder::kRank) {
+  PlannerWorld w = hosts(h, per_host, setting, order);
   w.model = true;
   w.model_source = "OURO_MODEL";
   std::string error;
@@ -175,13 +181,15 @@ PlannerWorld modelled(int h, int per_host, const char* spec, AlgoSetting setting
   return w;
 }
 
-model::World modelShape(int h, int per_host) {
+model::World modelShape(int h, int per_host, kernels::FoldOrder order = kernels::FoldOrder::kRank) {
   model::World w;
   w.hosts = h;
   w.per_host = per_host;
   w.direct = false;
-  w.slice_bytes = 128 << 10;
+  w.slice_bytes = w.slot_bytes = 128 << 10;
   w.inter_host_slots = 4;
+  w.tree_order = order == kernels::FoldOrder::kTree;
+  w.check = true;  // PlannerWorld's default, OURO_CHECK=1: the call check is priced where it runs
   return w;
 }
 
@@ -198,14 +206,14 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
   const Plan mid = p.planHost(call(CollKind::kAllReduce, 2048));  // 8 KiB
   CHECK(mid.algorithm == Algorithm::kGatherFold);
   CHECK(mid.by_model);
-  CHECK(mid.predicted_s == Approx(model::predict(model::Algo::kGatherFold, params, modelShape(4, 1), 8192)));
+  CHECK(mid.predicted_s == Approx(model::predict(Algorithm::kGatherFold, params, modelShape(4, 1), 8192)));
   CHECK(mid.runner_up == Algorithm::kOneShot);
   CHECK(mid.runner_up_s > 1.25 * mid.predicted_s);
   // Where the model agrees with the rules, the rules' plan stands and carries its time.
   const Plan small = p.planHost(call(CollKind::kAllReduce, 2));  // 8 bytes: gather-fold either way
   CHECK(small.algorithm == Algorithm::kGatherFold);
   CHECK_FALSE(small.by_model);
-  CHECK(small.predicted_s == Approx(model::predict(model::Algo::kGatherFold, params, modelShape(4, 1), 8)));
+  CHECK(small.predicted_s == Approx(model::predict(Algorithm::kGatherFold, params, modelShape(4, 1), 8)));
   const Plan big = p.planHost(call(CollKind::kAllReduce, 4 << 20));  // 16 MiB: only pairwise runs here
   CHECK(big.algorithm == Algorithm::kPairwiseRing);
   CHECK_FALSE(big.by_model);
@@ -217,36 +225,36 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
   CHECK(tie.algorithm == Algorithm::kGatherFold);
   CHECK_FALSE(tie.by_model);
 
-  // Whatever the parameters: the model's pick (its argmin over what the executor can run, the
-  // chain at the slice it likes best) where it beats the rules' plan by 1.25x, else the rules'.
+  // Whatever the parameters, under either order: the model's pick (its argmin over what the
+  // executor can run for the order, pipelined algorithms at the slice it likes best) where it beats
+  // the rules' plan by 1.25x, else the rules'.
   int by_model = 0, by_rules = 0;
+  for (kernels::FoldOrder order : {kernels::FoldOrder::kRank, kernels::FoldOrder::kTree})
   for (const char* spec : {latency_bound, "tcp=2,0.1;shm=0.5,20;reduce=20", "tcp=15,12.5;shm=1,8;reduce=8",
                            "tcp=100,0.25;shm=1,10;reduce=10"}) {
-    Planner q(modelled(3, 2, spec));
-    PlannerWorld off = modelled(3, 2, spec);
+    Planner q(modelled(3, 2, spec, AlgoSetting::kAuto, order));
+    PlannerWorld off = modelled(3, 2, spec, AlgoSetting::kAuto, order);
     off.model = false;
     Planner rules(off);
     model::Params mp;
     REQUIRE(model::parseParams(spec, &mp, nullptr));
     for (size_t count : {size_t(1), size_t(100), size_t(3000), size_t(40000), size_t(1) << 20, size_t(16) << 20}) {
       const size_t bytes = count * 4;
-      INFO(spec << ", " << bytes << " bytes");
+      INFO(spec << ", " << bytes << " bytes, " << orderSettingName(order) << " order");
       const Plan plan = q.planHost(call(CollKind::kAllReduce, count));
       double best = model::kNotApplicable;
-      for (model::Algo a : {model::Algo::kOneShot, model::Algo::kGatherFold, model::Algo::kPairwise,
-                            model::Algo::kHierarchical}) {
-        model::World w = modelShape(3, 2);
-        if (a == model::Algo::kPairwise || a == model::Algo::kHierarchical) w.slice_bytes = model::bestSliceBytes(a, mp, w, bytes);
+      for (Algorithm a : {Algorithm::kOneShot, Algorithm::kGatherFold, Algorithm::kPairwiseRing,
+                          Algorithm::kHierarchical, Algorithm::kDoubling, Algorithm::kHalvingDoubling}) {
+        model::World w = modelShape(3, 2, order);
+        if (!model::keepsOrder(a, w)) continue;
+        if (a == Algorithm::kPairwiseRing || a == Algorithm::kHierarchical || a == Algorithm::kHalvingDoubling)
+          w.slice_bytes = model::bestSliceBytes(a, mp, w, bytes);
         best = std::min(best, model::predict(a, mp, w, bytes));
       }
       const Plan r = rules.planHost(call(CollKind::kAllReduce, count));
-      model::World rw = modelShape(3, 2);
+      model::World rw = modelShape(3, 2, order);
       rw.slice_bytes = r.slice_bytes;
-      const model::Algo ra = r.algorithm == Algorithm::kHierarchical ? model::Algo::kHierarchical
-                             : r.algorithm == Algorithm::kGatherFold ? model::Algo::kGatherFold
-                             : r.algorithm == Algorithm::kOneShot    ? model::Algo::kOneShot
-                                                                     : model::Algo::kPairwise;
-      const double rules_s = model::predict(ra, mp, rw, bytes);
+      const double rules_s = model::predict(r.algorithm, mp, rw, bytes);
       if (best * 1.25 < rules_s) {
         CHECK(plan.by_model);
         CHECK(plan.predicted_s == Approx(best));
@@ -258,8 +266,10 @@ TEST_CASE("planner: with the cost model on, all-reduce over links takes the fast
         CHECK(plan.predicted_s == Approx(rules_s));
         by_rules++;
       }
-      CHECK(plan.slice_bytes <= size_t(128) << 10);
+      CHECK(plan.slice_bytes <= (plan.algorithm == Algorithm::kHalvingDoubling ? model::kMaxSlotsPerSlice : 1) *
+                                     (size_t(128) << 10));
       CHECK((plan.slice_bytes & (plan.slice_bytes - 1)) == 0);
+      CHECK(plan.order == order);
       if (plan.algorithm == Algorithm::kHierarchical) {
         CHECK(plan.grid.hosts == 3);
         CHECK(plan.lag == hierarchyLag(3, 4));
@@ -282,7 +292,7 @@ TEST_CASE("planner: the model prices the CPUs of a machine whose hosts share the
   model::World shape = modelShape(4, 1);
   shape.machine_hosts = 4;
   shape.machine_cpus = 2;
-  CHECK(plan.predicted_s == Approx(model::predict(model::Algo::kPairwise, w.model_params, shape, 256 << 20)));
+  CHECK(plan.predicted_s == Approx(model::predict(Algorithm::kPairwiseRing, w.model_params, shape, 256 << 20)));
   CHECK(plan.predicted_s > 2 * links);
 }
 
@@ -310,4 +320,88 @@ TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the pla
   const Plan flat = Planner(interleaved).planHost(call(CollKind::kAllReduce, 1 << 20));
   CHECK_FALSE(flat.by_model);
   CHECK(flat.algorithm == Algorithm::kPairwiseRing);
+}
+
+// ---- issue #37: the canonical tree ----
+
+TEST_CASE("planner: under OURO_ORDER=tree, all-reduce across hosts runs the tree's algorithms", "[planner]") {
+  using kernels::FoldOrder;
+  const PlannerWorld w = hosts(3, 2, AlgoSetting::kAuto, FoldOrder::kTree);
+  Planner p(w);
+  CHECK(p.planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kGatherFold);  // small: as before
+  const Plan big = p.planHost(call(CollKind::kAllReduce, 1 << 18));  // 1 MiB
+  CHECK(big.algorithm == Algorithm::kHalvingDoubling);
+  CHECK(big.order == FoldOrder::kTree);
+  CHECK(big.message_bytes == size_t(128) << 10);
+  CHECK(big.slice_bytes == halvingDoublingSliceBytes(1 << 20, 128 << 10));
+  CHECK(big.lag == kHalvingDoublingLag);
+  // Past gather-fold and one-shot, below OURO_HIER_MIN_BYTES too: no chain to fill.
+  CHECK(p.planHost(call(CollKind::kAllReduce, 20000)).algorithm == Algorithm::kHalvingDoubling);
+  // Only all-reduce: the other reductions keep the pairwise reduce-scatter, whose owners fold in the tree.
+  const Plan rs = p.planHost(call(CollKind::kReduceScatter, 1 << 20));
+  CHECK(rs.algorithm == Algorithm::kPairwiseRing);
+  CHECK(rs.order == FoldOrder::kTree);
+  // The slice rule: 16 slices a call, from one slot to 64.
+  CHECK(halvingDoublingSliceBytes(1 << 20, 128 << 10) == size_t(128) << 10);
+  CHECK(halvingDoublingSliceBytes(size_t(16) << 20, 128 << 10) == size_t(1) << 20);
+  CHECK(halvingDoublingSliceBytes(size_t(1) << 30, 128 << 10) == size_t(8) << 20);
+  // One rank a host with W not a power of two: the pair (0, 1) would carry the call across hosts.
+  CHECK(Planner(hosts(3, 1, AlgoSetting::kAuto, FoldOrder::kTree)).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm ==
+        Algorithm::kPairwiseRing);
+  CHECK(Planner(hosts(4, 1, AlgoSetting::kAuto, FoldOrder::kTree)).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm ==
+        Algorithm::kHalvingDoubling);
+  CHECK(Planner(hosts(5, 2, AlgoSetting::kAuto, FoldOrder::kTree)).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm ==
+        Algorithm::kHalvingDoubling);  // W = 10: the pairs (0, 1), (2, 3) are inside hosts 0 and 1
+  // Any placement: the tree is over the ranks, not the hosts.
+  PlannerWorld interleaved = hosts(2, 2, AlgoSetting::kAuto, FoldOrder::kTree);
+  interleaved.host_of = {0, 1, 0, 1};
+  CHECK(Planner(interleaved).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm == Algorithm::kHalvingDoubling);
+  // One host over links (OURO_TRANSPORT=tcp): auto keeps the flat algorithm; named, the tree's.
+  PlannerWorld one = oneHost(4, false);
+  one.order = FoldOrder::kTree;
+  CHECK(Planner(one).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm == Algorithm::kPairwiseRing);
+  one.setting = AlgoSetting::kHalvingDoubling;
+  CHECK(Planner(one).planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kHalvingDoubling);
+}
+
+TEST_CASE("planner: OURO_ALGO names the tree's algorithms, and each order keeps its own", "[planner]") {
+  using kernels::FoldOrder;
+  Planner doubling(hosts(3, 2, AlgoSetting::kDoubling, FoldOrder::kTree));
+  const Plan small = doubling.planHost(call(CollKind::kAllReduce, 256));
+  CHECK(small.algorithm == Algorithm::kDoubling);  // not gather-fold or one-shot: named
+  CHECK(small.message_bytes == size_t(128) << 10);
+  CHECK(doubling.planHost(call(CollKind::kAllReduce, 32 << 10)).algorithm == Algorithm::kDoubling);  // 128 KiB
+  CHECK(doubling.planHost(call(CollKind::kAllReduce, (32 << 10) + 1)).algorithm == Algorithm::kHalvingDoubling);
+  CHECK(doubling.planHost(call(CollKind::kReduceScatter, 256)).algorithm == Algorithm::kPairwiseRing);
+  Planner halving(hosts(3, 2, AlgoSetting::kHalvingDoubling, FoldOrder::kTree));
+  CHECK(halving.planHost(call(CollKind::kAllReduce, 1)).algorithm == Algorithm::kHalvingDoubling);
+  // The chain folds in rank order: named under the tree, its two levels are halving-doubling's.
+  CHECK(Planner(hosts(3, 2, AlgoSetting::kHierarchical, FoldOrder::kTree)).planHost(call(CollKind::kAllReduce, 1 << 20)).algorithm ==
+        Algorithm::kHalvingDoubling);
+  // And the tree's algorithms named under the rank order run the flat one.
+  for (AlgoSetting s : {AlgoSetting::kDoubling, AlgoSetting::kHalvingDoubling}) {
+    const Plan flat = Planner(hosts(3, 2, s, FoldOrder::kRank)).planHost(call(CollKind::kAllReduce, 1 << 20));
+    CHECK(flat.algorithm == Algorithm::kPairwiseRing);
+    CHECK(flat.order == FoldOrder::kRank);
+  }
+  // The model never picks an algorithm of the other order.
+  for (FoldOrder order : {FoldOrder::kTree, FoldOrder::kRank})
+    for (size_t count : {size_t(2), size_t(2000), size_t(1) << 20, size_t(16) << 20}) {
+      const Plan plan = Planner(modelled(8, 2, "tcp=2,12.5;shm=0.5,100;reduce=100", AlgoSetting::kAuto, order))
+                            .planHost(call(CollKind::kAllReduce, count));
+      INFO(orderSettingName(order) << ", " << count * 4 << " bytes: " << algorithmShortName(plan.algorithm));
+      if (order == FoldOrder::kTree) CHECK(plan.algorithm != Algorithm::kHierarchical);
+      else CHECK((plan.algorithm != Algorithm::kHalvingDoubling && plan.algorithm != Algorithm::kDoubling));
+    }
+  CHECK(parseOrderSetting("tree") == FoldOrder::kTree);
+  CHECK(parseOrderSetting("rank") == FoldOrder::kRank);
+  CHECK_THROWS(parseOrderSetting("left"));
+  CHECK(parseAlgoSetting("halving-doubling") == AlgoSetting::kHalvingDoubling);
+  CHECK(std::string(algoSettingName(AlgoSetting::kDoubling)) == "doubling");
+  // Device plans carry the order too (the kernels' fold).
+  PlannerWorld dev = oneHost(4, true);
+  dev.order = FoldOrder::kRank;
+  DeviceFacts d;
+  d.simple_message_bytes = 512 << 10;
+  CHECK(Planner(dev).planDevice(call(CollKind::kAllReduce, 1 << 20), d).order == FoldOrder::kRank);
 }

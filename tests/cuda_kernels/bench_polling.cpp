@@ -327,11 +327,11 @@ struct Point {
   int iters = 0;
 };
 
-Point runPoint(const World& w, Timer& t, Shared& sh, DeviceProtocol protocol, size_t bytes, const Options& o) {
+Point runPoint(const World& w, Timer& t, Shared& sh, Protocol protocol, size_t bytes, const Options& o) {
   const int n = w.n;
   const size_t count = bytes / 4;
   const std::string what = "all-reduce of " + std::to_string(bytes) + " B, " + std::to_string(n) + " ranks, " +
-                           std::to_string(w.nch) + " channels, " + (protocol == DeviceProtocol::kLL ? "LL" : "simple");
+                           std::to_string(w.nch) + " channels, " + (protocol == Protocol::kLL ? "LL" : "simple");
   for (int r = 0; r < n; r++) CHECK_CUDA(cudaMemset(sh.out[size_t(r)], 0, bytes));
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<DeviceCall> calls(static_cast<size_t>(n));
@@ -342,7 +342,7 @@ Point runPoint(const World& w, Timer& t, Shared& sh, DeviceProtocol protocol, si
     c.call.nranks = n;
     c.call.count = count;
     c.call.elem_bytes = 4;
-    c.call.slice_elems = (protocol == DeviceProtocol::kLL ? kLlSlotBytes / 2 : kSlotBytes) / 4;
+    c.call.slice_elems = (protocol == Protocol::kLL ? kLlSlotBytes / 2 : kSlotBytes) / 4;
     c.call.in = reinterpret_cast<const std::byte*>(sh.in[size_t(r)]);
     c.call.out = reinterpret_cast<std::byte*>(sh.out[size_t(r)]);
     c.call.nchannels = w.nch;
@@ -426,7 +426,7 @@ int run(const Options& o) {
       Timer timer(n);
       for (int ll = 1; ll >= 0; ll--)
         for (size_t bytes : ll ? o.ll_sizes : o.simple_sizes) {
-          const DeviceProtocol protocol = ll ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+          const Protocol protocol = ll ? Protocol::kLL : Protocol::kSimple;
           const Point p = runPoint(world, timer, shared, protocol, bytes, o);
           std::printf("%5d %3d %6s %10zu %10.2f %10.2f %10.2f %6d\n", n, nch, ll ? "LL" : "simple", bytes, p.median,
                       p.p10, p.p90, p.iters);

@@ -86,18 +86,27 @@ def elf_functions(elf):
     return names, (e_flags >> 8) & 0xFF
 
 
-def ptx_entries(payload, flags, workdir):
-    """Kernel names of a PTX entry, or None when it cannot be decoded here."""
+def unpacked(payload, flags, workdir):
+    """An entry's payload, zstd-decompressed when compressed (nvcc compresses large cubins too);
+    None when it is and zstd is missing."""
     if flags & 0x8000 or payload[:4] == b"\x28\xb5\x2f\xfd":
         if not shutil.which("zstd"):
             return None
-        packed = os.path.join(workdir, "ptx.zst")
+        packed = os.path.join(workdir, "entry.zst")
         with open(packed, "wb") as f:
             f.write(payload)
         result = subprocess.run(["zstd", "-dc", packed], capture_output=True)
         if result.returncode != 0 and not result.stdout:
             return None
         payload = result.stdout
+    return payload
+
+
+def ptx_entries(payload, flags, workdir):
+    """Kernel names of a PTX entry, or None when it cannot be decoded here."""
+    payload = unpacked(payload, flags, workdir)
+    if payload is None:
+        return None
     text = payload.decode("utf-8", "replace")
     return [line.split(".entry", 1)[1].strip().split("(")[0].strip()
             for line in text.splitlines() if ".entry" in line]
@@ -129,7 +138,11 @@ def main():
             for obj in objects_of(path, workdir):
                 for kind, arch, flags, payload in entries(fatbin_section(obj, workdir)):
                     if kind == KIND_ELF:
-                        names, elf_arch = elf_functions(payload)
+                        elf = unpacked(payload, flags, workdir)
+                        if elf is None:
+                            problems.append(f"{obj}: the sm_{arch} cubin is compressed and zstd is missing")
+                            continue
+                        names, elf_arch = elf_functions(elf)
                         if elf_arch != arch:
                             problems.append(f"{obj}: cubin for sm_{arch} says sm_{elf_arch} in its ELF header")
                         cubins.setdefault(arch, set()).update(demangle(names))

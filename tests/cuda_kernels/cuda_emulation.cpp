@@ -28,7 +28,7 @@ struct Block {
   // slot of call n + 1 as call n starts: its last readers (call n - 2) all read it before the
   // barrier of call n - 1, and its next writers (call n + 1) come after the barrier of call n.
   std::atomic<int> votes[3] = {0, 0, 0};
-  alignas(16) unsigned char storage[4096];
+  alignas(16) unsigned char storage[kBlockStorageBytes];
 };
 
 std::atomic<uint64_t> g_seed{1};

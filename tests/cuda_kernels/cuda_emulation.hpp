@@ -131,11 +131,14 @@ class Stream {
 // (`body` is copied, as a CUDA launch copies the kernel's arguments). Returns 0 (cudaSuccess).
 int launch(dim3 grid, dim3 block, std::function<void()> body, void* stream);
 
-// The calling thread's block storage: 4 KiB, 16-byte aligned, the same for every thread of a block.
+// The calling thread's block storage: 48 KiB (a GPU block's static shared memory; the kernels' is
+// 33 KiB, mostly the tree fold's levels, BlockState::fold_levels), 16-byte aligned, the same for
+// every thread of a block.
+constexpr size_t kBlockStorageBytes = 48 * 1024;
 void* blockStorage();
 template <typename T>
 T& blockShared() {
-  static_assert(sizeof(T) <= 4096 && alignof(T) <= 16, "block storage is 4 KiB, 16-byte aligned");
+  static_assert(sizeof(T) <= kBlockStorageBytes && alignof(T) <= 16, "block storage is 48 KiB, 16-byte aligned");
   return *static_cast<T*>(blockStorage());
 }
 

@@ -1,6 +1,6 @@
 // A case's one-line description, and what each rank's output must hold after it, computed by the CPU executor's
-// reductions (kernels::reduceMany in rank order, then finishAvg): shared by the emulated tests and
-// the real-GPU test.
+// reductions (kernels::reduceRanks in the communicator's order, then finishAvg): shared by the emulated tests
+// and the real-GPU test.
 #pragma once
 
 #include <cstddef>
@@ -32,11 +32,12 @@ inline const char* collectiveName(CollKind kind) {
 inline std::string describe(const Case& c) {
   char text[256];
   std::snprintf(text, sizeof text,
-                "%s %s %s nranks=%d channels=%d count=%zu root=%d offset=%zu%s %s header=%u %s seed=%llu",
+                "%s %s %s nranks=%d channels=%d count=%zu root=%d offset=%zu%s %s header=%u %s %s order seed=%llu",
                 c.point_to_point ? "point-to-point" : collectiveName(c.kind), dataTypeName(c.dtype), redOpName(c.op),
                 c.nranks, c.nchannels, c.count, c.root, c.offset_elems, c.in_place ? " in-place" : "",
-                c.protocol == DeviceProtocol::kLL ? "LL" : "simple", c.header_bytes,
-                c.mode == Mode::kThreads ? "threads" : "processes", static_cast<unsigned long long>(c.seed));
+                c.protocol == Protocol::kLL ? "LL" : "simple", c.header_bytes,
+                c.mode == Mode::kThreads ? "threads" : "processes", c.order == FoldOrder::kTree ? "tree" : "rank",
+                static_cast<unsigned long long>(c.seed));
   return text;
 }
 
@@ -70,7 +71,7 @@ inline std::vector<unsigned char> expectedOutput(const Case& c, const std::vecto
       for (size_t i = 0; i < k; i++) std::memcpy(&values[q][i * e], &inputs[q][block * k + i], e);
       srcs.push_back(values[q].data());
     }
-    reduceMany(out.data(), srcs.data(), n, k, c.dtype, c.op);
+    reduceRanks(out.data(), srcs.data(), n, k, c.dtype, c.op, c.order);
     if (c.op == RedOp::kAvg) finishAvg(out.data(), k, c.dtype, n);
   };
   auto input = [&](int q, size_t element, unsigned char* dst, size_t count) {

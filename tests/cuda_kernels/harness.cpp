@@ -284,6 +284,7 @@ void runRank(const World& w, int rank) {
     call.call.in = reinterpret_cast<const std::byte*>(w.in[rank]);
     call.call.out = reinterpret_cast<std::byte*>(w.out[rank]);
     call.call.nchannels = c.nchannels;
+    call.call.order = c.order;
     call.call.ring = c.ring.empty() ? nullptr : c.ring.data();
     call.dtype = uint8_t(c.dtype);
     call.op = uint8_t(c.op);

@@ -1,8 +1,8 @@
 // Runs the real CUDA kernels (compiled against the host emulation) for a world of emulated ranks
-// and checks their outputs against the CPU executor's reductions (kernels::reduceMany + finishAvg)
-// bit for bit. Ranks are host threads of this process (peer pointers are plain pointers), or
-// forked processes with everything a peer touches (FIFOs, abort words, error records, buffers) in
-// MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
+// and checks their outputs against the CPU executor's reductions (kernels::reduceRanks in the
+// case's order + finishAvg) bit for bit. Ranks are host threads of this process (peer pointers
+// are plain pointers), or forked processes with everything a peer touches (FIFOs, abort words,
+// error records, buffers) in MAP_SHARED memory, as CUDA IPC maps a peer's device memory. Each rank has its own abort word,
 // as each process has in the CUDA executor (transport/cuda/arena.hpp), and every rank's kernels
 // address every rank's word (DeviceCall::peer_abort_words): a failing rank sets them all.
 // Ranks may be placed on several emulated hosts (Case::ranks_per_host, threads only): then two
@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -29,6 +30,14 @@ namespace ouro::kernels::cuda::test {
 
 enum class Mode { kThreads, kProcesses };
 
+// The order a case folds in unless it says otherwise: OURO_ORDER as the library reads it (the
+// canonical tree; "rank": the left fold in rank order), so the suite run under OURO_ORDER=rank
+// checks the old order in every case that does not name one.
+inline FoldOrder orderOfEnvironment() {
+  const char* v = std::getenv("OURO_ORDER");
+  return v && std::string(v) == "rank" ? FoldOrder::kRank : FoldOrder::kTree;
+}
+
 struct Case {
   bool point_to_point = false;  // even ranks send to rank + 1 (instead of a collective)
   CollKind kind = CollKind::kAllReduce;
@@ -40,7 +49,7 @@ struct Case {
   int root = 0;
   size_t offset_elems = 0;  // buffers start this many elements past a 64-byte boundary
   bool in_place = false;    // all-reduce and all-to-all: out == in
-  DeviceProtocol protocol = DeviceProtocol::kSimple;
+  Protocol protocol = Protocol::kSimple;
   bool check = true;            // collectives: the call check's hellos (OURO_CHECK=1)
   uint64_t call_number = 1;     // the stamp's call number
   uint32_t slot_bytes = 64;     // simple protocol: data bytes per message
@@ -62,6 +71,7 @@ struct Case {
   // Ranks r / ranks_per_host share a host (0: every rank on one host); ranks of different hosts
   // talk through their proxies (threads mode only).
   int ranks_per_host = 0;
+  FoldOrder order = orderOfEnvironment();  // DriverCall::order (OURO_ORDER): the owners' fold
 };
 
 struct Outcome {
@@ -75,7 +85,7 @@ struct Outcome {
 
 // Data bytes per message (the driver's slice) under the case's protocol.
 inline uint32_t messageBytes(const Case& c) {
-  return c.protocol == DeviceProtocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
+  return c.protocol == Protocol::kLL ? c.ll_slot_bytes / 2 : c.slot_bytes;
 }
 
 // The stamp the CUDA executor gives this call: comm/plan's describeCall of it (the same fields,
@@ -107,7 +117,7 @@ Outcome runRanks(const std::vector<Case>& per_rank, bool check);
 int launchCollectiveUnderTest(const DeviceCall& call, void* stream);
 int launchPointToPointUnderTest(const DevicePointToPoint& p2p, void* stream);
 struct PlantedBug {
-  DeviceProtocol protocol;  // the protocol whose rule it breaks
+  Protocol protocol;  // the protocol whose rule it breaks
   const char* what;
 };
 PlantedBug plantedBug();  // planted_*.cpp only

@@ -11,6 +11,6 @@ int launchCollectiveUnderTest(const DeviceCall& call, void* stream) {
 int launchPointToPointUnderTest(const DevicePointToPoint& p2p, void* stream) {
   return launchPointToPointWith<PlantedKernels<EarlyTail>>(p2p, stream);
 }
-PlantedBug plantedBug() { return {DeviceProtocol::kSimple, "a tail published before its payload"}; }
+PlantedBug plantedBug() { return {Protocol::kSimple, "a tail published before its payload"}; }
 
 }  // namespace ouro::kernels::cuda::test

@@ -11,6 +11,6 @@ int launchCollectiveUnderTest(const DeviceCall& call, void* stream) {
 int launchPointToPointUnderTest(const DevicePointToPoint& p2p, void* stream) {
   return launchPointToPointWith<PlantedKernels<FlagBeforeData>>(p2p, stream);
 }
-PlantedBug plantedBug() { return {DeviceProtocol::kLL, "an LL flag stored before its data"}; }
+PlantedBug plantedBug() { return {Protocol::kLL, "an LL flag stored before its data"}; }
 
 }  // namespace ouro::kernels::cuda::test

@@ -7,7 +7,7 @@
 // rendezvous store over the namespaces' network, the proxy thread). Then every collective x dtype
 // x op, at a count under and one over OURO_CUDA_LL_MAX_BYTES (both protocols), planned by the
 // communicator's planner and built by the executor's deviceCollectiveCall, each output compared
-// bit for bit with the host path's rank-order fold. Writes "FAIL ..." lines, "PROXY ..." (what the
+// bit for bit with the host path's fold in the communicator's order (OURO_ORDER). Writes "FAIL ..." lines, "PROXY ..." (what the
 // set-up connected) and "SUMMARY checks=N failures=F" to stdout; exits 0 when nothing failed.
 //   --quick   four dtypes instead of twelve
 #include <cstdio>
@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
             a.op = op;
             a.root = kind == CollKind::kBroadcast || kind == CollKind::kReduce ? k.root : -1;
             const Plan plan = c.planner().planDevice(a, facts);
+            k.order = plan.order;  // the communicator's OURO_ORDER: the fold the kernels must compute
             kc::DeviceError error{};
             const kc::DeviceCall call = deviceCollectiveCall(a, plan, rank, n, ++number, links, &error);
             if (far) far->kick();

@@ -30,7 +30,7 @@ constexpr uint64_t kLongTimeoutNs = 60'000'000'000ull;  // the abort case must n
 [[noreturn]] void receiveWithThreadZeroDone(bool abort) {
   Case c;
   c.nranks = 2;
-  c.protocol = DeviceProtocol::kLL;
+  c.protocol = Protocol::kLL;
   c.ll_slot_bytes = 64;  // 32 data bytes: 4 groups
   c.threads_per_block = kThreads;
   Links links(c, 1);
@@ -49,7 +49,7 @@ constexpr uint64_t kLongTimeoutNs = 60'000'000'000ull;  // the abort case must n
   p.count = sizeof out;
   p.elem_bytes = 1;
   p.slice_elems = sizeof out;
-  p.protocol = DeviceProtocol::kLL;
+  p.protocol = Protocol::kLL;
   p.channels = links.channels(1);
   p.abort_word = links.abortWord(1);
   p.peer_abort_words = links.peerAbortWords();

@@ -69,16 +69,16 @@ TEST_CASE("call check: the harness stamps a call as the CUDA executor does", "[c
 }
 
 TEST_CASE("call check: a count disagreement fails both ranks, with today's message", "[cuda][emulation][check]") {
-  for (DeviceProtocol protocol : {DeviceProtocol::kSimple, DeviceProtocol::kLL}) {
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
     std::vector<Case> calls(2, base(2, 2));
     for (Case& c : calls) {
       c.protocol = protocol;
-      c.count = protocol == DeviceProtocol::kLL ? 6 : 400;
+      c.count = protocol == Protocol::kLL ? 6 : 400;
     }
     calls[1].count += 1;
     const Outcome o = runRanks(calls, false);
     requireEveryRankDisagrees(calls, o, "count");
-    const bool ll = protocol == DeviceProtocol::kLL;
+    const bool ll = protocol == Protocol::kLL;
     const std::string a = ll ? "6" : "400", b = ll ? "7" : "401";
     const std::string sentence = "ranks disagree on this call: rank 0 called allreduce(count=" + a +
                                  ", float32, sum) but rank 1 called allreduce(count=" + b +
@@ -100,7 +100,7 @@ TEST_CASE("call check: every kind of disagreement fails every rank at once", "[c
     void (*apply)(Case&);
   };
   const Variant variants[] = {
-      {"count (simple vs LL)", [](Case& c) { c.count = 5; c.protocol = DeviceProtocol::kLL; }},
+      {"count (simple vs LL)", [](Case& c) { c.count = 5; c.protocol = Protocol::kLL; }},
       {"count 0 (a kernel that moves nothing)", [](Case& c) { c.count = 0; }},
       {"kind (broadcast: a chain)", [](Case& c) { c.kind = CollKind::kBroadcast; }},
       {"kind (all-gather: a ring)", [](Case& c) { c.kind = CollKind::kAllGather; }},
@@ -142,9 +142,9 @@ TEST_CASE("call check: ranks as processes disagree and all report", "[cuda][emul
 TEST_CASE("call check: data where a descriptor was due is kNotACall", "[cuda][emulation][check]") {
   std::vector<Case> calls(2, base(2, 1));
   calls[0].point_to_point = true;  // rank 0 sends to rank 1
-  calls[0].protocol = DeviceProtocol::kLL;
+  calls[0].protocol = Protocol::kLL;
   calls[0].count = 4;
-  calls[1].protocol = DeviceProtocol::kLL;
+  calls[1].protocol = Protocol::kLL;
   calls[1].count = 4;
   const Outcome o = runRanks(calls, false);
   INFO(o.describe());
@@ -163,12 +163,12 @@ TEST_CASE("call check: data where a descriptor was due is kNotACall", "[cuda][em
 // OURO_CHECK=0: no hellos, the same results, and ranks that agree on nothing but the schedule are
 // not stopped (the kernels cannot tell).
 TEST_CASE("call check: off, the kernels exchange no descriptors", "[cuda][emulation][check]") {
-  for (DeviceProtocol protocol : {DeviceProtocol::kSimple, DeviceProtocol::kLL})
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL})
     for (CollKind kind : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kAllToAll}) {
       Case c = base(3, 2);
       c.kind = kind;
       c.protocol = protocol;
-      c.count = protocol == DeviceProtocol::kLL ? 29 : 301;
+      c.count = protocol == Protocol::kLL ? 29 : 301;
       c.check = false;
       c.timeout_ns = 20'000'000'000ull;
       const Outcome o = runCase(c);

@@ -43,7 +43,7 @@ TEST_CASE("counter wrap: every collective runs bit-exact across 2^30, 2^31 and 2
                             CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllToAll};
   uint64_t seed = 700;
   for (uint32_t start : {kBeforeWrap, kBeforeTopBit, kBeforeFirstClean})
-    for (DeviceProtocol protocol : {DeviceProtocol::kSimple, DeviceProtocol::kLL})
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL})
       for (CollKind kind : kinds) {
         Case c;
         c.kind = kind;
@@ -59,7 +59,7 @@ TEST_CASE("counter wrap: every collective runs bit-exact across 2^30, 2^31 and 2
         requireMatch(c);
       }
   for (uint32_t start : {kBeforeWrap, kBeforeTopBit})
-    for (DeviceProtocol protocol : {DeviceProtocol::kSimple, DeviceProtocol::kLL}) {
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
       Case c;
       c.point_to_point = true;
       c.dtype = DataType::kUint8;
@@ -100,7 +100,7 @@ TEST_CASE("counter wrap: data where a hello was due is kNotACall past 2^31 messa
     std::vector<Case> calls(2);
     for (Case& c : calls) {
       c.nranks = 2;
-      c.protocol = DeviceProtocol::kLL;
+      c.protocol = Protocol::kLL;
       c.count = 6;
       c.call_number = 7;
       c.counter_start = start;
@@ -122,7 +122,7 @@ TEST_CASE("counter wrap: a hello is never received as data", "[cuda][emulation][
     std::vector<Case> calls(2);
     for (Case& c : calls) {
       c.nranks = 2;
-      c.protocol = DeviceProtocol::kLL;
+      c.protocol = Protocol::kLL;
       c.count = 4;
       c.counter_start = start;
       c.timeout_ns = 300'000'000ull;
@@ -170,7 +170,7 @@ TEST_CASE("counter wrap: the LL clean-up keeps lines from 2^32 messages ago out 
       p.elem_bytes = 1;
       p.slice_elems = 32;
       p.nchannels = 1;
-      p.protocol = DeviceProtocol::kLL;
+      p.protocol = Protocol::kLL;
       p.channels = links.channels(rank);
       p.abort_word = links.abortWord(rank);
       p.peer_abort_words = links.peerAbortWords();

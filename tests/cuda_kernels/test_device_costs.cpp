@@ -35,7 +35,7 @@ TEST_CASE("device costs: a simple-protocol message costs one system fence", "[cu
   c.nranks = 2;
   c.count = 64 * 10;  // 10 messages of 64 bytes
   c.threads_per_block = 8;
-  c.protocol = DeviceProtocol::kSimple;
+  c.protocol = Protocol::kSimple;
   uint64_t fences = 0;
   {
     Counting counting;
@@ -56,7 +56,7 @@ TEST_CASE("device costs: the fold reads packs whenever the buffers share 4 or 8 
   c.count = 301;
   c.offset_elems = 2;  // 4 bytes off the slots' alignment: no 16-byte packs, 4-byte ones
   c.slot_bytes = 256;
-  c.protocol = DeviceProtocol::kSimple;
+  c.protocol = Protocol::kSimple;
   uint64_t by_size[17] = {}, total = 0;
   {
     Counting counting;
@@ -85,7 +85,7 @@ TEST_CASE("device costs: every relative alignment folds to the host's bits", "[c
         c.count = 101;
         c.offset_elems = offset;
         c.slot_bytes = 128;
-        c.protocol = DeviceProtocol::kSimple;
+        c.protocol = Protocol::kSimple;
         c.seed = seed++;
         requireMatch(c);
       }

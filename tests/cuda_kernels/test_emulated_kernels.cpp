@@ -1,8 +1,8 @@
 // The CUDA kernels, run by the host emulation, against the CPU executor's reductions: every
 // collective and point-to-point, for 2..8 ranks, 1..4 channels, every dtype x op, counts 0, 1,
-// n-1, n+1 and larger than the FIFO, misaligned buffers, under both protocols (simple and LL); as
-// threads of one process and as forked processes sharing memory; plus a dead peer (deadline) and
-// an abort while waiting.
+// n-1, n+1 and larger than the FIFO, misaligned buffers, under both protocols (simple and LL) and
+// both reduction orders (the canonical tree, OURO_ORDER=rank); as threads of one process and as
+// forked processes sharing memory; plus a dead peer (deadline) and an abort while waiting.
 #include <catch2/catch.hpp>
 
 #include <iterator>
@@ -36,7 +36,7 @@ std::vector<size_t> awkwardCounts(int nranks, size_t large) {
   return {0, 1, size_t(nranks - 1), size_t(nranks + 1), large};
 }
 
-constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol::kLL};
+constexpr Protocol kProtocols[] = {Protocol::kSimple, Protocol::kLL};
 
 }  // namespace
 
@@ -44,7 +44,7 @@ constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol
 // both protocols (LL with 32 data bytes per message: partial line groups at every width).
 TEST_CASE("emulated kernels: every collective x dtype x op matches the host reductions", "[cuda][emulation]") {
   uint64_t seed = 1;
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
   for (CollKind kind : kAllCollectives)
     for (DataType dtype : ouro::kernels::test::kAllDataTypes)
       for (RedOp op : ouro::kernels::test::kAllRedOps) {
@@ -98,15 +98,44 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
           for (int i = 0; i < nranks; i++) c.ring.push_back((nranks - i + 1) % nranks);
         // LL on even channel counts: with the ring choice above, every kind meets all four
         // combinations of protocol and ring order.
-        c.protocol = nchannels % 2 == 0 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+        c.protocol = nchannels % 2 == 0 ? Protocol::kLL : Protocol::kSimple;
+        // Both reduction orders (OURO_ORDER): they differ from 4 ranks on.
+        c.order = (nranks + seed) % 2 == 0 ? FoldOrder::kTree : FoldOrder::kRank;
         c.seed = seed++;
         requireMatch(c);
       }
 }
 
+// The canonical tree (issue #37) for every dtype x op, at 6 ranks (the pairs (0 1) (2 3), then four
+// leaves) and 16 (kMaxDeviceRanks: the complete tree, the deepest stack of the kernels' fold),
+// both protocols, the reducing collectives: the kernels' fold against the host's reduceRanks.
+TEST_CASE("emulated kernels: the canonical tree for every dtype x op at 6 and 16 ranks", "[cuda][emulation]") {
+  uint64_t seed = 5000;
+  for (int nranks : {6, 16})
+    for (Protocol protocol : kProtocols)
+      for (CollKind kind : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kReduce})
+        for (DataType dtype : ouro::kernels::test::kAllDataTypes)
+          for (RedOp op : ouro::kernels::test::kAllRedOps) {
+            if (nranks == 16 && (kind != CollKind::kAllReduce || op == RedOp::kMax || op == RedOp::kMin)) continue;
+            Case c;
+            c.kind = kind;
+            c.dtype = dtype;
+            c.op = op;
+            c.nranks = nranks;
+            c.nchannels = 2;
+            c.root = 1;
+            c.protocol = protocol;
+            c.order = FoldOrder::kTree;
+            c.count = size_t(37 + seed % 5);
+            c.offset_elems = seed % 2;
+            c.seed = seed++;
+            requireMatch(c);
+          }
+}
+
 TEST_CASE("emulated kernels: point-to-point", "[cuda][emulation]") {
   uint64_t seed = 2000;
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
   for (int nchannels = 1; nchannels <= 4; nchannels++)
     for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(5), size_t(1001)}) {
       Case c;
@@ -138,11 +167,11 @@ TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulati
       c.root = 1;
       c.count = 517;
       c.offset_elems = 1;
-      c.protocol = nranks == 2 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+      c.protocol = nranks == 2 ? Protocol::kLL : Protocol::kSimple;
       c.seed = seed++;
       requireMatch(c);
     }
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case p2p;
     p2p.mode = Mode::kProcesses;
     p2p.point_to_point = true;
@@ -158,7 +187,7 @@ TEST_CASE("emulated kernels: ranks as processes sharing memory", "[cuda][emulati
 // the dead peer, the rest a timeout too or the abort word the first one set.
 TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cuda][emulation][failure]") {
   for (Mode mode : {Mode::kThreads, Mode::kProcesses})
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
     c.protocol = protocol;
@@ -186,7 +215,7 @@ TEST_CASE("emulated kernels: a dead peer ends the others by the deadline", "[cud
 // kAborted long before the deadline.
 TEST_CASE("emulated kernels: the abort word ends waiting kernels", "[cuda][emulation][failure]") {
   for (Mode mode : {Mode::kThreads, Mode::kProcesses})
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case c;
     c.mode = mode;
     c.protocol = protocol;

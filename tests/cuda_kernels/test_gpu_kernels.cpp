@@ -189,7 +189,7 @@ int main() {
                                     CollKind::kReduce,    CollKind::kAllToAll};
   int failures = 0, cases = 0;
   uint64_t seed = 1;
-  for (cuda::DeviceProtocol protocol : {cuda::DeviceProtocol::kSimple, cuda::DeviceProtocol::kLL})
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL})
   for (int nranks : {2, 3, 8})
     for (int nchannels : {1, 4})
       for (CollKind kind : kinds)
@@ -219,7 +219,7 @@ int main() {
           }
   // Disagreements: the odd rank calls with one element more; every rank must report it (the
   // deadline is far away, and the test's time says whether anything waited for it).
-  for (cuda::DeviceProtocol protocol : {cuda::DeviceProtocol::kSimple, cuda::DeviceProtocol::kLL})
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL})
     for (int nranks : {2, 8})
       for (CollKind kind : kinds) {
         Case c;
@@ -227,7 +227,7 @@ int main() {
         c.nranks = nranks;
         c.nchannels = 4;
         c.root = nranks - 1;
-        c.count = protocol == cuda::DeviceProtocol::kLL ? 100 : 300001;
+        c.count = protocol == Protocol::kLL ? 100 : 300001;
         c.protocol = protocol;
         c.slot_bytes = 16384;
         c.ll_slot_bytes = 16384;

@@ -3,7 +3,8 @@
 // inboxes (transport/cuda/staging_layout.hpp) and a real proxy per rank (fifo_proxy.hpp) over TCP
 // links on socket pairs, the kernels unchanged but for publishing an outbox's sizes and LL tails.
 // Every collective x dtype x op on 2 hosts x 2 ranks, both protocols, bit-identical to the host
-// path's rank-order fold; 3 hosts, uneven hosts, more channels; point-to-point; the FIFO counters
+// path's fold (the canonical tree, or the left fold in rank order where a case or OURO_ORDER says
+// so); 3 hosts, uneven hosts, more channels, both orders; point-to-point; the FIFO counters
 // across their wrap (the LL clean-up made again by the receiving proxy); the call check across
 // hosts; a failure on one host stopping the ranks of the others (abort requests carried by the
 // proxies). tests/cuda_kernels/remote_rank.cpp runs the same on network-namespace hosts with the
@@ -23,7 +24,7 @@ namespace {
 
 constexpr CollKind kAllCollectives[] = {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather,
                                         CollKind::kBroadcast, CollKind::kReduce, CollKind::kAllToAll};
-constexpr DeviceProtocol kProtocols[] = {DeviceProtocol::kSimple, DeviceProtocol::kLL};
+constexpr Protocol kProtocols[] = {Protocol::kSimple, Protocol::kLL};
 
 bool reduces(CollKind kind) {
   return kind == CollKind::kAllReduce || kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
@@ -47,7 +48,7 @@ TEST_CASE("remote ranks: every collective x dtype x op across 2 hosts matches th
           "[cuda][emulation][remote]") {
   uint64_t seed = 1;
   const size_t counts[] = {1, 5, 301};
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
     for (CollKind kind : kAllCollectives)
       for (DataType dtype : ouro::kernels::test::kAllDataTypes)
         for (RedOp op : ouro::kernels::test::kAllRedOps) {
@@ -70,7 +71,8 @@ TEST_CASE("remote ranks: every collective x dtype x op across 2 hosts matches th
 
 // 3 hosts x 2 ranks, uneven hosts (2 + 2 + 1, 3 + 1) and one rank per host, 1..3 channels, every
 // collective, on dtype/op pairs covering every width and the rounding paths; the ring reversed in
-// half of them (it then crosses hosts more often).
+// half of them (it then crosses hosts more often); two channels fold in rank order (OURO_ORDER=rank),
+// the others in the canonical tree, which differ from 4 ranks on.
 TEST_CASE("remote ranks: 3 hosts, uneven hosts, channels", "[cuda][emulation][remote]") {
   struct Shape {
     int nranks, per_host;
@@ -100,7 +102,8 @@ TEST_CASE("remote ranks: 3 hosts, uneven hosts, channels", "[cuda][emulation][re
         c.offset_elems = seed % 2;
         if (seed % 2)
           for (int i = 0; i < c.nranks; i++) c.ring.push_back((c.nranks - i + 1) % c.nranks);
-        c.protocol = (nchannels + int(seed)) % 2 ? DeviceProtocol::kLL : DeviceProtocol::kSimple;
+        c.protocol = (nchannels + int(seed)) % 2 ? Protocol::kLL : Protocol::kSimple;
+        c.order = nchannels == 2 ? FoldOrder::kRank : FoldOrder::kTree;
         c.seed = seed++;
         requireMatch(c);
       }
@@ -108,7 +111,7 @@ TEST_CASE("remote ranks: 3 hosts, uneven hosts, channels", "[cuda][emulation][re
 
 TEST_CASE("remote ranks: point-to-point across hosts", "[cuda][emulation][remote]") {
   uint64_t seed = 2000;
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
     for (int nchannels : {1, 3})
       for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(1001)}) {
         Case c;
@@ -131,7 +134,7 @@ TEST_CASE("remote ranks: point-to-point across hosts", "[cuda][emulation][remote
 TEST_CASE("remote ranks: FIFO counters across their wrap", "[cuda][emulation][remote]") {
   uint64_t seed = 3000;
   for (uint32_t start : {(1u << 30) - 3, (1u << 31) - 3, 0xfffffffdu})
-    for (DeviceProtocol protocol : kProtocols)
+    for (Protocol protocol : kProtocols)
       for (CollKind kind : {CollKind::kAllReduce, CollKind::kAllGather}) {
         Case c;
         c.kind = kind;
@@ -151,7 +154,7 @@ TEST_CASE("remote ranks: FIFO counters across their wrap", "[cuda][emulation][re
 // Ranks on two hosts that disagree: every one reports kMismatch with both calls, through the
 // proxies (a disagreement stops only the rank itself; each peer sees the stamp itself).
 TEST_CASE("remote ranks: the call check across hosts", "[cuda][emulation][remote][check]") {
-  for (DeviceProtocol protocol : kProtocols)
+  for (Protocol protocol : kProtocols)
     for (int odd : {0, 3}) {
       std::vector<Case> calls(4);
       for (int r = 0; r < 4; r++) {
@@ -160,13 +163,13 @@ TEST_CASE("remote ranks: the call check across hosts", "[cuda][emulation][remote
         c.ranks_per_host = 2;
         c.nchannels = 2;
         c.protocol = protocol;
-        c.count = protocol == DeviceProtocol::kLL ? 8 : 400;
+        c.count = protocol == Protocol::kLL ? 8 : 400;
         c.call_number = 5;
         c.timeout_ns = 60'000'000'000ull;
       }
       calls[size_t(odd)].count += 1;
       const Outcome o = runRanks(calls, false);
-      INFO("rank " << odd << " differs, " << (protocol == DeviceProtocol::kLL ? "LL" : "simple") << ": " << o.describe());
+      INFO("rank " << odd << " differs, " << (protocol == Protocol::kLL ? "LL" : "simple") << ": " << o.describe());
       REQUIRE(o.seconds < 15.0);
       for (int r = 0; r < 4; r++) {
         const DeviceError& e = o.errors[size_t(r)];
@@ -181,7 +184,7 @@ TEST_CASE("remote ranks: the call check across hosts", "[cuda][emulation][remote
 // other host's through its proxy, whose ranks end with kAborted (or their own timeout) long before
 // their deadline, and their proxies say who stopped them.
 TEST_CASE("remote ranks: a failure on one host stops the other host's ranks", "[cuda][emulation][remote][failure]") {
-  for (DeviceProtocol protocol : kProtocols) {
+  for (Protocol protocol : kProtocols) {
     Case c;
     c.kind = CollKind::kAllReduce;
     c.nranks = 4;

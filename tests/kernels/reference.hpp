@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "kernels/common/canonical_order.hpp"
 
 namespace ouro::kernels::test {
 
@@ -279,6 +280,15 @@ inline uint64_t refReduce(DataType t, RedOp op, const uint64_t* values, size_t n
 inline uint64_t refReduceTwo(DataType t, RedOp op, uint64_t a, uint64_t b) {
   const uint64_t values[2] = {a, b};
   return refReduce(t, op, values, 2);
+}
+
+// A world's values, values[k] rank k's, reduced in `order` (the canonical tree over n ranks, or the
+// left fold in rank order): the order is the one pure function (kernels/common/canonical_order.hpp),
+// each node this file's reduction of two, rounded to the dtype.
+inline uint64_t refReduceRanks(DataType t, RedOp op, const uint64_t* values, size_t n, kernels::FoldOrder order) {
+  if (n == 1) return values[0];
+  return kernels::foldInOrder<34, uint64_t>(
+      order, int(n), [&](int k) { return values[k]; }, [&](uint64_t a, uint64_t b) { return refReduceTwo(t, op, a, b); });
 }
 
 // Avg's last step: integer division truncating toward zero; floats divide in fp32 (fp16, bf16,

@@ -105,9 +105,10 @@ uint32_t own(uint32_t* counter) { return std::atomic_ref<uint32_t>(*counter).loa
 // The vocabulary over the world's FIFOs (fifo.hpp's protocol), for one rank and channel.
 class TestPrims {
  public:
-  TestPrims(World& world, int rank, int nranks, int channel, DataType t, RedOp op, const std::string& label)
-      : w_(world), label_(label), me_(rank), n_(nranks), channel_(channel), t_(t), op_(op), es_(dataTypeSize(t)),
-        srcs_(size_t(nranks)) {}
+  TestPrims(World& world, int rank, int nranks, int channel, DataType t, RedOp op, FoldOrder order,
+            const std::string& label)
+      : w_(world), label_(label), me_(rank), n_(nranks), channel_(channel), t_(t), op_(op), order_(order),
+        es_(dataTypeSize(t)), srcs_(size_t(nranks)) {}
 
   void send(int peer, const std::byte* src, size_t count) {
     std::byte* slot = sendSlot(peer);
@@ -190,7 +191,7 @@ class TestPrims {
     release(f.head, own(f.head) + 1);
   }
   // As the host executor: a message from every other rank (waited for in rank order here; any
-  // order gives the same sources), folded in rank order.
+  // order gives the same sources), folded in the call's order.
   void receiveAll(const std::byte* own, size_t count) {
     for (int p = 0; p < n_; p++) srcs_[size_t(p)] = p == me_ ? own : receive(p, count);
   }
@@ -199,7 +200,7 @@ class TestPrims {
       if (p != me_) releaseRecv(p);
   }
   void fold(std::byte* dst, size_t count) {
-    reduceMany(dst, srcs_.data(), n_, count, t_, op_);
+    reduceRanks(dst, srcs_.data(), n_, count, t_, op_, order_);
     if (op_ == RedOp::kAvg) finishAvg(dst, count, t_, n_);
   }
 
@@ -208,6 +209,7 @@ class TestPrims {
   const int me_, n_, channel_;
   const DataType t_;
   const RedOp op_;
+  const FoldOrder order_;
   const size_t es_;
   std::vector<const void*> srcs_;
 };
@@ -225,6 +227,7 @@ struct Case {
   std::vector<int> ring;  // ring order for the all-gather ring and broadcast chain; empty: rank order
   int lookahead = 0;      // DriverCall::lookahead (needs 2 slots)
   uint32_t counter_start = 0;  // every FIFO counter's first value (the batch's first case decides)
+  FoldOrder order = FoldOrder::kTree;  // DriverCall::order: the owners' fold
 
   std::string text() const {
     std::string order;
@@ -234,7 +237,8 @@ struct Case {
            " count " + std::to_string(count) + (in_place ? " in place" : " out of place") +
            (kind == Kind::kBroadcast || kind == Kind::kReduce ? " root " + std::to_string(root) : "") + order +
            (lookahead ? " lookahead " + std::to_string(lookahead) : "") +
-           (counter_start ? " counters from " + std::to_string(counter_start) : "");
+           (counter_start ? " counters from " + std::to_string(counter_start) : "") +
+           (this->order == FoldOrder::kRank ? " rank order" : "");
   }
 };
 
@@ -272,8 +276,8 @@ uint64_t getElem(const std::byte* buffer, size_t i, size_t es) {
 }
 void setElem(std::byte* buffer, size_t i, size_t es, uint64_t v) { std::memcpy(buffer + i * es, &v, es); }
 
-uint64_t canonical(DataType t, RedOp op, const std::vector<uint64_t>& column) {
-  const uint64_t folded = test::refReduce(t, op, column.data(), column.size());
+uint64_t canonical(DataType t, RedOp op, FoldOrder order, const std::vector<uint64_t>& column) {
+  const uint64_t folded = test::refReduceRanks(t, op, column.data(), column.size(), order);
   return op == RedOp::kAvg ? test::refFinishAvg(t, folded, int(column.size())) : folded;
 }
 
@@ -332,7 +336,7 @@ std::string check(const Prepared& p) {
   std::vector<uint64_t> column(static_cast<size_t>(c.n));
   auto fold = [&](size_t i) {
     for (int r = 0; r < c.n; r++) column[size_t(r)] = p.inputs[size_t(r)][i];
-    return canonical(c.t, c.op, column);
+    return canonical(c.t, c.op, c.order, column);
   };
   for (int r = 0; r < c.n; r++) {
     auto expected = [&](size_t i) -> uint64_t {
@@ -392,8 +396,9 @@ std::string runBatch(const std::vector<Case>& cases, std::mt19937_64& rng) {
           call.nchannels = c.nchannels;
           call.ring = c.ring.empty() ? nullptr : c.ring.data();
           call.lookahead = c.lookahead;
+          call.order = c.order;
           const std::string label = c.text();
-          TestPrims prims(world, r, c.n, ch, c.t, c.op, label);
+          TestPrims prims(world, r, c.n, ch, c.t, c.op, c.order, label);
           try {
             runCollective(prims, call);
           } catch (const Stopped&) {
@@ -493,6 +498,8 @@ TEST_CASE("the driver gives the canonical result for n = 2..8 ranks x 1..4 chann
           // With 2 slots or more, half the shapes send the reduce-scatter's next slice ahead of
           // the fold, as the host executor does: the same bits, and no deadlock.
           c.lookahead = slots >= 2 && (n + nchannels) % 2 == 0 ? 1 : 0;
+          // Both reduction orders (OURO_ORDER), the owners folding every rank's slice in it.
+          c.order = (n + slots) % 2 == 0 ? FoldOrder::kTree : FoldOrder::kRank;
           // Half the shapes run every kind with the ring in a shuffled order (as the CUDA
           // executor's NVLink order would): the results must not change.
           if ((nchannels + slots) % 2 == 1) {

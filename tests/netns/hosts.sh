@@ -25,6 +25,7 @@
 #   hosts.sh cut PREFIX I        ip link set down on host I's link (both ends)
 #   hosts.sh heal PREFIX I       brings host I's link up again
 #   hosts.sh pids PREFIX         PIDs of live processes inside PREFIX's namespaces
+#   hosts.sh stop PREFIX         stops them (TERM, up to 5 s, then KILL), the hosts kept
 #   hosts.sh down PREFIX         stops (TERM, up to 5 s, then KILL) every process inside the
 #                                namespaces (recorded by exec or not), deletes the namespaces
 #
@@ -301,6 +302,7 @@ main() {
     cut) (($# == 1)) || usage; need_root; cmd_link "$prefix" "$1" down ;;
     heal) (($# == 1)) || usage; need_root; cmd_link "$prefix" "$1" up ;;
     pids) pids_in "$prefix" ;;
+    stop) need_root; stop_all "$prefix" ;;
     *) usage ;;
   esac
 }

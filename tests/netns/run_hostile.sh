@@ -5,7 +5,7 @@
 # of every host link, and nftables dropping $LOSS_PCT% of the packets entering each host (both
 # directions of every link). Under ouro-run --nnodes 3 (as run_ouro_run.sh), coll_rank runs every
 # collective on the world and on split communicators, then the determinism cases (rounding sums of
-# up to 65537 elements, and one of 1 Mi elements that runs the hierarchical all-reduce, which must
+# up to 65537 elements, and one of 1 Mi elements that runs the all-reduce between hosts in levels (halving-doubling under the tree), which must
 # give the same bits on every rank); every result must be exact
 # and nothing may hang (ouro's own timeout is 30 s a call, the job's 60 s). The test also checks
 # that packets really were dropped. Bounded sizes keep it short: a lost packet costs TCP a
@@ -57,14 +57,16 @@ main() {
   mkdir -p "$WORK/out-split" && mv "$WORK"/out/rank-* "$WORK/out-split/"
 
   start=$SECONDS
-  # --big adds a 1 Mi-element all-reduce: large enough for the two-level (hierarchical) algorithm.
+  # --big adds a 1 Mi-element all-reduce: large enough for the algorithm between hosts in levels,
+  # which under the canonical tree (OURO_ORDER's default) is halving-doubling (the hierarchical
+  # chain is the rank order's; tests/netns/run_srun.sh covers it).
   run_job_on_hosts determinism "$ouro_run" --mode determinism --big --dir "$WORK/out"
   check_results determinism
   check_hashes_agree
   local r
   for ((r = 0; r < NRANKS_NS; r++)); do
-    grep -q "allreduce #[0-9]* uses the hierarchical" "$WORK/out/rank-$r.err" ||
-      ranks_fail "rank $r: the 1 Mi-element all-reduce did not use the hierarchical algorithm (OURO_DEBUG=info lines in rank-$r.err)"
+    grep -q "allreduce #[0-9]* uses the halving-doubling" "$WORK/out/rank-$r.err" ||
+      ranks_fail "rank $r: the 1 Mi-element all-reduce did not use the halving-doubling algorithm (OURO_DEBUG=info lines in rank-$r.err)"
   done
   local t_det=$((SECONDS - start))
 

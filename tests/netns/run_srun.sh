@@ -140,7 +140,9 @@ main() {
   # OURO_MODEL=off; the cost model would weigh each size).
   mkdir -p "$WORK/out-$MODE" && mv "$WORK"/out/rank-* "$WORK/out-$MODE/"
   start=$SECONDS
-  OURO_MODEL=off OURO_HIER_MIN_BYTES=1 run_srun srun-hier --mode matrix --colls allreduce --big --dir "$WORK/out"
+  # The hierarchical chain folds in rank order: under the canonical tree (OURO_ORDER's default) the
+  # same setting runs halving-doubling, so this job names the rank order.
+  OURO_ORDER=rank OURO_MODEL=off OURO_HIER_MIN_BYTES=1 run_srun srun-hier --mode matrix --colls allreduce --big --dir "$WORK/out"
   check_results matrix
   check_placement
   local r

@@ -158,11 +158,13 @@ TEST_CASE("lazy TCP: the hierarchical all-reduce connects each rank to its neigh
   // With OURO_CHECK=0 the call is the chain alone. With the default OURO_CHECK=1 it starts with
   // the call check (comm/exec/call_check.hpp), which talks to the dissemination partners r +- 2^k
   // (the gather-fold's Bruck partners): at most 2 ceil(log2 n) more, never every rank (6 of 6 on
-  // other hosts at 8 ranks when the check talked to every peer).
+  // other hosts at 8 ranks when the check talked to every peer). The chain folds in rank order: under
+  // OURO_ORDER=tree (the default since #37) OURO_ALGO=hierarchical runs halving-doubling instead.
   const World w{8, 2};
   for (const char* check : {"0", "1"}) {
     INFO("OURO_CHECK=" << check);
-    const std::map<std::string, std::string> env{{"OURO_ALGO", "hierarchical"}, {"OURO_CHECK", check}};
+    const std::map<std::string, std::string> env{
+        {"OURO_ALGO", "hierarchical"}, {"OURO_ORDER", "rank"}, {"OURO_CHECK", check}};
     auto env_eager = env;
     env_eager["OURO_LAZY_CONNECT"] = "0";
     const auto lazy = runWorld(w, "large-allreduce", env);
