@@ -3,6 +3,7 @@
 // than when a race allows: the peer took this rank's dial, the peer dialed first, both dialed at
 // once; and the refusals, a refused dial, an abort reaching a peer whose dial was never used.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -213,6 +214,33 @@ TEST_CASE("lazy refusals: a stranger is closed, a rank with another setting is t
   CHECK(test::contains(why2, "every rank must use the same OURO_LAZY_CONNECT"));
   CHECK(test::contains(readFrame(stranger).second, "claims rank 5 socket 0"));
   CHECK(r.mesh->socketsOpen() == 1);  // its own dial to rank 1; none of the refused
+}
+
+// A dial's handshake goes out when the dialing rank next progresses that communicator: a rank that
+// dialed to receive, got its message over the peer's own connection and went on to other
+// communicators (or to compute) sends it only on its next call here, minutes later perhaps.
+// Meanwhile the listener accepts the connection whenever it looks for others; it must not close
+// it for its silence, or the dialer's later sends fail on a closed socket (seen once in the
+// hostile-network test's split job: "no complete handshake within 5 s", then exit status 3).
+TEST_CASE("a connection that stays silent past the handshake timeout is still taken when its hello comes",
+          "[lazy-unit]") {
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  std::string host;
+  int port = 0;
+  splitHostPort(r.address, &host, &port, "test");
+  Fd late = connectWithRetry(host, port, soon(), "test dial");  // rank 1's dial, hello not yet sent
+  ReceivedMessage m;
+  const Deadline quiet = Deadline::afterSeconds(5.5);  // past the 5 s a hello takes once it starts
+  while (!quiet.expired()) {
+    CHECK(!r.link->tryRecv(&m));  // rank 0 waits to hear from rank 1, looking at its listener
+    r.link->progress();
+    ::usleep(20000);
+  }
+  const std::string hello = encodeHandshake(kKey, 1, 0, kToken, kHandshakeLazy);
+  sendAll(late.get(), hello.data(), hello.size(), soon(), "test hello");
+  sendFrame(late, "after a long silence");
+  CHECK(linkRecv(*r.link) == "after a long silence");
 }
 
 TEST_CASE("a refused dial fails at once, naming the peer and what it means", "[lazy-unit]") {

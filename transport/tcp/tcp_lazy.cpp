@@ -13,8 +13,16 @@
 namespace ouro::transport::tcp {
 namespace {
 
-// A connection's handshake must be complete this long after it was accepted (as at init).
+// A handshake must be complete this long after its first byte came (as at init). A connection
+// that has sent nothing is not timed: a rank sends its dial's handshake when it next progresses the
+// communicator, which may be long after the kernel completed the dial (the rank dialed to receive,
+// got its message over the peer's own connection, and went on to other communicators or to
+// compute). Closing it for its silence would fail that rank's later sends on this link.
 constexpr int64_t kHandshakeTimeoutNs = 5'000'000'000;
+// Silent connections kept at most (the oldest is closed past it): a flood of strangers that say
+// nothing holds this many descriptors, no more. A communicator's own ranks dial it at most once
+// per socket each.
+constexpr size_t kMaxSilentPending = 1024;
 // Connections accepted per look at the listener: a flood of strangers cannot hold a call up.
 constexpr int kAcceptsPerLook = 64;
 
@@ -104,10 +112,10 @@ void LazyMesh::acceptWaiting() {
     Pending p;
     p.fd.reset(fd);
     p.from = peerAddress(fd).str();
-    p.deadline_ns = nowNs() + kHandshakeTimeoutNs;
     pending_.push_back(std::move(p));
   }
   readHandshakes();
+  closeOldestSilent();
 }
 
 void LazyMesh::readHandshakes() {
@@ -117,6 +125,7 @@ void LazyMesh::readHandshakes() {
       char buf[sizeof(Handshake) + kMaxTokenBytes];
       ssize_t n = ::recv(p.fd.get(), buf, std::min(sizeof(buf), want), MSG_DONTWAIT);
       if (n > 0) {
+        if (p.bytes.empty()) p.deadline_ns = nowNs() + kHandshakeTimeoutNs;  // its first bytes
         p.bytes.append(buf, size_t(n));
         continue;
       }
@@ -133,7 +142,7 @@ void LazyMesh::readHandshakes() {
     if (d == Decode::kMalformed) {
       refuse(p, why, false);
     } else if (d == Decode::kNeedMore) {
-      if (nowNs() > p.deadline_ns)
+      if (!p.bytes.empty() && nowNs() > p.deadline_ns)
         refuse(p, strprintf("no complete handshake within %.0f s", kHandshakeTimeoutNs / 1e9), false);
     } else if (std::string bad = refusal(h, token); !bad.empty()) {
       refuse(p, bad, token == options_.token);
@@ -144,6 +153,18 @@ void LazyMesh::readHandshakes() {
       arrived_count_[size_t(h.rank)]++;
       opened(h.rank, 1, "dialed by the peer");
     }
+  }
+  std::erase_if(pending_, [](const Pending& p) { return !p.fd.valid(); });
+}
+
+void LazyMesh::closeOldestSilent() {
+  size_t silent = 0;
+  for (const Pending& p : pending_) silent += p.bytes.empty();
+  for (Pending& p : pending_) {  // accepted in order: the first are the oldest
+    if (silent <= kMaxSilentPending) break;
+    if (!p.bytes.empty()) continue;
+    refuse(p, strprintf("more than %zu connections are silent; closed the oldest", kMaxSilentPending), false);
+    silent--;
   }
   std::erase_if(pending_, [](const Pending& p) { return !p.fd.valid(); });
 }

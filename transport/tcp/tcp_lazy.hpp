@@ -81,12 +81,13 @@ class LazyMesh {
     Fd fd;
     std::string from;
     std::string bytes;
-    int64_t deadline_ns = 0;
+    int64_t deadline_ns = 0;  // set by the handshake's first byte (tcp_lazy.cpp: a silent one waits)
   };
   // "" when h is one of the connections this communicator waits for.
   std::string refusal(const Handshake& h, const std::string& token) const;
   void refuse(Pending& p, const std::string& why, bool tell);
   void readHandshakes();
+  void closeOldestSilent();
 
   Listener listener_;
   const MeshOptions options_;
