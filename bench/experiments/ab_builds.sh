@@ -16,9 +16,10 @@
 # rounds of each round's own new/old speed (old time / new time, run back to back), with its lowest and
 # highest, says how far the noise reaches; the fastest run of each side (best of the rounds) is
 # what each build does when nothing else takes its cores, the steadiest figure on a machine whose
-# load comes and goes. On a machine others keep busy (builds), AB_PREFIX="chrt -f 1" runs every job
-# under real-time scheduling, so both builds get the cores ahead of the others' work (the kernel's
-# real-time throttling still leaves them 5%). AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
+# load comes and goes. On a machine others keep busy with niced builds, AB_PREFIX="nice -n -10"
+# puts every job ahead of them. Not real-time scheduling (chrt -f): ranks that spin then starve the
+# kernel's network threads, and TCP between namespace hosts stalls until calls time out.
+# AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
 # iterations a run:
 #   AB_CONFIGS="shm-ring 2,tcp 2" AB_SIZES="-b 1M -e 64M" AB_ITERS="-n 50 -w 5" \
 #     bench/experiments/ab_builds.sh OLD NEW 9
