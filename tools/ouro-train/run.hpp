@@ -50,6 +50,10 @@ class Run {
   void execute();
 
  private:
+  // The training loop, from start_step_ to target_steps_: each step's rows and the step, the
+  // metrics, evaluations (the latest, when at the last step, in *eval_at_step) and checkpoints,
+  // and --on-failure shrink's recovery. Returns the step it ended at.
+  int64_t train(std::optional<Evaluation>* eval_at_step);
   trainer::CheckpointManifest manifestNow(int64_t step) const;
   // Evaluates (collective), records the point for the plot and says it on rank 0.
   Evaluation evaluateAt(int64_t step, const std::string& when);
