@@ -156,6 +156,16 @@ void Run::checkpoint(int64_t step) {
 }
 
 void Run::execute() {
+  startTrainer();
+  if (o_.verify_every > 0) verification_ = makeVerification();
+  const double run_start = seconds();
+  std::optional<Evaluation> eval_at_step;
+  const int64_t step = train(&eval_at_step);
+  const double train_wall = seconds() - run_start;
+  finish(step, train_wall, eval_at_step);
+}
+
+void Run::startTrainer() {
   const bool writer = job_.rank() == 0;
   trainer::TrainerConfig& config = config_;
   config.mode = o_.mode;
@@ -210,12 +220,10 @@ void Run::execute() {
           std::to_string(target_steps_) + " asked for: no training, only evaluation and outputs");
     if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
+}
 
-  if (o_.verify_every > 0) verification_ = makeVerification();
-  const double run_start = seconds();
-  std::optional<Evaluation> eval_at_step;
-  const int64_t step = train(&eval_at_step);
-  const double train_wall = seconds() - run_start;
+void Run::finish(int64_t step, double train_wall, const std::optional<Evaluation>& eval_at_step) {
+  const bool writer = job_.rank() == 0;
   if (interval_.steps() > 0) logInterval(step);
   const MetricsRow totals = totals_.report(job_, last_step_epoch_, step);
 
