@@ -5,9 +5,12 @@
 // Where to read on, for one ddp GPT step:
 //   the hooks a mode implements, and when they are called        mode_hooks.hpp
 //   ddp's hooks (a bucket all-reduced as backward completes it)  replicated_trainer.cpp
-//   a unit's forward and backward (the GPT's blocks)             unit_compute.hpp -> model/gpt.cpp
+//   a unit's forward and backward (the GPT's embeddings, blocks  model/gpt.cpp (forwardUnit,
+//   and tied head), which compute_ (unit_compute.hpp) calls,     loss, backwardUnit)
+//   in bf16 on parameters widened to fp32
 //   the optimizer (PyTorch's AdamW and SGD formulas)             model/optimizer.hpp
-// The micro-batches' rows come from ouro-train's loop (tools/ouro-train/run.cpp, Run::train).
+// The micro-batches' rows come from ouro-train's loop (tools/ouro-train/run.cpp, Run::train); the
+// members used here are declared in mode_trainer.hpp.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
