@@ -29,7 +29,7 @@ ModeTrainer::ModeTrainer(const TrainerConfig& config, std::unique_ptr<Model> mod
                          ModeFactory make, const float* initial_params)
     : config_(config),
       // single trains alone even when a launcher started it as a world of one.
-      comm_(config.mode == Mode::kSingle ? nullptr : comm, config.mode),
+      comm_(modeTraits(config.mode).one_process ? nullptr : comm, config.mode),
       compute_(std::move(model), config.precision),
       units_(compute_.model().units()),
       bf16_(config.precision == Precision::kBf16),
