@@ -156,6 +156,16 @@ void Run::checkpoint(int64_t step) {
 }
 
 void Run::execute() {
+  startTrainer();
+  if (o_.verify_every > 0) verification_ = makeVerification();
+  const double run_start = seconds();
+  std::optional<Evaluation> eval_at_step;
+  const int64_t step = train(&eval_at_step);
+  const double train_wall = seconds() - run_start;
+  finish(step, train_wall, eval_at_step);
+}
+
+void Run::startTrainer() {
   const bool writer = job_.rank() == 0;
   trainer::TrainerConfig& config = config_;
   config.mode = o_.mode;
@@ -210,40 +220,10 @@ void Run::execute() {
           std::to_string(target_steps_) + " asked for: no training, only evaluation and outputs");
     if (!o_.metrics_path.empty()) csv_ = std::make_unique<MetricsCsv>(o_.metrics_path, o_.model == ModelKind::kGpt);
   }
+}
 
-  if (o_.verify_every > 0) verification_ = makeVerification();
-  const double run_start = seconds();
-  int64_t step = start_step_;
-  last_step_epoch_ = order_->epoch();
-  std::optional<Evaluation> eval_at_step;
-  const bool shrink = o_.on_failure_shrink;
-  while (step < target_steps_) {
-    if (shrink) takeSnapshot(*trainer_, order_->epoch(), order_->batchInEpoch(), interval_, totals_, &before_step_);
-    try {
-      const double t0 = seconds();
-      const int64_t epoch = last_step_epoch_ = order_->epoch();
-      const bool epoch_done = order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
-      trainer::StepResult r = trainer_->step(task_->rows());
-      const double wall = seconds() - t0;
-      step++;
-      interval_.add(r, wall);
-      totals_.add(r, wall);
-      last_lr_ = r.lr;
-      eval_at_step.reset();
-      if (verification_) verification_->afterStep(step);
-      if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
-      if (epoch_done) eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
-      else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
-        eval_at_step = evaluateAt(step, "evaluation");
-      if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
-    } catch (const ouro::Exception& e) {
-      if (!shrink) throw;
-      step = recover(e);
-      if (verification_) verification_->setTrainer(*trainer_, config_.mode, config_.shard_size);
-      eval_at_step.reset();
-    }
-  }
-  const double train_wall = seconds() - run_start;
+void Run::finish(int64_t step, double train_wall, const std::optional<Evaluation>& eval_at_step) {
+  const bool writer = job_.rank() == 0;
   if (interval_.steps() > 0) logInterval(step);
   const MetricsRow totals = totals_.report(job_, last_step_epoch_, step);
 
@@ -291,6 +271,41 @@ void Run::execute() {
       say("plotted " + o_.plot_path);
     }
   }
+}
+
+int64_t Run::train(std::optional<Evaluation>* eval_at_step) {
+  int64_t step = start_step_;
+  last_step_epoch_ = order_->epoch();
+  const bool shrink = o_.on_failure_shrink;
+  while (step < target_steps_) {
+    if (shrink) takeSnapshot(*trainer_, order_->epoch(), order_->batchInEpoch(), interval_, totals_, &before_step_);
+    try {
+      const double t0 = seconds();
+      const int64_t epoch = last_step_epoch_ = order_->epoch();
+      // This rank's rows of the step (its micro-batches, data_order.hpp), then the step itself:
+      // ModeTrainer::step, whose outline is trainer/parallel/train_step.cpp.
+      const bool epoch_done = order_->nextStep([&](int64_t sample, int64_t row) { task_->fillRow(sample, row); });
+      trainer::StepResult r = trainer_->step(task_->rows());
+      const double wall = seconds() - t0;
+      step++;
+      interval_.add(r, wall);
+      totals_.add(r, wall);
+      last_lr_ = r.lr;
+      eval_at_step->reset();
+      if (verification_) verification_->afterStep(step);
+      if (o_.log_every > 0 && step % o_.log_every == 0) logInterval(step);
+      if (epoch_done) *eval_at_step = evaluateAt(step, "epoch " + std::to_string(epoch) + " done");
+      else if (o_.eval_every > 0 && step % o_.eval_every == 0 && step < target_steps_)
+        *eval_at_step = evaluateAt(step, "evaluation");
+      if (o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) checkpoint(step);
+    } catch (const ouro::Exception& e) {
+      if (!shrink) throw;
+      step = recover(e);
+      if (verification_) verification_->setTrainer(*trainer_, config_.mode, config_.shard_size);
+      eval_at_step->reset();
+    }
+  }
+  return step;
 }
 
 std::unique_ptr<Verification> Run::makeVerification() {

@@ -50,6 +50,16 @@ class Run {
   void execute();
 
  private:
+  // The trainer, from the checkpoint when resuming, and the run's first line (rank 0).
+  void startTrainer();
+  // The training loop, from start_step_ to target_steps_: each step's rows and the step, the
+  // metrics, evaluations (the latest, when at the last step, in *eval_at_step) and checkpoints,
+  // and --on-failure shrink's recovery. Returns the step it ended at.
+  int64_t train(std::optional<Evaluation>* eval_at_step);
+  // After the loop ended at `step`: the last interval, the final evaluation (eval_at_step's, if
+  // the loop evaluated at its last step), the sample, --save, the last checkpoint, --json, the
+  // closing line and the plot.
+  void finish(int64_t step, double train_wall, const std::optional<Evaluation>& eval_at_step);
   trainer::CheckpointManifest manifestNow(int64_t step) const;
   // Evaluates (collective), records the point for the plot and says it on rank 0.
   Evaluation evaluateAt(int64_t step, const std::string& when);

@@ -1,10 +1,11 @@
-// What makes a mode (ddp, zero1/2, zero3, ...): where it keeps the compute-precision parameters and
-// gradients, and which collectives move them. The step itself is written once, in ModeTrainer
-// (mode_trainer.hpp), which calls these hooks at fixed points; a mode holds its buffers and its
-// shard plan and nothing else. It never runs the model, and does not know which model it is: the
-// scaffolding runs it, through UnitCompute, on the pointers the hooks hand out.
+// What makes a mode (ddp, zero1/2, zero3, hsdp): where it keeps the compute-precision parameters
+// and gradients, and which collectives move them. The step itself is written once, in
+// ModeTrainer::step (train_step.cpp), which calls these hooks at fixed points; a mode holds its
+// buffers and its shard plan and nothing else. It never runs the model, and does not know which
+// model it is: the scaffolding runs it, through UnitCompute, on the pointers the hooks hand out.
 //
-// One optimizer step, as ModeTrainer::step runs it (U units, N micro-batches):
+// One optimizer step, as ModeTrainer::step runs it (U units, N micro-batches; the code reads as
+// this list does):
 //
 //   for each micro-batch j in 0..N-1:
 //     forward of units 0..U-1, each on unitParams(k, k + 1) and readParams(r) for each unit r it

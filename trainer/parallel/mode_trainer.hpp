@@ -1,8 +1,9 @@
 // The one Trainer every mode runs in, for any model (model.hpp): construction, the step
-// (micro-batches, the loss averaged over them, backward unit by unit), gradient clipping, the
-// optimizer over what this rank owns with bf16's fp32 master weights and the step's learning rate,
-// evaluation, checkpoints' gather and restore, and the memory account. What differs
-// between modes comes from its ModeHooks (mode_hooks.hpp, which shows the step's order).
+// (train_step.cpp, its outline on one screen: micro-batches, forward, the loss averaged over them,
+// backward unit by unit, gradient clipping, the optimizer over what this rank owns with bf16's
+// fp32 master weights and the step's learning rate), evaluation, checkpoints' gather and restore,
+// and the memory account (mode_trainer.cpp). What differs between modes comes from its ModeHooks
+// (mode_hooks.hpp, which says when the step calls each).
 //
 // The optimizer step runs group by group of the plan (one Optimizer per group, each sized to what
 // this rank owns of it): the owned piece of a group is contiguous in every layout, while the
@@ -38,6 +39,7 @@ class ModeTrainer final : public Trainer {
   ~ModeTrainer() override;
 
   const Model& model() const override { return compute_.model(); }
+  // One optimizer step: its outline is the first function of train_step.cpp.
   StepResult step(const Rows& data) override;
   LossResult evaluate(const Rows& data) override;
   std::vector<float> gatherParameters() override;
@@ -54,39 +56,46 @@ class ModeTrainer final : public Trainer {
   // Sets every copy of the parameters this rank keeps from the whole fp32 vector (paramCount()
   // floats): the master weights (bf16), then the mode's compute-precision parameters.
   void setParameters(const float* params);
+  size_t paramCount() const { return compute_.model().paramCount(); }
+  bool virtualRanks() const { return fixed_ != nullptr; }
+
+  // The parts of step() (train_step.cpp), in the order it calls them.
+  // The micro-batches in a step's rows (batch_size rows each); throws std::invalid_argument
+  // unless the rows are batch_size times accumulate (virtual ranks: this rank's slice).
+  int microBatchesIn(const Rows& data) const;
+  // Micro-batch j of a step's rows.
+  ModelBatch microBatch(const Rows& data, int j) const;
+  // Forward of every unit over `batch` (the loss is then compute_.loss()).
+  void forward(const ModelBatch& batch);
   // The compute-precision pointers unit u reads (its own, with `next` to prefetch, and those of
   // its also_reads), in params_ (one per unit, the rest null).
   std::span<const void* const> unitPointers(int u, int next);
-  // Forward of every unit over the batch set in the model.
-  void forwardAll();
-  // Forward of micro-batch j of a step's rows and its loss, whose gradient is scaled by
-  // 1 / accumulate (the step's gradient is the mean over micro-batches); adds the loss sum and
-  // right predictions to result.
-  void forwardMicroBatch(const Rows& data, int j, StepResult& result);
-  // Backward of micro-batch j, the last unit first, with the mode's group hooks around it.
-  void backwardMicroBatch(int j);
-  // The step with virtual ranks: each local micro-batch's gradient kept and summed in fixed point
-  // over every rank (fixed_point_gradients.hpp), chunk by chunk as the last micro-batch's backward
-  // completes them (fixed_point_pipeline.hpp), into virtual_grads_; the loss summed in micro-batch
-  // order.
-  void virtualRanksGradients(const Rows& data, StepResult& result);
-  // Default path, after finishGradients(): every rank's piece of the reduced gradient looked at
-  // for NaN and infinities, then the ranks agree on the first one anybody saw (its own gradient,
-  // noted in backwardMicroBatch, or the sum); throws NonFiniteGradient on every rank if any.
-  void checkReducedGradients();
-  // Rethrows e (its element and origin) naming the step, the tensor and the rank or micro-batch.
+  // The group's local gradients are complete (the last micro-batch's backward): the first NaN or
+  // infinity in them is noted in nonfinite_ as this rank's own, before any sum mixes the ranks.
+  void noteOwnNonFinite(UnitRange group);
+  // After finishGradients(): every rank's piece of the reduced gradient looked at for NaN and
+  // infinities, then the ranks agree on the first one anybody saw (its own gradient, noted by
+  // noteOwnNonFinite, or the sum); stopOnNonFinite on every rank if any.
+  void stopIfNotFinite();
+  // Throws NonFiniteGradient with e's element and origin, naming the step, the tensor and the rank
+  // or micro-batch.
   [[noreturn]] void stopOnNonFinite(const NonFiniteGradient& e);
-  size_t paramCount() const { return compute_.model().paramCount(); }
   // The 2-norm of the averaged gradient (every group's owned piece; summed exactly over the ranks
   // when they are sharded).
   double gradientNorm();
-  // Group g's owned piece of the averaged gradient in fp32: virtual_grads_, or the mode's reduced
-  // gradients (widened into grads_fp32_ in bf16).
-  const float* ownedGradsFp32(size_t g);
   // The optimizer update of every group, from the mode's reduced gradients times grad_scale (fp32)
   // at learning rate lr: master (bf16) or compute params (fp32) updated; bf16 compute params then
   // rounded from the master. Counts one step.
   void optimizerStep(double lr, float grad_scale);
+  // Group g's owned piece of the averaged gradient in fp32: virtual_grads_, or the mode's reduced
+  // gradients (widened into grads_fp32_ in bf16).
+  const float* ownedGradsFp32(size_t g);
+  // The step's gradients with virtual ranks: each local micro-batch's gradient kept and summed in
+  // fixed point over every rank (fixed_point_gradients.hpp), chunk by chunk as the last
+  // micro-batch's backward completes them (fixed_point_pipeline.hpp), into virtual_grads_; the
+  // loss summed in micro-batch order.
+  void virtualRanksGradients(const Rows& data, StepResult& result);
+
   // The ranks whose owned pieces cover the model once (ModeHooks::partitionComm).
   CommOps& partition() { return mode_->partitionComm() ? *mode_->partitionComm() : comm_; }
   // The owned parameters of group g in fp32: the master (bf16) or the compute parameters (fp32).

@@ -162,6 +162,7 @@ class Trainer {
   virtual const Model& model() const = 0;
   // One optimizer step over `accumulate` micro-batches: data holds accumulate * batch_size rows
   // (with virtual ranks: virtualSlice(...).count * batch_size, the slice's micro-batches in order).
+  // Every mode's is ModeTrainer::step, an outline on one screen: trainer/parallel/train_step.cpp.
   virtual StepResult step(const Rows& data) = 0;
   // Loss sum and right predictions over data.count rows with the current parameters, in chunks of
   // the model's maxRows(). Collective in ZeRO-3 (it gathers unit by unit): every rank must call
