@@ -119,7 +119,7 @@ struct ShardGroups {
       std::cerr << "ouro-train info: hsdp reduces each unit's gradient over all " << world.world()
                 << " ranks at full size (a reduce-scatter over the world, then a gather among the shard's "
                 << world.world() / L << " replicas), not within the shard group first: " << why_not
-                << ", so two levels would change the bits (docs/TRAINING.md \"HSDP\")\n";
+                << ", so two levels would change the bits (docs/TRAINING.md \"The modes\")\n";
     }
   }
 

@@ -10,6 +10,11 @@
 //               batches) within rounding: the sums run in another order, so not bit for bit.
 //   [memory]    each mode's memory() equals the ZeRO paper's accounting with the real byte counts
 //               (padding included), W = 2 and 4, fp32 and bf16.
+//   [hybrid]    hsdp ends with ddp's bits: W = 4 in groups of 2 (summed in two levels: within the
+//               group, then among the replicas) and W = 6 in groups of 3 (over the world: a group
+//               of 3 is no subtree of ouro's tree over 6); the memory account shows the path.
+//   [hybrid-paths] the same at W = 6 in groups of 2 (two levels over 3 replicas) and at W = 4 in
+//               groups of 2 under OURO_ORDER=rank (over the world: the left fold is no sum of sums).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
