@@ -8,6 +8,7 @@
 #   bench/trainer/hsdp_hosts.sh [--build DIR] [--hosts H] [--per-host L] [--rate RATE|auto]
 #                               [--steps K] [--repeat N] [--modes "ddp zero3 hsdp"]
 #                               [--model "ouro-train model flags"] [--json FILE] [--collectives SIZE]
+#                               [--old-build DIR]
 #
 #   --rate auto (default): a tenth of the intra-host bandwidth, measured first in this sitting
 #   (ouro's 2-rank shared-memory all_reduce busbw at 16 MiB, the best of 3), as tbf on both ends
@@ -25,7 +26,9 @@
 #   ratio to plain ddp is printed), and MODE+free for MODE run with the host links unshaped (the
 #   same job on these CPUs when the links cost almost nothing: its floor here; printed as MODE /
 #   MODE+free, and hsdp+free / zero3 bounds what hsdp / zero3 can reach on these CPUs). --hosts 1
-#   runs one host (no link between hosts).
+#   runs one host (no link between hosts). MODE+old runs MODE with the ouro-train of --old-build
+#   DIR (an older build, e.g. of main), interleaved with this build's: an A/B in one sitting,
+#   printed as MODE / MODE+old; its weights must match too.
 #   Default model: --model gpt --n-layer 4 --n-head 4 --n-embd 256 --block-size 64 --batch-size 4
 #   (3.24 M parameters, 12.4 MiB in fp32) on a generated word corpus, fp32, AdamW, 20 steps.
 # Needs root (network namespaces), tc, python3, and the build's ouro-run, ouro-train (and
@@ -45,6 +48,7 @@ MODES="ddp zero3 hsdp"
 MODEL="--model gpt --n-layer 4 --n-head 4 --n-embd 256 --block-size 64 --batch-size 4"
 JSON_OUT=""
 COLL=""
+OLD_BUILD=""
 while (($#)); do
   case "$1" in
     --build) BUILD=$(realpath "$2"); shift ;;
@@ -57,6 +61,7 @@ while (($#)); do
     --model) MODEL=$2; shift ;;
     --json) JSON_OUT=$2; shift ;;
     --collectives) COLL=$2; shift ;;
+    --old-build) OLD_BUILD=$(realpath "$2"); shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "hsdp_hosts.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
@@ -70,6 +75,11 @@ PY=/usr/bin/python3
 [[ $(id -u) == 0 ]] || { echo "hsdp_hosts.sh: needs root (network namespaces)" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "hsdp_hosts.sh: /usr/bin/time is not installed (apt-get install time)" >&2; exit 1; }
 for f in "$RUN" "$TRAIN"; do [[ -x "$f" ]] || { echo "hsdp_hosts.sh: $f is not built (ninja -C $BUILD)" >&2; exit 1; }; done
+TRAIN_OLD=${OLD_BUILD:+$OLD_BUILD/tools/ouro-train/ouro-train}
+if [[ " $MODES " == *+old* ]] && [[ -z "$TRAIN_OLD" || ! -x "$TRAIN_OLD" ]]; then
+  echo "hsdp_hosts.sh: MODE+old runs the ouro-train of --old-build DIR, which is not given or not built (${TRAIN_OLD:-no --old-build})" >&2
+  exit 1
+fi
 if [[ ("$RATE" == auto || -n "$COLL") && ! -x "$BENCH" ]]; then
   echo "hsdp_hosts.sh: --rate auto and --collectives measure with $BENCH, which is not built (ninja -C $BUILD bench/ouro-bench); or pass --rate RATE" >&2
   exit 1
@@ -110,7 +120,9 @@ PORT=29500
 # run_mode MODE K [STEPS]: one job, one ouro-run per host (under /usr/bin/time: MODE.K.I.cpu);
 # node 0's rank 0 writes MODE.K.json.
 run_mode() {
-  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1 flags base=${1%+free}
+  local mode=$1 k=$2 steps=${3:-$STEPS} i pids=() ok=1 flags base=${1%+free} train=$TRAIN
+  # MODE+old: that mode with --old-build's ouro-train.
+  [[ $base == *+old ]] && { train=$TRAIN_OLD; base=${base%+old}; }
   # MODE+vN: that mode with --virtual-ranks N (ddp+v6: invariant ddp over 6 micro-batches).
   flags="--mode ${base%%+v*}"
   [[ $base == *+v* ]] && flags+=" --virtual-ranks ${base##*+v}"
@@ -120,7 +132,7 @@ run_mode() {
   # shellcheck disable=SC2086  # MODEL is a list of flags
   for ((i = 1; i <= NHOSTS; i++)); do
     "$HOSTS" exec "$PREFIX" "$i" /usr/bin/time -f "%U %S" -o "$WORK/$mode.$k.$i.cpu" "$RUN" --nnodes "$NHOSTS" --node-rank $((i - 1)) -n "$PER_HOST" \
-      --master "$MASTER:$PORT" "$TRAIN" $MODEL --text "$WORK/corpus.txt" --steps "$steps" --sample 0 \
+      --master "$MASTER:$PORT" "$train" $MODEL --text "$WORK/corpus.txt" --steps "$steps" --sample 0 \
       --log-every 0 $flags --json "$WORK/$mode.$k.json" --save "$WORK/$mode.$k.safetensors" \
       >"$WORK/$mode.$k.$i.log" 2>&1 </dev/null &
     pids+=($!)
@@ -185,6 +197,8 @@ pairs += [(m, m.split("+v")[0]) for m in modes if "+v" in m and "+free" not in m
 # A mode against itself on free links: how much of its floor it reaches; and the bound that
 # floor puts on hsdp / zero3 (hsdp with every link wait gone against zero3 as measured).
 pairs += [(m.replace("+free", ""), m) for m in modes if m.endswith("+free")]
+pairs += [(m.replace("+old", ""), m) for m in modes if m.endswith("+old")]  # this build against the old one
+pairs += [(m, "zero3") for m in modes if m.endswith("+old") and m != "zero3+old"]
 if "hsdp+free" in modes and "zero3" in modes:
     pairs.append(("hsdp+free", "zero3"))
 for a, b in pairs:

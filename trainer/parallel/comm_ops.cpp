@@ -52,9 +52,10 @@ void CommOps::run(bool async, const std::string& what, Call call) {
   else wait_seconds_ += watch.seconds();
 }
 
-void CommOps::allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what) {
+void CommOps::allReduce(void* buf, size_t count, ouroDataType_t dtype, ouroRedOp_t op, bool async,
+                        const std::string& what) {
   run(async, what, [&](ouroStream_t s) {
-    ouro::check(ouroAllReduce(buf, buf, count, dtype, ouroAvg, comm_->handle(), s), comm_->handle());
+    ouro::check(ouroAllReduce(buf, buf, count, dtype, op, comm_->handle(), s), comm_->handle());
   });
 }
 
@@ -89,11 +90,11 @@ void CommOps::allReduceMaxFloat(float* buf, size_t count, const std::string& wha
   });
 }
 
-void CommOps::reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async,
-                                      const std::string& what) {
+void CommOps::reduceScatterInPlace(void* buf, size_t block, ouroDataType_t dtype, ouroRedOp_t op, bool async,
+                                   const std::string& what) {
   run(async, what, [&](ouroStream_t s) {
     ouro::check(
-        ouroReduceScatter(buf, plus(buf, size_t(rank_) * block, dtype), block, dtype, ouroAvg, comm_->handle(), s),
+        ouroReduceScatter(buf, plus(buf, size_t(rank_) * block, dtype), block, dtype, op, comm_->handle(), s),
         comm_->handle());
   });
 }

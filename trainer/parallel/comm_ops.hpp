@@ -32,7 +32,13 @@ class CommOps {
   // The communicator (null in a world of one).
   ouro::Communicator* communicator() const { return comm_; }
 
-  void allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what);
+  void allReduceAvg(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what) {
+    allReduce(buf, count, dtype, ouroAvg, async, what);
+  }
+  // hsdp's two-level reduction sums and divides itself (two_level_reduction.hpp).
+  void allReduceSum(void* buf, size_t count, ouroDataType_t dtype, bool async, const std::string& what) {
+    allReduce(buf, count, dtype, ouroSum, async, what);
+  }
   // Blocking, in place.
   void allReduceSumInt64(int64_t* buf, size_t count, const std::string& what);
   void allReduceMinInt64(int64_t* buf, size_t count, const std::string& what);
@@ -41,7 +47,12 @@ class CommOps {
   void reduceScatterSumInt64(int64_t* buf, size_t block, const std::string& what);
   void allReduceSumDouble(double* buf, size_t count, const std::string& what);
   void allReduceMaxFloat(float* buf, size_t count, const std::string& what);
-  void reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what);
+  void reduceScatterAvgInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what) {
+    reduceScatterInPlace(buf, block, dtype, ouroAvg, async, what);
+  }
+  void reduceScatterSumInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what) {
+    reduceScatterInPlace(buf, block, dtype, ouroSum, async, what);
+  }
   void allGatherInPlace(void* buf, size_t block, ouroDataType_t dtype, bool async, const std::string& what);
   void allGather(const void* send, void* recv, size_t block, ouroDataType_t dtype, const std::string& what);
   void broadcast(void* buf, size_t count, ouroDataType_t dtype, int root, const std::string& what);
@@ -56,6 +67,9 @@ class CommOps {
   void addWaitSeconds(double seconds) { wait_seconds_ += seconds; }
 
  private:
+  void allReduce(void* buf, size_t count, ouroDataType_t dtype, ouroRedOp_t op, bool async, const std::string& what);
+  void reduceScatterInPlace(void* buf, size_t block, ouroDataType_t dtype, ouroRedOp_t op, bool async,
+                            const std::string& what);
   template <typename Call>
   void run(bool async, const std::string& what, Call call);
   [[noreturn]] void fail(const std::string& what, const std::exception& e) const;

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "parallel/two_level_reduction.hpp"
+
 namespace ouro::trainer {
 
 ShardedGradients::ShardedGradients(Precision precision, const ShardPlan& plan, CommOps& comm, bool one_group_buffer)
@@ -23,18 +25,49 @@ void* ShardedGradients::unitGrads(int k) {
 
 void ShardedGradients::beginGroup(size_t g) {
   if (!one_group_buffer_) return;
-  finish();
+  // The buffer is about to be written again: only what still reads it must be done (two levels:
+  // the reduce-scatter within the group; the replicas' all-reduces run on into the shard).
+  if (two_levels_) advanceTwoLevels();
+  else finish();
   const ShardGroup& group = plan_.groups()[g];
   grads_.zero(group.count, group.padded - group.count);
 }
 
-void ShardedGradients::setHybrid(CommOps& replicas) {
+void ShardedGradients::setHybrid(CommOps& replicas, Hybrid how, CommOps& world) {
   replicas_ = &replicas;
+  world_ = &world;
+  two_levels_ = how == Hybrid::kTwoLevels;
+  if (two_levels_) return;  // no buffers of its own: the block is summed in the shard (or in place)
   size_t largest_block = 0;
   for (const ShardGroup& group : plan_.groups()) largest_block = std::max(largest_block, group.block);
   const size_t G = size_t(replicas.world()), piece = (largest_block + G - 1) / G;
   pieces_ = PrecisionArray(grads_.precision(), piece * size_t(comm_.world()));
   gathered_ = PrecisionArray(grads_.precision(), piece * G);
+}
+
+void ShardedGradients::advanceTwoLevels() {
+  if (!scattering_) return;
+  // The group's reduce-scatter (it ran while backward computed the next group). Its wait counts
+  // in the step's share as the world fold's does; the group's gathers on the same stream do not.
+  const Stopwatch waiting;
+  comm_.wait();
+  world_->addWaitSeconds(waiting.seconds());
+  const ShardGroup& group = plan_.groups()[*scattering_];
+  const size_t mine = size_t(plan_.rank()) * group.block;
+  void* block = nullptr;
+  if (one_group_buffer_) {
+    shard_.copyFrom(group.owned_offset, grads_, mine, group.owned);
+    block = shard_.at(group.owned_offset);
+  } else {
+    block = grads_.at(group.padded_offset + mine);  // reduce-scattered in place
+  }
+  // Only what this rank owns: the padding past it is zeros, summed to zeros. Every replica of
+  // the block owns as much of it, so they all skip an empty one alike.
+  if (group.owned > 0)
+    replicas_->allReduceSum(block, group.owned, grads_.dtype(), true,
+                            scattering_what_ + ", summed across the shard's replicas");
+  summing_.push_back({block, group.owned});
+  scattering_.reset();
 }
 
 void ShardedGradients::hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at,
@@ -84,6 +117,13 @@ void ShardedGradients::landHybrid() {
 void ShardedGradients::reduceScatter(size_t g, bool async, const std::string& what) {
   const ShardGroup& group = plan_.groups()[g];
   void* buf = one_group_buffer_ ? grads_.at(0) : grads_.at(group.padded_offset);
+  if (two_levels_) {
+    advanceTwoLevels();  // the previous group's reduce-scatter is done before this one's is queued
+    comm_.reduceScatterSumInPlace(buf, group.block, grads_.dtype(), async, what + ", summed within the shard group");
+    scattering_ = g;
+    scattering_what_ = what;
+    return;
+  }
   if (replicas_) {
     // Into the shard (one group buffer) or over this rank's block of the padded layout.
     if (one_group_buffer_) hybridReduce(g, buf, shard_, group.owned_offset, what);
@@ -95,6 +135,17 @@ void ShardedGradients::reduceScatter(size_t g, bool async, const std::string& wh
 }
 
 void ShardedGradients::finish() {
+  if (two_levels_) {
+    advanceTwoLevels();
+    replicas_->wait();
+    world_->addWaitSeconds(replicas_->takeWaitSeconds());  // the step's wait
+    // ouroAvg's last step, over every rank of the world (the groups' and the replicas' sums made
+    // the tree's sum over all of them).
+    const int world = comm_.world() * replicas_->world();
+    for (const Summing& s : summing_) divideLikeAvg(s.block, s.count, grads_.precision() == Precision::kBf16, world);
+    summing_.clear();
+    return;
+  }
   if (replicas_) {
     advanceHybrid();
     landHybrid();

@@ -12,22 +12,30 @@
 //     anything is averaged; each group is reduce-scattered in place at the last one.
 //
 // hsdp (setHybrid): the plan shards over the L ranks of a shard group, and G groups hold a replica
-// each. ddp's bits come from one fold over all W = G L ranks in rank order, so the reduction runs
-// over all of them, in two of ouro's collectives: the group's L blocks are cut into G pieces each
-// and laid out so that rank g L + l's block is piece g of block l; one reduce-scatter (average)
-// over the W ranks leaves each rank that piece reduced (the same fold as ddp's all-reduce, ouro's
-// reductions being the same bits whatever the collective); an all-gather among the G ranks that
-// hold block l (one per group) then gives each of them the whole block. Only this crosses hosts;
-// the parameters' gathers stay in the group. Asynchronous, as zero3's reduce-scatter: a group's
-// reduce-scatter is queued on the world's stream and runs while backward computes the next group;
-// when that one is ready to be packed, the first has its piece all-gathered on the replicas'
-// stream, which runs during the group after; the result lands in the shard when the gather buffer
-// is needed again, or in finish(). One pieces buffer and one gather buffer, as before.
+// each; the gradients must come out with ddp's bits, ouro's one reduction over all W = G L ranks.
+// Two ways, the first wherever it gives those bits (two_level_reduction.hpp decides: L a power of
+// two under ouro's canonical tree, where each group is one subtree of the tree over W):
+//   two levels (comm: the shard group): a group's gradients are reduce-scattered (sum) within the
+//     shard group, over the host's fast links, leaving this rank its block summed over the group;
+//     that block is then all-reduced (sum) among the G replicas that hold it (the only traffic
+//     between hosts: 1/L of the unit), and divided by W at the end as ouroAvg divides. Queued as
+//     zero3's: the reduce-scatter on the group's stream while backward computes the next group;
+//     when that one begins, the block is saved into the shard and its all-reduce queued on the
+//     replicas' stream, which runs on through the rest of backward; finish() waits for them all.
+//   one fold over the world (comm: every rank), where two levels would change bits: the group's L
+//     blocks are cut into G pieces each and laid out so that rank g L + l's block is piece g of
+//     block l; one reduce-scatter (average) over the W ranks leaves each rank that piece reduced
+//     (the same fold as ddp's all-reduce, ouro's reductions being the same bits whatever the
+//     collective); an all-gather among the G ranks that hold block l (one per group) then gives
+//     each of them the whole block. Asynchronous in the same way: a group's reduce-scatter is
+//     queued on the world's stream and, when the next group is packed, its piece all-gathered on
+//     the replicas' stream; one pieces buffer and one gather buffer.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parallel/comm_ops.hpp"
 #include "parallel/precision_array.hpp"
@@ -40,9 +48,12 @@ class ShardedGradients {
  public:
   // plan and comm are kept by reference and must outlive this object.
   ShardedGradients(Precision precision, const ShardPlan& plan, CommOps& comm, bool one_group_buffer);
-  // hsdp: comm is then every rank (W = L G, rank g L + l), replicas the G ranks holding the same
-  // block (rank g). Both must outlive this object.
-  void setHybrid(CommOps& replicas);
+  // hsdp, in the way whyNotTwoLevel() allows (see above): comm is then the shard group
+  // (kTwoLevels) or every rank (kWorldFold; W = L G, rank g L + l), replicas the G ranks holding
+  // the same block (rank g), world every rank: the reduction's waits are counted there, the
+  // step's communication share. All must outlive this object.
+  enum class Hybrid { kTwoLevels, kWorldFold };
+  void setHybrid(CommOps& replicas, Hybrid how, CommOps& world);
 
   // Where backward writes (or adds) unit k's gradient.
   void* unitGrads(int k);
@@ -62,7 +73,10 @@ class ShardedGradients {
   size_t bufferBytes() const;  // the one group buffer (and hsdp's pieces), communication buffers
 
  private:
-  // hsdp's reduction of group g (see above), from `from` (the group's gradients, padded) into
+  // hsdp in two levels: the group whose reduce-scatter within the shard group is queued is waited
+  // for, its block saved (one group buffer) and its all-reduce among the replicas queued.
+  void advanceTwoLevels();
+  // hsdp over the world: the reduction of group g (see above), from `from` (the group's gradients, padded) into
   // this rank's owned piece at `to`: packed and its reduce-scatter queued.
   void hybridReduce(size_t g, const void* from, PrecisionArray& to, size_t to_at, const std::string& what);
   // The queued reduce-scatter waited for, its piece's all-gather among the replicas queued.
@@ -76,6 +90,14 @@ class ShardedGradients {
     size_t piece;
     std::string what;
   };
+  struct Summing {  // a block whose all-reduce among the replicas is queued, divided in finish()
+    void* block;
+    size_t count;
+  };
+  bool two_levels_ = false;
+  std::optional<size_t> scattering_;  // two levels: the group whose reduce-scatter is queued
+  std::string scattering_what_;
+  std::vector<Summing> summing_;      // two levels: queued on the replicas' stream
   std::optional<HybridPending> hybrid_scattering_;  // its reduce-scatter is queued
   std::optional<HybridPending> hybrid_gathering_;   // its all-gather is queued
   const ShardPlan& plan_;
@@ -85,9 +107,10 @@ class ShardedGradients {
   PrecisionArray shard_;  // one_group_buffer_ only: this rank's reduced gradients
   int pending_ = -1;      // the group whose reduce-scatter is queued and not yet saved
   CommOps* replicas_ = nullptr;  // hsdp only
+  CommOps* world_ = nullptr;     // hsdp only: where the reduction's waits are counted
 
-  PrecisionArray pieces_;        // hsdp: W pieces of the largest group, laid out for the reduce-scatter
-  PrecisionArray gathered_;      // hsdp: G pieces, one block
+  PrecisionArray pieces_;        // hsdp over the world: W pieces of the largest group, laid out for the reduce-scatter
+  PrecisionArray gathered_;      // hsdp over the world: G pieces, one block
 };
 
 }  // namespace ouro::trainer

@@ -22,10 +22,15 @@
 //
 // hsdp is the same mode over a shard group of L consecutive ranks (one host's by default): the plan
 // shards over the group, the gathers run on the group's communicator, and each unit's gradient is
-// reduced over every rank with sharded_gradients.hpp's hybrid reduction (ddp's fold, then shared
-// among the G replicas of the shard). 16 Psi / L per rank in bf16 mixed-precision Adam.
+// reduced over every rank with sharded_gradients.hpp's hybrid reduction, with ddp's bits: in two
+// levels (summed within the group, then among the G replicas of the shard: only 1/L of a unit
+// crosses hosts) where two_level_reduction.hpp says that is ddp's fold, else one reduce-scatter
+// over every rank and a gather among the replicas. 16 Psi / L per rank in bf16 mixed-precision Adam.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <span>
@@ -35,6 +40,7 @@
 
 #include "parallel/mode_hooks.hpp"
 #include "parallel/sharded_gradients.hpp"
+#include "parallel/two_level_reduction.hpp"
 
 namespace ouro::trainer {
 
@@ -84,11 +90,18 @@ TrainerConfig replannedConfig(TrainerConfig started, int world) {
 
 namespace {
 
+// ouro's own info level (OURO_DEBUG=info or trace), for the trainer's lines of the same kind.
+bool infoLogging() {
+  const char* level = std::getenv("OURO_DEBUG");
+  return level && (std::strcmp(level, "info") == 0 || std::strcmp(level, "trace") == 0);
+}
+
 // hsdp's communicators: the shard group (ranks g L .. g L + L - 1) and the replicas of this rank's
-// shard (ranks l, L + l, ...), split from the world.
+// shard (ranks l, L + l, ...), split from the world; and how the gradients are reduced.
 struct ShardGroups {
   std::unique_ptr<ouro::Communicator> group_comm, replica_comm;
   std::unique_ptr<CommOps> group, replicas;
+  ShardedGradients::Hybrid reduction = ShardedGradients::Hybrid::kWorldFold;
 
   ShardGroups(const TrainerConfig& config, CommOps& world) {
     const int L = shardSize(config, world), r = world.rank();
@@ -96,6 +109,18 @@ struct ShardGroups {
     replica_comm = world.split(r % L, r);
     group = std::make_unique<CommOps>(group_comm.get(), config.mode);
     replicas = std::make_unique<CommOps>(replica_comm.get(), config.mode);
+    // The same answer on every rank: W, L and OURO_ORDER (which ouro's init made agree).
+    const std::string why_not = whyNotTwoLevel(world.world(), L, reductionOrderSetting());
+    if (why_not.empty()) {
+      reduction = ShardedGradients::Hybrid::kTwoLevels;
+    } else if (static bool logged = false; r == 0 && !logged && infoLogging()) {
+      // Once per process, rank 0: the job still has ddp's bits, only its traffic between hosts is larger.
+      logged = true;
+      std::cerr << "ouro-train info: hsdp reduces each unit's gradient over all " << world.world()
+                << " ranks at full size (a reduce-scatter over the world, then a gather among the shard's "
+                << world.world() / L << " replicas), not within the shard group first: " << why_not
+                << ", so two levels would change the bits (docs/TRAINING.md \"The modes\")\n";
+    }
   }
 
   static int shardSize(const TrainerConfig& config, CommOps& world) {
@@ -114,8 +139,8 @@ class ShardedParametersMode final : public ModeHooks {
         shard_(config.precision, plan_.ownedTotal()),
         gathered_{PrecisionArray(config.precision, plan_.maxPadded()),
                   PrecisionArray(config.precision, plan_.maxPadded())},
-        grads_(config.precision, plan_, groups_ ? comm : comm_, /*one_group_buffer=*/config.accumulate == 1) {
-    if (groups_) grads_.setHybrid(*groups_->replicas);
+        grads_(config.precision, plan_, reductionComm(comm), /*one_group_buffer=*/config.accumulate == 1) {
+    if (groups_) grads_.setHybrid(*groups_->replicas, groups_->reduction, comm);
     for (const ParamUnit& unit : units)
       for (int r : unit.also_reads)
         if (!read_.count(r)) read_.emplace(r, ReadUnit{PrecisionArray(config.precision, plan_.groups()[size_t(r)].padded)});
@@ -197,6 +222,12 @@ class ShardedParametersMode final : public ModeHooks {
     PrecisionArray buffer;  // the unit, padded
     bool held = false;      // gathered in this step
   };
+
+  // The ranks a unit's gradient is reduce-scattered over: the shard's (zero3, hsdp in two levels)
+  // or every rank (hsdp over the world).
+  CommOps& reductionComm(CommOps& world) const {
+    return groups_ && groups_->reduction == ShardedGradients::Hybrid::kWorldFold ? world : comm_;
+  }
 
   int slotOf(int k) const { return holder_[0] == k ? 0 : holder_[1] == k ? 1 : -1; }
 

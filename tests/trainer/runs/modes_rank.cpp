@@ -11,7 +11,7 @@
 //                     another from owned pieces, 5 more: OUT/restore-<A>-to-<B>-<precision>-<opt>.bin.
 //   --suite memory    after one step, every rank writes OUT/memory-<mode>-<precision>-rank<R>.txt:
 //                     "params grads optimizer buffers activations" in bytes (AdamW).
-//   --suite hybrid    hsdp with shard groups of W / 2 ranks, and ddp, zero3, 10 steps each (fp32
+//   --suite hybrid    hsdp with shard groups of W / 2 ranks (--shard-size L: of L), and ddp, zero3, 10 steps each (fp32
 //                     and bf16, AdamW, accumulate 1 and 2): rank 0 writes OUT/<label>.bin and
 //                     .eval as the equality suite; every rank also writes hsdp's memory account to
 //                     OUT/memory-hsdp-<precision>-rank<R>.txt
@@ -427,8 +427,8 @@ void virtualSuite(const Workload& work, ouro::Communicator& comm, const std::str
   }
 }
 
-void hybridSuite(const Workload& work, ouro::Communicator& comm, const std::string& out) {
-  const int world = comm.size(), rank = comm.rank(), L = world / 2;
+void hybridSuite(const Workload& work, ouro::Communicator& comm, const std::string& out, int shard_size) {
+  const int world = comm.size(), rank = comm.rank(), L = shard_size > 0 ? shard_size : world / 2;
   const std::vector<float> init = work.init();
   if (rank == 0) writeFloats(out + "/init.bin", init);
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
@@ -589,16 +589,18 @@ void memorySuite(const Workload& work, ouro::Communicator& comm, const std::stri
 
 int main(int argc, char** argv) {
   std::string suite, out, model = "mlp";
+  int shard_size = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--suite") suite = argv[i + 1];
+    else if (flag == "--shard-size") shard_size = std::stoi(argv[i + 1]);
     else if (flag == "--out") out = argv[i + 1];
     else if (flag == "--model") model = argv[i + 1];
   }
   if (out.empty() || (suite != "equality" && suite != "memory" && suite != "virtual" && suite != "hybrid" &&
                         suite != "nonfinite") ||
       (model != "mlp" && model != "gpt")) {
-    std::cerr << "usage: modes_rank --suite equality|memory|virtual|hybrid|nonfinite --out DIR [--model mlp|gpt] (under ouro-run -n W)\n";
+    std::cerr << "usage: modes_rank --suite equality|memory|virtual|hybrid|nonfinite --out DIR [--model mlp|gpt] [--shard-size L] (under ouro-run -n W)\n";
     return 2;
   }
   const Workload work{model == "gpt"};
@@ -609,7 +611,7 @@ int main(int argc, char** argv) {
     rank = comm.rank();
     if (suite == "equality") equalitySuite(work, comm, out);
     else if (suite == "virtual") virtualSuite(work, comm, out);
-    else if (suite == "hybrid") hybridSuite(work, comm, out);
+    else if (suite == "hybrid") hybridSuite(work, comm, out, shard_size);
     else if (suite == "nonfinite") nonfiniteSuite(work, comm, out);
     else memorySuite(work, comm, out);
     comm.barrier();

@@ -10,6 +10,11 @@
 //               batches) within rounding: the sums run in another order, so not bit for bit.
 //   [memory]    each mode's memory() equals the ZeRO paper's accounting with the real byte counts
 //               (padding included), W = 2 and 4, fp32 and bf16.
+//   [hybrid]    hsdp ends with ddp's bits: W = 4 in groups of 2 (summed in two levels: within the
+//               group, then among the replicas) and W = 6 in groups of 3 (over the world: a group
+//               of 3 is no subtree of ouro's tree over 6); the memory account shows the path.
+//   [hybrid-paths] the same at W = 6 in groups of 2 (two levels over 3 replicas) and at W = 4 in
+//               groups of 2 under OURO_ORDER=rank (over the world: the left fold is no sum of sums).
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -26,7 +31,9 @@ using namespace ouro;
 namespace {
 
 // Runs modes_rank on `world` ranks; the output files land in dir.
-void runRanks(int world, const std::string& suite, const std::string& dir, const std::string& model = "mlp") {
+// extra: more modes_rank flags; env: set in every rank.
+void runRanks(int world, const std::string& suite, const std::string& dir, const std::string& model = "mlp",
+              const std::vector<std::string>& extra = {}, const std::map<std::string, std::string>& env = {}) {
   test::ProcessSpec spec;
   spec.argv = {test::programPath("TEST_OURO_RUN"),
                "-n",
@@ -38,9 +45,15 @@ void runRanks(int world, const std::string& suite, const std::string& dir, const
                dir,
                "--model",
                model};
+  spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+  spec.env = env;
   spec.env["OURO_TIMEOUT_S"] = "60";  // a hang fails within a minute, before the meson timeout
   const auto results = test::runAll({spec}, 180);
-  INFO("ouro-run -n " << world << " modes_rank --suite " << suite << " --model " << model << ": " << test::describe(results[0]));
+  std::string more;
+  for (const std::string& a : extra) more += " " + a;
+  for (const auto& [k, v] : env) more += " (" + k + "=" + v + ")";
+  INFO("ouro-run -n " << world << " modes_rank --suite " << suite << " --model " << model << more << ": "
+                      << test::describe(results[0]));
   REQUIRE(results[0].exit_code == 0);
 }
 
@@ -309,27 +322,35 @@ void checkVirtual(const Shape& shape) {
   CHECK(firstDifference(reference["fp32"].first, reference["bf16"].first) >= 0);
 }
 
-// hsdp with shard groups of W / 2 ranks ends with ddp's bits (and zero3 too), fp32 and bf16, one
-// and two micro-batches; its memory account is the ZeRO-3 formula over the shard group, and its
-// evaluation gives ddp's bits.
-void checkHybrid(int world, const Shape& shape) {
+// How hsdp reduces its gradients (trainer/parallel/two_level_reduction.hpp), seen in its memory
+// account: in two levels (summed within the shard group, then among the replicas) it needs no
+// buffer of its own; over the world it holds W pieces of the largest unit's block, and G of them.
+enum class HybridPath { kTwoLevels, kWorldFold };
+
+// hsdp with shard groups of L ranks (W / 2 unless given) ends with ddp's bits (and zero3 too), fp32
+// and bf16, one and two micro-batches; its memory account is the ZeRO-3 formula over the shard
+// group, plus the world fold's buffers where that path runs; its evaluation gives ddp's bits.
+// env: set in every rank (OURO_ORDER=rank: the left fold, which two levels cannot reproduce).
+void checkHybrid(int world, const Shape& shape, HybridPath path, int shard = 0,
+                 const std::map<std::string, std::string>& env = {}) {
   test::TempDir dir;
-  runRanks(world, "hybrid", dir.path(), shape.model);
-  const std::string L = std::to_string(world / 2);
+  const int Lw = shard > 0 ? shard : world / 2;
+  runRanks(world, "hybrid", dir.path(), shape.model, {"--shard-size", std::to_string(Lw)}, env);
+  const std::string L = std::to_string(Lw);
   const std::vector<float> init = readFloats(dir.path() + "/init.bin");
   for (const char* config : {"fp32-adamw-acc1", "bf16-adamw-acc1", "fp32-adamw-acc2", "bf16-adamw-acc2"}) {
     const std::string base = dir.path() + "/" + shape.prefix;
     const std::vector<float> ddp = readFloats(base + "ddp-" + config + ".bin");
     REQUIRE(ddp.size() == shape.params());
     CHECK(firstDifference(ddp, init) >= 0);
-    INFO(shape.model << ", W = " << world << ", " << config << ": first differing parameter (-1: none)");
+    INFO(shape.model << ", W = " << world << ", L = " << L << ", " << config << ": first differing parameter (-1: none)");
     CHECK(firstDifference(readFloats(base + "hsdpL" + L + "-" + config + ".bin"), ddp) == -1);
     CHECK(firstDifference(readFloats(base + "zero3-" + config + ".bin"), ddp) == -1);
     CHECK(readText(base + "hsdpL" + L + "-" + config + ".eval") == readText(base + "ddp-" + config + ".eval"));
   }
-  // Memory: zero3's account with the shard group's L in place of W, plus the hybrid reduction's
-  // pieces (W pieces of the largest unit's block, and G of them gathered).
-  const size_t Lg = size_t(world / 2), G = 2;
+  // Memory: zero3's account with the shard group's L in place of W, plus, over the world, the
+  // hybrid reduction's pieces (W pieces of the largest unit's block, and G of them gathered).
+  const size_t Lg = size_t(Lw), G = size_t(world) / Lg;
   for (const char* precision : {"fp32", "bf16"}) {
     const bool bf16 = std::string(precision) == "bf16";
     const size_t e = bf16 ? 2 : 4;
@@ -337,11 +358,14 @@ void checkHybrid(int world, const Shape& shape) {
       const Memory got = readMemory(dir.path() + "/memory-" + shape.prefix + "hsdp-" + precision + "-rank" +
                                     std::to_string(r) + ".txt");
       Memory want = expected(shape, "zero3", bf16, Lg, size_t(r) % Lg);
-      size_t largest_block = 0;
-      for (size_t u : shape.units) largest_block = std::max(largest_block, roundUp(u, Lg) / Lg);
-      const size_t piece = (largest_block + G - 1) / G;
-      want.buffers += (piece * size_t(world) + piece * G) * e;
-      INFO(shape.model << ", W = " << world << ", hsdp L = " << Lg << ", " << precision << ", rank " << r);
+      if (path == HybridPath::kWorldFold) {
+        size_t largest_block = 0;
+        for (size_t u : shape.units) largest_block = std::max(largest_block, roundUp(u, Lg) / Lg);
+        const size_t piece = (largest_block + G - 1) / G;
+        want.buffers += (piece * size_t(world) + piece * G) * e;
+      }
+      INFO(shape.model << ", W = " << world << ", hsdp L = " << Lg << ", " << precision << ", rank " << r
+                       << (path == HybridPath::kTwoLevels ? ", two levels" : ", over the world"));
       CHECK(got.params == want.params);
       CHECK(got.grads == want.grads);
       CHECK(got.optimizer == want.optimizer);
@@ -441,10 +465,21 @@ TEST_CASE("GPT: single with W * B sequences matches ddp with W ranks of B", "[gp
 }
 
 TEST_CASE("hsdp ends with ddp's bits: W = 4 in groups of 2, W = 6 in groups of 3", "[hybrid]") {
-  SECTION("mlp, W = 4") { checkHybrid(4, kMlp); }
-  SECTION("mlp, W = 6") { checkHybrid(6, kMlp); }
-  SECTION("gpt, W = 4") { checkHybrid(4, kGptShape); }
-  SECTION("gpt, W = 6") { checkHybrid(6, kGptShape); }
+  SECTION("mlp, W = 4") { checkHybrid(4, kMlp, HybridPath::kTwoLevels); }
+  SECTION("mlp, W = 6") { checkHybrid(6, kMlp, HybridPath::kWorldFold); }
+  SECTION("gpt, W = 4") { checkHybrid(4, kGptShape, HybridPath::kTwoLevels); }
+  SECTION("gpt, W = 6") { checkHybrid(6, kGptShape, HybridPath::kWorldFold); }
+}
+
+// Two levels over three replicas (the measured shape, 3 hosts x 2), and the fallback where two
+// levels would change the bits: the same W = 4 groups of 2 under the left fold (OURO_ORDER=rank).
+TEST_CASE("hsdp ends with ddp's bits in two levels over 3 replicas, and over the world under OURO_ORDER=rank",
+          "[hybrid-paths]") {
+  SECTION("mlp, W = 6 in groups of 2") { checkHybrid(6, kMlp, HybridPath::kTwoLevels, 2); }
+  SECTION("gpt, W = 6 in groups of 2") { checkHybrid(6, kGptShape, HybridPath::kTwoLevels, 2); }
+  SECTION("mlp, W = 4 in groups of 2, OURO_ORDER=rank") {
+    checkHybrid(4, kMlp, HybridPath::kWorldFold, 2, {{"OURO_ORDER", "rank"}});
+  }
 }
 
 TEST_CASE("12 virtual ranks: the same bits at W = 1 .. 6 in every mode", "[virtual]") {
