@@ -56,7 +56,10 @@ typedef enum {
   ouroNumTypes = 12
 } ouroDataType_t;
 
-/* Reproducible reductions: every reduced element is the left fold over the ranks in rank order,
+/* Reproducible reductions: every reduced element is one fixed binary tree over the ranks'
+ * contributions, decided by the number of ranks n alone (OURO_ORDER=tree, the default: the first
+ * 2(n-P) ranks combined in pairs, P the largest power of two <= n, then a complete binary tree over
+ * the P leaves in rank order; n <= 3 is the left fold), or, with OURO_ORDER=rank, the left fold
  *   r = op(...op(op(x[0], x[1]), x[2])..., x[n-1]),
  * rounded to the dtype after every op (fp16/bf16/fp8 combined in fp32, rounded to nearest even;
  * fp8 saturates a finite result past its largest value to that value), and for ouroAvg divided
