@@ -323,7 +323,7 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   const bool ll = p.bytes <= d.ll_max_bytes;
   p.protocol = ll ? Protocol::kLL : Protocol::kSimple;
   p.slice_bytes = ll ? d.ll_message_bytes : d.simple_message_bytes;
-  p.channels = d.channels;
+  p.channels = world_.device_channels;
   p.ring = d.ring;
   return p;
 }

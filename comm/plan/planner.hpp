@@ -33,6 +33,9 @@ struct PlannerWorld {
   int machine_hosts = 1;
   int machine_cpus = 0;
   DirectWrites direct_writes;
+  // Device calls: the channels (thread blocks, each with FIFOs of its own) every call uses
+  // (OURO_CUDA_CHANNELS); the CUDA executor lays its FIFOs out for this many.
+  int device_channels = 1;
   // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, host all-reduce plans
   // carry its predicted time, and under OURO_ALGO=auto the all-reduces over links take the
   // algorithm and slice it predicts fastest. The parameters are rank 0's, agreed at init: ranks
@@ -47,7 +50,8 @@ struct DeviceFacts {
   size_t ll_max_bytes = 0;         // calls whose largest buffer fits use LL (OURO_CUDA_LL_MAX_BYTES)
   size_t simple_message_bytes = 0;  // a slot
   size_t ll_message_bytes = 0;      // half an LL slot: the other half is flags
-  int channels = 1;
+  // The ring the plan decided at set-up (joinHostRings over each host's hostRingPart,
+  // comm/plan/gpu_topology.hpp), as the kernels read it: in device memory (nullptr: rank order).
   const int* ring = nullptr;
 };
 

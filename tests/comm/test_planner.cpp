@@ -149,12 +149,13 @@ TEST_CASE("planner: gather-fold for small calls across hosts, named or auto (#24
 }
 
 TEST_CASE("planner: device calls pick LL or Simple by the largest buffer, and its message size", "[planner]") {
-  Planner p(oneHost(4, true));
+  PlannerWorld w = oneHost(4, true);
+  w.device_channels = 4;  // OURO_CUDA_CHANNELS: every device call's
+  Planner p(w);
   DeviceFacts d;
   d.ll_max_bytes = 64 << 10;
   d.simple_message_bytes = 512 << 10;
   d.ll_message_bytes = 8 << 10;
-  d.channels = 4;
   const Plan small = p.planDevice(call(CollKind::kAllReduce, 16 << 10), d);  // 64 KiB
   CHECK(small.executor == ExecutorKind::kCuda);
   CHECK(small.algorithm == Algorithm::kDeviceDriver);
