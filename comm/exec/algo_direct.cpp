@@ -72,7 +72,7 @@ class Direct {
         in_(static_cast<const std::byte*>(h.args.send)),
         out_(static_cast<std::byte*>(h.args.recv)),
         inline_(h.plan.algorithm == Algorithm::kDirectInline),
-        stage_store_(h.state.stagingStore(h.args.count * es_)),
+        stage_store_(stagingStore()),
         generation_(h.state.directGeneration()) {}
 
   void run() {
@@ -211,6 +211,10 @@ class Direct {
       publishConsumed(g);
     }
   }
+  // The plan's staging store for the cores' distance as the probe last found it.
+  kernels::WritePolicy stagingStore() const {
+    return s_.coreDistance().far ? plan_.stores.staging_far : plan_.stores.staging_near;
+  }
   bool probeDue() const {
     return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= s_.coreDistance().next_probe_call;
   }
@@ -244,7 +248,7 @@ class Direct {
     d.round_trip_ns = median;
     d.far = far;
     d.next_probe_call = call_ + kProbeEveryCalls;
-    stage_store_ = s_.stagingStore(a_.count * es_);
+    stage_store_ = stagingStore();
     if (first || changed) {
       const char* where = far                        ? "far apart (200 ns to 2 us)"
                           : median < kFarRoundTripNs ? "near (under 200 ns)"
@@ -281,9 +285,7 @@ class Direct {
     // Symmetric reduction reads every buffer on every rank (the planner picks it while the chunk
     // is small or there are two ranks); otherwise reduce-scatter + all-gather through staging.
     const bool symmetric = plan_.algorithm == Algorithm::kDirectSymmetric;
-    // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
-    // eviction of the inputs). Not in place: those lines are cached already, as input.
-    const kernels::WritePolicy store = in_ == out_ ? kernels::WritePolicy::kCached : s_.outputStore(bytes);
+    const kernels::WritePolicy store = plan_.stores.output;
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {

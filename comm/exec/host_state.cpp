@@ -13,7 +13,6 @@ namespace ouro {
 HostState::HostState(Progress& progress, const Planner& planner)
     : progress_(progress),
       planner_(planner),
-      writes_(planner.world().direct_writes),
       sources_(size_t(progress.size()), nullptr),
       verify_every_(envInt("OURO_VERIFY")) {
   if (verify_every_ < 0)

@@ -89,13 +89,37 @@ Plan Planner::planHost(const CollArgs& a) const {
   const size_t bytes = a.count * a.elementBytes();
   {
     std::lock_guard lock(model_mu_);
-    if (auto it = model_plans_.find(bytes); it != model_plans_.end()) return it->second;
+    if (auto it = model_plans_.find(bytes); it != model_plans_.end()) {
+      Plan plan = it->second;
+      if (world_.direct) plan.stores = directStores(a);  // this call's own: in place or not
+      return plan;
+    }
   }
-  const Plan plan = planByModel(a);
-  std::lock_guard lock(model_mu_);
-  if (model_plans_.size() >= 4096) model_plans_.clear();
-  model_plans_.emplace(bytes, plan);
+  Plan plan = planByModel(a);
+  {
+    std::lock_guard lock(model_mu_);
+    if (model_plans_.size() >= 4096) model_plans_.clear();
+    model_plans_.emplace(bytes, plan);
+  }
   return plan;
+}
+
+DirectStores Planner::directStores(const CollArgs& a) const {
+  const DirectWrites& w = world_.direct_writes;
+  const size_t bytes = a.count * a.elementBytes();
+  auto storeFor = [&](size_t threshold) {
+    return threshold != 0 && bytes >= threshold ? kernels::WritePolicy::kStreaming : kernels::WritePolicy::kCached;
+  };
+  DirectStores s;
+  // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
+  // eviction of the inputs). In place: those lines are cached already, as input.
+  s.output = a.send == a.recv ? kernels::WritePolicy::kCached : storeFor(w.stream_output_bytes);
+  // Staging streams only where a peer reads lines from memory faster than lines that sit modified
+  // in this core's cache: far cores under auto, always under always, never under never.
+  const kernels::WritePolicy staged = storeFor(w.stream_staging_bytes);
+  s.staging_near = w.stream_staging == StreamStaging::kAlways ? staged : kernels::WritePolicy::kCached;
+  s.staging_far = w.stream_staging == StreamStaging::kNever ? kernels::WritePolicy::kCached : staged;
+  return s;
 }
 
 Plan Planner::planByModel(const CollArgs& a) const {
@@ -263,6 +287,7 @@ Plan Planner::planByRules(const CollArgs& a) const {
     return p;
   }
   if (world_.direct) {
+    p.stores = directStores(a);
     p.bytes = directInlineBytes(a, n);
     if (p.bytes <= transport::shm::kInlineBytes) {
       p.algorithm = Algorithm::kDirectInline;

@@ -92,6 +92,8 @@ class Planner {
 
  private:
   std::string describe(const Plan& plan) const;
+  // A direct call's stores, from its size, whether it runs in place and OURO_SHM_STREAM_*.
+  DirectStores directStores(const CollArgs& args) const;
   // The rules' all-reduce over links under OURO_ORDER=tree (issue #37), and why, for the info line.
   void planTreeAllReduce(Plan* plan) const;
   std::string treeReasonText(const Plan& plan) const;

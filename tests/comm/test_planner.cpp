@@ -66,6 +66,55 @@ TEST_CASE("planner: direct inline, symmetric or staged by what the call carries"
   CHECK(four.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kDirectInline);
 }
 
+TEST_CASE("planner: a direct call's stores, around the cache or through it (OURO_SHM_STREAM_*)", "[planner]") {
+  using kernels::WritePolicy;
+  PlannerWorld w = oneHost(2, true);
+  w.direct_writes.stream_output_bytes = 1 << 20;
+  w.direct_writes.stream_staging_bytes = 4 << 20;
+  std::vector<float> a(1), b(1);
+  auto planned = [&](const PlannerWorld& world, size_t count, bool in_place) {
+    CollArgs c = call(CollKind::kAllReduce, count);
+    c.send = a.data();
+    c.recv = in_place ? a.data() : b.data();
+    return Planner(world).planHost(c).stores;
+  };
+  // Outputs from OURO_SHM_STREAM_OUTPUT_BYTES stream, unless in place (the lines are cached as input).
+  CHECK(planned(w, (1 << 18) - 1, false).output == WritePolicy::kCached);
+  CHECK(planned(w, 1 << 18, false).output == WritePolicy::kStreaming);
+  CHECK(planned(w, 1 << 18, true).output == WritePolicy::kCached);
+  // Staging under auto: from OURO_SHM_STREAM_STAGING_BYTES, and only when the cores are far apart.
+  DirectStores s = planned(w, 1 << 20, false);
+  CHECK(s.staging_near == WritePolicy::kCached);
+  CHECK(s.staging_far == WritePolicy::kStreaming);
+  CHECK(planned(w, (1 << 20) - 1, false).staging_far == WritePolicy::kCached);
+  // always: near cores too; never: far cores neither.
+  w.direct_writes.stream_staging = StreamStaging::kAlways;
+  s = planned(w, 1 << 20, false);
+  CHECK((s.staging_near == WritePolicy::kStreaming && s.staging_far == WritePolicy::kStreaming));
+  w.direct_writes.stream_staging = StreamStaging::kNever;
+  s = planned(w, 1 << 20, false);
+  CHECK((s.staging_near == WritePolicy::kCached && s.staging_far == WritePolicy::kCached));
+  // 0 thresholds: never.
+  w.direct_writes = DirectWrites{};
+  s = planned(w, 1 << 24, false);
+  CHECK((s.output == WritePolicy::kCached && s.staging_far == WritePolicy::kCached));
+}
+
+TEST_CASE("planner: with the cost model on, a direct call's stores are its own, in place or not", "[planner]") {
+  // The model's plans are kept per size; the stores are not the size's but the call's.
+  PlannerWorld w = oneHost(2, true);
+  w.direct_writes.stream_output_bytes = 1 << 10;
+  w.model = true;
+  Planner p(w);
+  std::vector<float> a(1), b(1);
+  CollArgs c = call(CollKind::kAllReduce, 1 << 12);
+  c.send = a.data();
+  c.recv = b.data();
+  CHECK(p.planHost(c).stores.output == kernels::WritePolicy::kStreaming);
+  c.recv = a.data();
+  CHECK(p.planHost(c).stores.output == kernels::WritePolicy::kCached);
+}
+
 TEST_CASE("planner: over links, one-shot while it fits, then the driver or pairwise transfers", "[planner]") {
   Planner p(oneHost(4, false));
   const Plan small = p.planHost(call(CollKind::kAllReduce, 1024));
