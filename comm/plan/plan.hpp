@@ -76,8 +76,9 @@ struct Plan {
   size_t message_bytes = 0;
   DirectStores stores;      // direct algorithms: around the cache or through it
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
-  // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
-  // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).
+  // (host all-reduces, reduce-scatters, all-gathers, broadcasts, reduces): its predicted time for
+  // this plan, and whether it chose the plan over the rules' (OURO_ALGO=auto over links, predicted
+  // at least 1.25x faster).
   double predicted_s = 0;   // 0: no prediction
   bool by_model = false;
   // by_model: the model's next fastest (runner_up_s 0: there was none); otherwise, where the model

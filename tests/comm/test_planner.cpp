@@ -352,11 +352,15 @@ TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the pla
   CHECK(p.algorithm == Algorithm::kPairwiseRing);
   CHECK_FALSE(p.by_model);
   CHECK(p.predicted_s > 0);
-  // Collectives the model does not cover keep the rules and carry no prediction.
+  // Collectives the model does not price (all-to-all, barrier) keep the rules and carry no prediction;
+  // those it prices (#36) carry one.
+  const Plan all_to_all = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllToAll, 1 << 20));
+  CHECK(all_to_all.algorithm == Algorithm::kPairwiseTransfers);
+  CHECK_FALSE(all_to_all.by_model);
+  CHECK(all_to_all.predicted_s == 0);
   const Plan gather = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllGather, 1 << 20));
   CHECK(gather.algorithm == Algorithm::kPairwiseRing);
-  CHECK_FALSE(gather.by_model);
-  CHECK(gather.predicted_s == 0);
+  CHECK(gather.predicted_s > 0);
   // One host with shared memory: the direct algorithms by the rules, with the model's time.
   PlannerWorld direct = oneHost(4, true);
   direct.model = true;
