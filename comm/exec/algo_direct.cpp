@@ -58,25 +58,15 @@ constexpr int64_t kSharedCpuRoundTripNs = 2000;
 
 class Direct {
  public:
-  explicit Direct(const HostCall& h)
-      : p_(h.progress),
-        s_(h.state),
-        plan_(h.plan),
-        a_(h.args),
-        world_(h.progress.shm()),
-        n_(h.progress.size()),
-        me_(h.progress.rank()),
-        call_(h.progress.call()),
-        desc_(describeCall(h.args)),
-        es_(h.args.elementBytes()),
-        in_(static_cast<const std::byte*>(h.args.send)),
-        out_(static_cast<std::byte*>(h.args.recv)),
-        inline_(h.plan.algorithm == Algorithm::kDirectInline),
-        stage_store_(h.state.stagingStore(h.args.count * es_)),
-        generation_(h.state.directGeneration()) {}
+  explicit Direct(const HostCall& c)
+      : c_(c),
+        world_(c.progress.shm()),
+        inline_(c.plan.algorithm == Algorithm::kDirectInline),
+        stage_store_(stagingStore()),
+        generation_(c.state.directGeneration()) {}
 
   void run() {
-    switch (a_.kind) {
+    switch (c_.args.kind) {
       case CollKind::kAllReduce: return allReduce();
       case CollKind::kReduceScatter: return reduceScatter();
       case CollKind::kAllGather: return allGather();
@@ -86,34 +76,34 @@ class Direct {
       case CollKind::kBarrier: return announce(nullptr, 0, generation_);
       case CollKind::kSendRecv: break;
     }
-    raise(Result::kInternalError, "direct algorithms have no %s", collName(a_.kind));
+    raise(Result::kInternalError, "direct algorithms have no %s", collName(c_.args.kind));
   }
 
  private:
   // ---- announcement lines ----
-  ArrivalLine& line(int rank) const { return world_.control(rank)->arrival[call_ & 1]; }
+  ArrivalLine& line(int rank) const { return world_.control(rank)->arrival[c_.number & 1]; }
   ControlBlock* control(int rank) const { return world_.control(rank); }
 
   void ringPeers() {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // one fence for all peers (see doorbell.hpp)
-    for (int p = 0; p < n_; p++)
-      if (p != me_) transport::shm::ringAfterFence(control(p));
+    for (int p = 0; p < c_.nranks; p++)
+      if (p != c_.rank) transport::shm::ringAfterFence(control(p));
   }
 
   std::vector<int> ranksWhere(const std::function<bool(int)>& waiting) const {
     std::vector<int> out;
-    for (int p = 0; p < n_; p++)
-      if (p != me_ && waiting(p)) out.push_back(p);
+    for (int p = 0; p < c_.nranks; p++)
+      if (p != c_.rank && waiting(p)) out.push_back(p);
     return out;
   }
   // Waits until no peer satisfies `waiting` (checked without allocating: this is the hot path of
   // every small call); names the peers still waited on only when the wait turns slow.
   template <typename Waiting>
   void waitWhile(Waiting&& waiting) {
-    p_.waitUntil(
+    c_.progress.waitUntil(
         [&] {
-          for (int p = 0; p < n_; p++)
-            if (p != me_ && waiting(p)) return false;
+          for (int p = 0; p < c_.nranks; p++)
+            if (p != c_.rank && waiting(p)) return false;
           return true;
         },
         [&] { return ranksWhere(waiting); });
@@ -121,36 +111,37 @@ class Direct {
 
   // Publishes this call's line and waits for every peer's, then checks descriptors.
   void announce(const void* payload, size_t bytes, uint64_t staged) {
-    ArrivalLine& mine = line(me_);
-    storeDescriptor(mine.descriptor, desc_);
+    ArrivalLine& mine = line(c_.rank);
+    storeDescriptor(mine.descriptor, c_.desc);
     if (bytes) std::memcpy(mine.payload, payload, bytes);
     mine.staged.store(staged, std::memory_order_relaxed);
-    mine.call.store(call_, std::memory_order_release);
+    mine.call.store(c_.number, std::memory_order_release);
     ringPeers();
-    auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != call_; };
+    auto absent = [&](int p) { return line(p).call.load(std::memory_order_acquire) != c_.number; };
     waitWhile(absent);
-    for (int p = 0; p < n_; p++) {
-      if (p == me_ || loadDescriptor(line(p).descriptor) == desc_) continue;
+    for (int p = 0; p < c_.nranks; p++) {
+      if (p == c_.rank || loadDescriptor(line(p).descriptor) == c_.desc) continue;
       // Every rank sees every line, so every rank reaches this same verdict. Resynchronise the
       // chunk generation (some ranks may have staged a chunk) before reporting.
       uint64_t g = generation_;
-      for (int q = 0; q < n_; q++) g = std::max(g, line(q).staged.load(std::memory_order_acquire));
+      for (int q = 0; q < c_.nranks; q++) g = std::max(g, line(q).staged.load(std::memory_order_acquire));
       generation_ = g;
-      control(me_)->consumed.value.store(g, std::memory_order_release);
+      control(c_.rank)->consumed.value.store(g, std::memory_order_release);
       ringPeers();
       raise(Result::kInvalidUsage, "%s",
-            disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
-                                {me_, callText(desc_), call_}, {p, callText(loadDescriptor(line(p).descriptor)), call_})
+            disagreementMessage(c_.rank, strprintf("%s #%llu", collName(c_.args.kind), (unsigned long long)c_.number),
+                                c_.number, {c_.rank, callText(c_.desc), c_.number},
+                                {p, callText(loadDescriptor(line(p).descriptor)), c_.number})
                 .c_str());
     }
   }
 
   void publishStaged(uint64_t g) {
-    line(me_).staged.store(g, std::memory_order_release);
+    line(c_.rank).staged.store(g, std::memory_order_release);
     ringPeers();
   }
   void publishConsumed(uint64_t g) {
-    control(me_)->consumed.value.store(g, std::memory_order_release);
+    control(c_.rank)->consumed.value.store(g, std::memory_order_release);
     ringPeers();
   }
   void waitStaged(uint64_t g, int only = -1) {
@@ -171,13 +162,13 @@ class Direct {
   static size_t chunks(size_t count, size_t per_chunk) { return (count + per_chunk - 1) / per_chunk; }
 
   void finish(std::byte* dst, size_t count) {
-    if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+    if (c_.args.op == RedOp::kAvg) kernels::finishAvg(dst, count, c_.args.dtype, c_.nranks);
   }
   // Avg's finishing pass rereads dst, so its result goes through the cache whatever `store` says.
   void reduceFrom(std::byte* dst, const std::vector<const void*>& srcs, size_t count,
                   kernels::WritePolicy store = kernels::WritePolicy::kCached) {
-    if (a_.op == RedOp::kAvg) store = kernels::WritePolicy::kCached;
-    kernels::reduceRanks(dst, srcs.data(), n_, count, a_.dtype, a_.op, plan_.order, store);
+    if (c_.args.op == RedOp::kAvg) store = kernels::WritePolicy::kCached;
+    kernels::reduceRanks(dst, srcs.data(), c_.nranks, count, c_.args.dtype, c_.args.op, c_.plan.order, store);
     finish(dst, count);
   }
 
@@ -211,22 +202,27 @@ class Direct {
       publishConsumed(g);
     }
   }
+  // The plan's staging store for the cores' distance as the probe last found it.
+  kernels::WritePolicy stagingStore() const {
+    return c_.state.coreDistance().far ? c_.plan.stores.staging_far : c_.plan.stores.staging_near;
+  }
   bool probeDue() const {
-    return n_ == 2 && a_.count * es_ >= kProbeMinBytes && call_ >= s_.coreDistance().next_probe_call;
+    return c_.nranks == 2 && c_.args.count * c_.elem_bytes >= kProbeMinBytes &&
+           c_.number >= c_.state.coreDistance().next_probe_call;
   }
   // Times kProbeRounds cache-line round trips with the other rank (rank 0 serves, rank 1 answers)
   // and updates this rank's staging store. The median round counts: neither a preempted round nor
   // one unusually fast round (which can fall below kFarRoundTripNs between far cores) decides.
   void probeCoreDistance() {
-    CoreDistance& d = s_.coreDistance();
-    std::atomic<uint64_t>& mine = control(me_)->probe.value;
-    std::atomic<uint64_t>& theirs = control(1 - me_)->probe.value;
+    CoreDistance& d = c_.state.coreDistance();
+    std::atomic<uint64_t>& mine = control(c_.rank)->probe.value;
+    std::atomic<uint64_t>& theirs = control(1 - c_.rank)->probe.value;
     const uint64_t base = mine.load(std::memory_order_relaxed);  // both ranks advance by kProbeRounds per probe
     int64_t rounds[kProbeRounds];
     auto answered = [&](uint64_t v) { waitWhile([&](int) { return theirs.load(std::memory_order_acquire) < v; }); };
     for (int i = 1; i <= kProbeRounds; i++) {
       const int64_t start = nowNs();
-      if (me_ == 0) {
+      if (c_.rank == 0) {
         mine.store(base + uint64_t(i), std::memory_order_release);
         ringPeers();
         answered(base + uint64_t(i));
@@ -243,187 +239,185 @@ class Direct {
     const bool first = d.round_trip_ns < 0, changed = far != d.far;
     d.round_trip_ns = median;
     d.far = far;
-    d.next_probe_call = call_ + kProbeEveryCalls;
-    stage_store_ = s_.stagingStore(a_.count * es_);
+    d.next_probe_call = c_.number + kProbeEveryCalls;
+    stage_store_ = stagingStore();
     if (first || changed) {
       const char* where = far                        ? "far apart (200 ns to 2 us)"
                           : median < kFarRoundTripNs ? "near (under 200 ns)"
                                                      : "shared (2 us or more: the ranks take turns on one CPU)";
-      OURO_INFO("rank %d: cache-line round trip to rank %d: %lld ns, cores %s; this call's staging copies go %s the "
-                "cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
-                me_, 1 - me_, (long long)median, where, stage_store_ == kernels::WritePolicy::kStreaming ? "around" : "through");
+      OURO_INFO(
+          "rank %d: cache-line round trip to rank %d: %lld ns, cores %s; this call's staging copies go %s the "
+          "cache (OURO_SHM_STREAM_STAGING, OURO_SHM_STREAM_STAGING_BYTES)",
+          c_.rank, 1 - c_.rank, (long long)median, where,
+          stage_store_ == kernels::WritePolicy::kStreaming ? "around" : "through");
     }
   }
 
   // Stage: this rank's elements [off, off + len) of its input, contiguous.
   void stageContiguous(size_t off, size_t len, uint64_t g) {
-    kernels::copy(staging(me_, g), in_ + off * es_, len * es_, stage_store_);
+    kernels::copy(staging(c_.rank, g), c_.in + off * c_.elem_bytes, len * c_.elem_bytes, stage_store_);
   }
   // Stage: elements [off, off + len) of each of the n input blocks of `count` except this
   // rank's own, block d at d * len (reduce-scatter, all-to-all).
   void stageBlocks(size_t count, size_t off, size_t len, uint64_t g) {
-    for (int d = 0; d < n_; d++)
-      if (d != me_)
-        kernels::copy(staging(me_, g) + size_t(d) * len * es_, in_ + (size_t(d) * count + off) * es_, len * es_,
-                      stage_store_);
+    for (int d = 0; d < c_.nranks; d++)
+      if (d != c_.rank)
+        kernels::copy(staging(c_.rank, g) + size_t(d) * len * c_.elem_bytes,
+                      c_.in + (size_t(d) * count + off) * c_.elem_bytes, len * c_.elem_bytes, stage_store_);
   }
 
   // ---- collectives ----
   void allReduce() {
-    const size_t bytes = a_.count * es_;
-    std::vector<const void*>& srcs = s_.sources();
+    const size_t bytes = c_.args.count * c_.elem_bytes;
+    std::vector<const void*>& srcs = c_.state.sources();
     if (inline_) {
-      announce(in_, bytes, generation_);
-      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
-      return reduceFrom(out_, srcs, a_.count);
+      announce(c_.in, bytes, generation_);
+      for (int p = 0; p < c_.nranks; p++)
+        srcs[size_t(p)] = p == c_.rank ? static_cast<const void*>(c_.in) : line(p).payload;
+      return reduceFrom(c_.out, srcs, c_.args.count);
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / c_.elem_bytes);
     // Symmetric reduction reads every buffer on every rank (the planner picks it while the chunk
     // is small or there are two ranks); otherwise reduce-scatter + all-gather through staging.
-    const bool symmetric = plan_.algorithm == Algorithm::kDirectSymmetric;
-    // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
-    // eviction of the inputs). Not in place: those lines are cached already, as input.
-    const kernels::WritePolicy store = in_ == out_ ? kernels::WritePolicy::kCached : s_.outputStore(bytes);
+    const bool symmetric = c_.plan.algorithm == Algorithm::kDirectSymmetric;
+    const kernels::WritePolicy store = c_.plan.stores.output;
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
-    stagedChunks(a_.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
+    stagedChunks(c_.args.count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (symmetric) {
-        for (int p = 0; p < n_; p++)
-          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
-        reduceFrom(out_ + off * es_, srcs, len, store);
+        for (int p = 0; p < c_.nranks; p++)
+          srcs[size_t(p)] = p == c_.rank ? static_cast<const void*>(c_.in + off * c_.elem_bytes) : staging(p, g);
+        reduceFrom(c_.out + off * c_.elem_bytes, srcs, len, store);
       } else {
-        auto mine = kernels::chunkRange(len, n_, me_);
-        for (int p = 0; p < n_; p++)
-          srcs[size_t(p)] = (p == me_ ? in_ + off * es_ : staging(p, g)) + mine.offset * es_;
-        reduceFrom(staging(me_, g) + mine.offset * es_, srcs, mine.count, stage_store_);
-        control(me_)->reduced.value.store(g, std::memory_order_release);
+        auto mine = kernels::chunkRange(len, c_.nranks, c_.rank);
+        for (int p = 0; p < c_.nranks; p++)
+          srcs[size_t(p)] = (p == c_.rank ? c_.in + off * c_.elem_bytes : staging(p, g)) + mine.offset * c_.elem_bytes;
+        reduceFrom(staging(c_.rank, g) + mine.offset * c_.elem_bytes, srcs, mine.count, stage_store_);
+        control(c_.rank)->reduced.value.store(g, std::memory_order_release);
         ringPeers();
         auto behind = [&](int p) { return control(p)->reduced.value.load(std::memory_order_acquire) < g; };
         waitWhile(behind);
-        for (int p = 0; p < n_; p++) {
-          auto slice = kernels::chunkRange(len, n_, p);
-          kernels::copy(out_ + (off + slice.offset) * es_, staging(p, g) + slice.offset * es_, slice.count * es_, store);
+        for (int p = 0; p < c_.nranks; p++) {
+          auto slice = kernels::chunkRange(len, c_.nranks, p);
+          kernels::copy(c_.out + (off + slice.offset) * c_.elem_bytes, staging(p, g) + slice.offset * c_.elem_bytes,
+                        slice.count * c_.elem_bytes, store);
         }
       }
     });
   }
 
   void reduceScatter() {
-    // Input: n blocks of count; this rank's output is block me_ reduced over all ranks.
-    const size_t count = a_.count;
-    std::vector<const void*>& srcs = s_.sources();
+    // Input: n blocks of count; this rank's output is block c_.rank reduced over all ranks.
+    const size_t count = c_.args.count;
+    std::vector<const void*>& srcs = c_.state.sources();
     if (inline_) {
-      announce(in_, size_t(n_) * count * es_, generation_);
-      for (int p = 0; p < n_; p++)
-        srcs[size_t(p)] = (p == me_ ? in_ : line(p).payload) + size_t(me_) * count * es_;
-      return reduceFrom(out_, srcs, count);
+      announce(c_.in, size_t(c_.nranks) * count * c_.elem_bytes, generation_);
+      for (int p = 0; p < c_.nranks; p++)
+        srcs[size_t(p)] = (p == c_.rank ? c_.in : line(p).payload) + size_t(c_.rank) * count * c_.elem_bytes;
+      return reduceFrom(c_.out, srcs, count);
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(c_.nranks) * c_.elem_bytes));
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
     stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
-      for (int p = 0; p < n_; p++)
-        srcs[size_t(p)] = p == me_ ? in_ + (size_t(me_) * count + off) * es_ : staging(p, g) + size_t(me_) * len * es_;
-      reduceFrom(out_ + off * es_, srcs, len);
+      for (int p = 0; p < c_.nranks; p++)
+        srcs[size_t(p)] = p == c_.rank ? c_.in + (size_t(c_.rank) * count + off) * c_.elem_bytes
+                                       : staging(p, g) + size_t(c_.rank) * len * c_.elem_bytes;
+      reduceFrom(c_.out + off * c_.elem_bytes, srcs, len);
     });
   }
 
   void allGather() {
-    const size_t count = a_.count, bytes = count * es_;
+    const size_t count = c_.args.count, bytes = count * c_.elem_bytes;
     auto copyOwn = [&] {
-      std::byte* dst = out_ + size_t(me_) * bytes;
-      if (bytes && dst != in_) std::memcpy(dst, in_, bytes);
+      std::byte* dst = c_.out + size_t(c_.rank) * bytes;
+      if (bytes && dst != c_.in) std::memcpy(dst, c_.in, bytes);
     };
     if (inline_) {
-      announce(in_, bytes, generation_);
+      announce(c_.in, bytes, generation_);
       // bytes 0 (count 0, a valid no-op) may come with NULL buffers, which memcpy must not get.
-      for (int p = 0; p < n_ && bytes; p++)
-        if (p != me_) std::memcpy(out_ + size_t(p) * bytes, line(p).payload, bytes);
+      for (int p = 0; p < c_.nranks && bytes; p++)
+        if (p != c_.rank) std::memcpy(c_.out + size_t(p) * bytes, line(p).payload, bytes);
       return copyOwn();
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / c_.elem_bytes);
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
-      for (int p = 0; p < n_; p++)
-        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g), len * es_);
+      for (int p = 0; p < c_.nranks; p++)
+        if (p != c_.rank)
+          std::memcpy(c_.out + (size_t(p) * count + off) * c_.elem_bytes, staging(p, g), len * c_.elem_bytes);
     });
     copyOwn();
   }
 
   void broadcast() {
-    const int root = a_.root;
-    const size_t count = a_.count, bytes = count * es_;
-    const bool is_root = me_ == root;
+    const int root = c_.args.root;
+    const size_t count = c_.args.count, bytes = count * c_.elem_bytes;
+    const bool is_root = c_.rank == root;
     if (inline_) {
-      announce(is_root ? in_ : nullptr, is_root ? bytes : 0, generation_);
-      if (!is_root && bytes) std::memcpy(out_, line(root).payload, bytes);
-      if (is_root && bytes && out_ != in_) std::memcpy(out_, in_, bytes);
+      announce(is_root ? c_.in : nullptr, is_root ? bytes : 0, generation_);
+      if (!is_root && bytes) std::memcpy(c_.out, line(root).payload, bytes);
+      if (is_root && bytes && c_.out != c_.in) std::memcpy(c_.out, c_.in, bytes);
       return;
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / c_.elem_bytes);
     // The root stages (and copies its own output); the others wait for the root's chunk only.
     auto stage = [&](size_t off, size_t len, uint64_t g) {
       stageContiguous(off, len, g);
-      if (out_ != in_) std::memcpy(out_ + off * es_, in_ + off * es_, len * es_);
+      if (c_.out != c_.in) std::memcpy(c_.out + off * c_.elem_bytes, c_.in + off * c_.elem_bytes, len * c_.elem_bytes);
     };
     stagedChunks(count, per_chunk, is_root, !is_root, root, stage, [&](size_t off, size_t len, uint64_t g) {
-      if (!is_root) std::memcpy(out_ + off * es_, staging(root, g), len * es_);
+      if (!is_root) std::memcpy(c_.out + off * c_.elem_bytes, staging(root, g), len * c_.elem_bytes);
     });
   }
 
   void reduce() {
-    const int root = a_.root;
-    const size_t count = a_.count, bytes = count * es_;
-    const bool is_root = me_ == root;
-    std::vector<const void*>& srcs = s_.sources();
+    const int root = c_.args.root;
+    const size_t count = c_.args.count, bytes = count * c_.elem_bytes;
+    const bool is_root = c_.rank == root;
+    std::vector<const void*>& srcs = c_.state.sources();
     if (inline_) {
-      announce(is_root ? nullptr : in_, is_root ? 0 : bytes, generation_);
+      announce(is_root ? nullptr : c_.in, is_root ? 0 : bytes, generation_);
       if (!is_root) return;
-      for (int p = 0; p < n_; p++) srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_) : line(p).payload;
-      return reduceFrom(out_, srcs, count);
+      for (int p = 0; p < c_.nranks; p++)
+        srcs[size_t(p)] = p == c_.rank ? static_cast<const void*>(c_.in) : line(p).payload;
+      return reduceFrom(c_.out, srcs, count);
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / es_);
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / c_.elem_bytes);
     // The others stage; the root waits for all of them (its own line is not consulted) and reduces.
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageContiguous(off, len, g); };
     stagedChunks(count, per_chunk, !is_root, is_root, -1, stage, [&](size_t off, size_t len, uint64_t g) {
       if (!is_root) return;
-      for (int p = 0; p < n_; p++)
-        srcs[size_t(p)] = p == me_ ? static_cast<const void*>(in_ + off * es_) : staging(p, g);
-      reduceFrom(out_ + off * es_, srcs, len);
+      for (int p = 0; p < c_.nranks; p++)
+        srcs[size_t(p)] = p == c_.rank ? static_cast<const void*>(c_.in + off * c_.elem_bytes) : staging(p, g);
+      reduceFrom(c_.out + off * c_.elem_bytes, srcs, len);
     });
   }
 
   void allToAll() {
     // Input and output: n blocks of count; block d of rank s lands in block s of rank d.
-    const size_t count = a_.count, block = count * es_;
+    const size_t count = c_.args.count, block = count * c_.elem_bytes;
     auto copyOwn = [&] {
-      if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
-        std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
+      if (block && c_.out + size_t(c_.rank) * block != c_.in + size_t(c_.rank) * block)
+        std::memmove(c_.out + size_t(c_.rank) * block, c_.in + size_t(c_.rank) * block, block);
     };
     if (inline_) {
-      announce(in_, size_t(n_) * block, generation_);
-      for (int p = 0; p < n_ && block; p++)  // block 0: buffers may be NULL (see allGather)
-        if (p != me_) std::memcpy(out_ + size_t(p) * block, line(p).payload + size_t(me_) * block, block);
+      announce(c_.in, size_t(c_.nranks) * block, generation_);
+      for (int p = 0; p < c_.nranks && block; p++)  // block 0: buffers may be NULL (see allGather)
+        if (p != c_.rank) std::memcpy(c_.out + size_t(p) * block, line(p).payload + size_t(c_.rank) * block, block);
       return copyOwn();
     }
-    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(n_) * es_));
+    const size_t per_chunk = std::max<size_t>(1, stagingBytes() / (size_t(c_.nranks) * c_.elem_bytes));
     auto stage = [&](size_t off, size_t len, uint64_t g) { stageBlocks(count, off, len, g); };
     stagedChunks(count, per_chunk, true, true, -1, stage, [&](size_t off, size_t len, uint64_t g) {
-      for (int p = 0; p < n_; p++)
-        if (p != me_) std::memcpy(out_ + (size_t(p) * count + off) * es_, staging(p, g) + size_t(me_) * len * es_, len * es_);
+      for (int p = 0; p < c_.nranks; p++)
+        if (p != c_.rank)
+          std::memcpy(c_.out + (size_t(p) * count + off) * c_.elem_bytes,
+                      staging(p, g) + size_t(c_.rank) * len * c_.elem_bytes, len * c_.elem_bytes);
     });
     copyOwn();
   }
 
-  Progress& p_;
-  HostState& s_;
-  const Plan& plan_;
-  const CollArgs& a_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor, element size, buffers (algorithms.hpp)
   transport::shm::ShmWorld& world_;
-  const int n_, me_;
-  const uint64_t call_;
-  const CallDescriptor desc_;
-  const size_t es_;
-  const std::byte* in_;
-  std::byte* out_;
   const bool inline_;  // the plan: the data rides in the announcement lines
   // Large calls copy into the staging buffers with streaming stores when the probe finds the cores
   // far apart, where a peer reads lines from memory faster than lines that sit modified in this

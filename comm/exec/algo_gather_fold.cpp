@@ -48,15 +48,7 @@ constexpr size_t kDesc = sizeof(CallDescriptor);
 
 class GatherFold {
  public:
-  explicit GatherFold(const HostCall& h)
-      : h_(h),
-        e_(h.progress),
-        a_(h.args),
-        n_(h.progress.size()),
-        me_(h.progress.rank()),
-        call_(h.progress.call()),
-        desc_(describeCall(h.args)),
-        es_(h.args.elementBytes()) {}
+  explicit GatherFold(const HostCall& c) : c_(c) {}
 
   void run() {
     gather();
@@ -66,35 +58,35 @@ class GatherFold {
 
  private:
   // The contribution of rank p, in bytes, as this rank's call describes it.
-  size_t contribution(int p) const { return gatherFoldContributionBytes(desc_, p, n_); }
+  size_t contribution(int p) const { return gatherFoldContributionBytes(c_.desc, p, c_.nranks); }
 
   void gather() {
     size_t total = 0;
-    for (int p = 0; p < n_; p++) total += kDesc + contribution(p);
+    for (int p = 0; p < c_.nranks; p++) total += kDesc + contribution(p);
     // Room for what a disagreeing peer may send beyond our own call's total: a message is at most
     // one slot, and we receive ceil(log2 W) of them.
-    const size_t slot = h_.plan.slice_bytes;
+    const size_t slot = c_.plan.slice_bytes;
     int rounds = 0;
-    for (int dist = 1; dist < n_; dist *= 2) rounds++;
-    const size_t room = std::max(total, kDesc + contribution(me_) + size_t(rounds) * slot);
-    buf_ = h_.state.scratch(room);
+    for (int dist = 1; dist < c_.nranks; dist *= 2) rounds++;
+    const size_t room = std::max(total, kDesc + contribution(c_.rank) + size_t(rounds) * slot);
+    buf_ = c_.state.scratch(room);
     room_ = room;
     // Block 0: ours.
-    storeDescriptor(buf_, desc_);
-    const size_t mine = contribution(me_);
-    if (mine) std::memcpy(buf_ + kDesc, a_.send, mine);
+    storeDescriptor(buf_, c_.desc);
+    const size_t mine = contribution(c_.rank);
+    if (mine) std::memcpy(buf_ + kDesc, c_.args.send, mine);
     ends_.assign(1, kDesc + mine);
-    for (int dist = 1; dist < n_; dist *= 2) {
-      const int m = std::min(dist, n_ - dist);
-      sendPrefix((me_ - dist + n_) % n_, m);
-      receive((me_ + dist) % n_, m);
+    for (int dist = 1; dist < c_.nranks; dist *= 2) {
+      const int m = std::min(dist, c_.nranks - dist);
+      sendPrefix((c_.rank - dist + c_.nranks) % c_.nranks, m);
+      receive((c_.rank + dist) % c_.nranks, m);
     }
-    if (disagree_ < 0 && int(ends_.size()) != n_) disagree_ = me_;
+    if (disagree_ < 0 && int(ends_.size()) != c_.nranks) disagree_ = c_.rank;
   }
 
   // Sends `to` our first m blocks (fewer when a disagreement left us fewer).
   void sendPrefix(int to, int m) {
-    Link& l = e_.link(to);
+    Link& l = c_.progress.link(to);
     // A disagreeing peer's blocks may not fit one slot: send the prefix that does (at least our own
     // block, which the planner fitted); the receiver counts the missing blocks as a disagreement.
     int j = std::min<int>(m, int(ends_.size()));
@@ -106,13 +98,13 @@ class GatherFold {
     MessageHeader h;
     h.kind = uint32_t(MessageKind::kDescriptor);
     h.bytes = uint32_t(bytes);
-    h.call = call_;
+    h.call = c_.number;
     l.postSend(h);
   }
 
   // Receives `from`'s first m blocks and appends them (checked against our call as they come).
   void receive(int from, int m) {
-    Link& l = e_.link(from);
+    Link& l = c_.progress.link(from);
     ReceivedMessage msg;
     waitYielding([&] { return l.tryRecv(&msg); }, from);
     if (msg.header.kind != uint32_t(MessageKind::kDescriptor) || msg.header.bytes < kDesc) {
@@ -120,11 +112,11 @@ class GatherFold {
       raise(Result::kInvalidUsage,
             "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call this rank "
             "did not make); calls must be made in the same order on every rank",
-            me_, collName(a_.kind), (unsigned long long)call_, from);
+            c_.rank, collName(c_.args.kind), (unsigned long long)c_.number, from);
     }
     const CallDescriptor first = loadDescriptor(msg.data);
-    e_.sawPeerCall(from, CollKind(first.collective), msg.header.call);
-    if (msg.header.call != call_) noteDisagreement(from, first, msg.header.call);
+    c_.progress.sawPeerCall(from, CollKind(first.collective), msg.header.call);
+    if (msg.header.call != c_.number) noteDisagreement(from, first, msg.header.call);
     // Blocks of ranks from, from + 1, ...: each its descriptor, then the contribution that
     // descriptor implies for that rank.
     size_t at = 0;
@@ -132,11 +124,11 @@ class GatherFold {
     int blocks = 0;
     size_t end = ends_.back();
     while (at < got && blocks < m) {
-      const int owner = (from + blocks) % n_;
+      const int owner = (from + blocks) % c_.nranks;
       if (got - at < kDesc) break;
       const CallDescriptor d = loadDescriptor(msg.data + at);
-      const size_t bytes = gatherFoldContributionBytes(d, owner, n_);
-      if (!(d == desc_)) noteDisagreement(owner, d, msg.header.call);
+      const size_t bytes = gatherFoldContributionBytes(d, owner, c_.nranks);
+      if (!(d == c_.desc)) noteDisagreement(owner, d, msg.header.call);
       if (bytes > got - at - kDesc || end + kDesc + bytes > room_) break;
       std::memcpy(buf_ + end, msg.data + at, kDesc + bytes);
       at += kDesc + bytes;
@@ -158,47 +150,47 @@ class GatherFold {
 
   [[noreturn]] void report() const {
     // Blocks that do not fit this rank's call say only that rank disagree_ called something else.
-    const std::string theirs = malformed_ || disagree_ == me_
+    const std::string theirs = malformed_ || disagree_ == c_.rank
                                    ? callText(theirs_) + ", its blocks not fitting this rank's call"
                                    : callText(theirs_);
     raise(Result::kInvalidUsage, "%s",
-          disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
-                              {me_, callText(desc_), call_},
-                              {disagree_, theirs, malformed_ || disagree_ == me_ ? call_ : their_call_})
+          disagreementMessage(c_.rank, strprintf("%s #%llu", collName(c_.args.kind), (unsigned long long)c_.number),
+                              c_.number, {c_.rank, callText(c_.desc), c_.number},
+                              {disagree_, theirs, malformed_ || disagree_ == c_.rank ? c_.number : their_call_})
               .c_str());
   }
 
   // Rank p's contribution (past its descriptor) in the gathered buffer: block (p - me) mod W.
   const std::byte* block(int p) const {
-    const size_t i = size_t((p - me_ + n_) % n_);
+    const size_t i = size_t((p - c_.rank + c_.nranks) % c_.nranks);
     return buf_ + (i == 0 ? 0 : ends_[i - 1]) + kDesc;
   }
 
   void compute() {
-    std::byte* out = static_cast<std::byte*>(a_.recv);
-    const size_t bytes = a_.count * es_;
-    std::vector<const void*>& srcs = h_.state.sources();
-    switch (a_.kind) {
+    std::byte* out = static_cast<std::byte*>(c_.args.recv);
+    const size_t bytes = c_.args.count * c_.elem_bytes;
+    std::vector<const void*>& srcs = c_.state.sources();
+    switch (c_.args.kind) {
       case CollKind::kAllReduce:
       case CollKind::kReduce:
       case CollKind::kReduceScatter: {
-        if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
-        const size_t offset = a_.kind == CollKind::kReduceScatter ? size_t(me_) * bytes : 0;
-        for (int p = 0; p < n_; p++) srcs[size_t(p)] = block(p) + offset;
-        kernels::reduceRanks(out, srcs.data(), n_, a_.count, a_.dtype, a_.op, h_.plan.order);
-        if (a_.op == RedOp::kAvg) kernels::finishAvg(out, a_.count, a_.dtype, n_);
+        if (c_.args.kind == CollKind::kReduce && c_.rank != c_.args.root) return;
+        const size_t offset = c_.args.kind == CollKind::kReduceScatter ? size_t(c_.rank) * bytes : 0;
+        for (int p = 0; p < c_.nranks; p++) srcs[size_t(p)] = block(p) + offset;
+        kernels::reduceRanks(out, srcs.data(), c_.nranks, c_.args.count, c_.args.dtype, c_.args.op, c_.plan.order);
+        if (c_.args.op == RedOp::kAvg) kernels::finishAvg(out, c_.args.count, c_.args.dtype, c_.nranks);
         return;
       }
       case CollKind::kAllGather:
-        for (int p = 0; p < n_; p++)
+        for (int p = 0; p < c_.nranks; p++)
           if (bytes) std::memcpy(out + size_t(p) * bytes, block(p), bytes);
         return;
       case CollKind::kAllToAll:
-        for (int p = 0; p < n_; p++)
-          if (bytes) std::memcpy(out + size_t(p) * bytes, block(p) + size_t(me_) * bytes, bytes);
+        for (int p = 0; p < c_.nranks; p++)
+          if (bytes) std::memcpy(out + size_t(p) * bytes, block(p) + size_t(c_.rank) * bytes, bytes);
         return;
       case CollKind::kBroadcast:
-        if (bytes) std::memcpy(out, block(a_.root), bytes);
+        if (bytes) std::memcpy(out, block(c_.args.root), bytes);
         return;
       default: return;
     }
@@ -206,7 +198,7 @@ class GatherFold {
 
   template <typename Ready>
   void waitYielding(Ready&& ready, int peer) {
-    e_.waitUntil(
+    c_.progress.waitUntil(
         [&] {
           if (ready()) return true;
           sched_yield();
@@ -215,13 +207,7 @@ class GatherFold {
         [&] { return std::vector<int>{peer}; });
   }
 
-  const HostCall& h_;
-  Progress& e_;
-  const CollArgs& a_;
-  const int n_, me_;
-  const uint64_t call_;
-  const CallDescriptor desc_;
-  const size_t es_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor, element size, buffers (algorithms.hpp)
   std::byte* buf_ = nullptr;
   size_t room_ = 0;
   std::vector<size_t> ends_;  // ends_[i]: where held block i ends in buf_

@@ -45,36 +45,32 @@ using kernels::HdStep;
 
 class HalvingDoubling {
  public:
-  explicit HalvingDoubling(const HostCall& h)
-      : h_(h),
-        a_(h.args),
-        prims_(h.progress, h.args, kernels::FoldOrder::kTree),
-        n_(h.progress.size()),
-        me_(h.progress.rank()),
-        es_(a_.elementBytes()),
-        doubling_(h.plan.algorithm == Algorithm::kDoubling),
-        quantum_(es_ < 16 ? 16 / es_ : 1),
-        in_(static_cast<const std::byte*>(a_.send)),
-        out_(static_cast<std::byte*>(a_.recv)) {
-    const size_t message = h.plan.message_bytes ? h.plan.message_bytes : h.plan.slice_bytes;
+  explicit HalvingDoubling(const HostCall& c)
+      : c_(c),
+        prims_(c, kernels::FoldOrder::kTree),
+        doubling_(c.plan.algorithm == Algorithm::kDoubling),
+        quantum_(c.elem_bytes < 16 ? 16 / c.elem_bytes : 1) {
+    const size_t message = c.plan.message_bytes ? c.plan.message_bytes : c.plan.slice_bytes;
     // Messages in whole quanta, so a piece's later messages keep its alignment.
-    msg_elems_ = std::max<size_t>(quantum_, (message / es_) / quantum_ * quantum_);
-    slice_elems_ = doubling_ ? std::max<size_t>(1, a_.count)
-                             : std::max<size_t>(msg_elems_, (h.plan.slice_bytes / es_) / quantum_ * quantum_);
-    slices_ = a_.count ? kernels::sliceCount(a_.count, slice_elems_) : 0;
-    lag_ = std::max(0, h.plan.lag);
-    if (doubling_ && a_.count * es_ > message)
-      raise(Result::kInternalError, "rank %d: allreduce: recursive doubling was planned for %zu bytes, past the %zu-byte "
-            "slot; please report this as a bug", me_, a_.count * es_, message);
+    msg_elems_ = std::max<size_t>(quantum_, (message / c_.elem_bytes) / quantum_ * quantum_);
+    slice_elems_ = doubling_ ? std::max<size_t>(1, c_.args.count)
+                             : std::max<size_t>(msg_elems_, (c.plan.slice_bytes / c_.elem_bytes) / quantum_ * quantum_);
+    slices_ = c_.args.count ? kernels::sliceCount(c_.args.count, slice_elems_) : 0;
+    lag_ = std::max(0, c.plan.lag);
+    if (doubling_ && c_.args.count * c_.elem_bytes > message)
+      raise(Result::kInternalError,
+            "rank %d: allreduce: recursive doubling was planned for %zu bytes, past the %zu-byte "
+            "slot; please report this as a bug",
+            c_.rank, c_.args.count * c_.elem_bytes, message);
     done_.assign(slices_, 0);
-    shm_peer_.assign(size_t(n_), false);
-    for (int p = 0; p < n_; p++)
-      if (p != me_) shm_peer_[size_t(p)] = std::string_view(h.progress.link(p).transportName()) == "shm";
+    shm_peer_.assign(size_t(c_.nranks), false);
+    for (int p = 0; p < c_.nranks; p++)
+      if (p != c_.rank) shm_peer_[size_t(p)] = std::string_view(c.progress.link(p).transportName()) == "shm";
     // Scratch for the largest message this call can receive (a piece of one slice), not for a whole
     // slot: a slot-sized vector (512 KiB by default) is fresh mmap'd memory every call, and its page
     // faults made an 8-byte recursive doubling over TCP take ~0.7 ms instead of ~10 us.
-    const size_t largest = std::min(msg_elems_, std::max<size_t>(1, std::min(slice_elems_, a_.count)));
-    for (Lane& l : lanes_) l.scratch.resize(largest * es_);
+    const size_t largest = std::min(msg_elems_, std::max<size_t>(1, std::min(slice_elems_, c_.args.count)));
+    for (Lane& l : lanes_) l.scratch.resize(largest * c_.elem_bytes);
     lanes_[0].shared_memory = true;
   }
 
@@ -125,8 +121,8 @@ class HalvingDoubling {
         const size_t offset = size_t(l.phase) * size_t(lag_);
         if (l.key >= offset && l.key - offset < slices_) {
           l.slice = l.key - offset;
-          const ElementRange slice = kernels::sliceRange(ElementRange{0, a_.count}, slice_elems_, l.slice);
-          l.count = kernels::halvingDoublingSteps(n_, me_, slice, quantum_, doubling_, l.steps);
+          const ElementRange slice = kernels::sliceRange(ElementRange{0, c_.args.count}, slice_elems_, l.slice);
+          l.count = kernels::halvingDoublingSteps(c_.nranks, c_.rank, slice, quantum_, doubling_, l.steps);
           l.index = -1;
           l.loaded = true;
         } else {
@@ -182,23 +178,23 @@ class HalvingDoubling {
       const bool folded = foldedBefore(l, l.index);
       const size_t to_send = messages(s.send), to_receive = messages(s.recv);
       const std::byte* from = (s.op == HdOp::kGive || ((s.op == HdOp::kScatter || s.op == HdOp::kDouble) && !folded))
-                                  ? in_
-                                  : out_;
+                                  ? c_.in
+                                  : c_.out;
       bool step_moved = true;
       while (step_moved) {
         step_moved = false;
         if (l.sent < to_send) {
           const ElementRange m = piece(s.send, msg_elems_, l.sent);
-          const std::byte* src = from + m.offset * es_;
+          const std::byte* src = from + m.offset * c_.elem_bytes;
           if (s.op == HdOp::kDouble ? prims_.trySendCopy(s.peer, src, m.count) : prims_.trySend(s.peer, src, m.count))
             l.sent++, step_moved = true;
         }
         if (l.received < to_receive) {
           const ElementRange m = piece(s.recv, msg_elems_, l.received);
-          std::byte* dst = out_ + m.offset * es_;
+          std::byte* dst = c_.out + m.offset * c_.elem_bytes;
           bool got;
           if (kernels::hdFolds(s.op)) {
-            const std::byte* own = (folded ? out_ : in_) + m.offset * es_;
+            const std::byte* own = (folded ? c_.out : c_.in) + m.offset * c_.elem_bytes;
             got = prims_.tryRecvReduce(s.peer, own, dst, l.scratch.data(), m.count, s.finishes);
           } else {
             got = prims_.tryRecv(s.peer, dst, m.count);
@@ -214,15 +210,10 @@ class HalvingDoubling {
     }
   }
 
-  const HostCall& h_;
-  const CollArgs& a_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor, element size, buffers (algorithms.hpp)
   LinkPrims prims_;
-  const int n_, me_;
-  const size_t es_;
   const bool doubling_;
   const size_t quantum_;
-  const std::byte* in_;
-  std::byte* out_;
   size_t msg_elems_ = 1, slice_elems_ = 1, slices_ = 0;
   int lag_ = 0;
   std::vector<int> done_;  // per slice: its steps done, in order

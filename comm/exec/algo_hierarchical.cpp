@@ -10,8 +10,8 @@
 //      it in its output as it passes (the return path, below);
 //   D  every owner sends its finished slice to the other ranks of its host (shared memory).
 // Each element is therefore the left fold over ranks 0..n-1 in rank order (OURO_ORDER=rank, which
-// the planner runs this under), the same bits as every other algorithm then. Between two hosts each direction of the pair's connection carries one kind of
-// message: partials go up, finished values come down.
+// the planner runs this under), the same bits as every other algorithm then. Between two hosts each direction of the
+// pair's connection carries one kind of message: partials go up, finished values come down.
 //
 // The return path (C) is tied to no point of the schedule: whenever this rank waits for anything,
 // it takes the finished slices that have arrived from the next host straight into its output
@@ -37,18 +37,14 @@ using kernels::ElementRange;
 
 class HierarchicalAllReduce {
  public:
-  explicit HierarchicalAllReduce(const HostCall& h)
-      : a_(h.args),
-        g_(h.plan.grid),
-        prims_(h.progress, h.args, kernels::FoldOrder::kRank),  // the chain folds in rank order only
-        me_(h.progress.rank()),
-        host_(g_.hostOf(me_)),
-        local_(g_.localOf(me_)),
-        es_(a_.elementBytes()),
-        slice_elems_(std::max<size_t>(1, h.plan.slice_bytes / es_)),
-        lag_(std::max(1, h.plan.lag)),
-        in_(static_cast<const std::byte*>(a_.send)),
-        out_(static_cast<std::byte*>(a_.recv)) {
+  explicit HierarchicalAllReduce(const HostCall& c)
+      : c_(c),
+        g_(c.plan.grid),
+        prims_(c, kernels::FoldOrder::kRank),  // the chain folds in rank order only
+        host_(g_.hostOf(c.rank)),
+        local_(g_.localOf(c.rank)),
+        slice_elems_(std::max<size_t>(1, c.plan.slice_bytes / c.elem_bytes)),
+        lag_(std::max(1, c.plan.lag)) {
     // The fold's sources for this rank's chunk: the previous host's partial, then this host's
     // ranks in rank order.
     if (host_ > 0) fold_sources_.push_back(g_.rankAt(host_ - 1, local_));
@@ -78,10 +74,10 @@ class HierarchicalAllReduce {
   }
 
  private:
-  ElementRange chunk(int local) const { return kernels::chunkRange(a_.count, g_.per_host, local); }
+  ElementRange chunk(int local) const { return kernels::chunkRange(c_.args.count, g_.per_host, local); }
   ElementRange sliceOf(int local, size_t j) const { return kernels::sliceRange(chunk(local), slice_elems_, j); }
-  const std::byte* in(size_t element) const { return in_ + element * es_; }
-  std::byte* out(size_t element) const { return out_ + element * es_; }
+  const std::byte* in(size_t element) const { return c_.in + element * c_.elem_bytes; }
+  std::byte* out(size_t element) const { return c_.out + element * c_.elem_bytes; }
   bool lastHost() const { return host_ == g_.hosts - 1; }
 
   // A: this rank's input slice of every other local rank's chunk, to that rank.
@@ -141,14 +137,12 @@ class HierarchicalAllReduce {
     }
   }
 
-  const CollArgs& a_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor, element size, buffers (algorithms.hpp)
   const HostGrid g_;
   LinkPrims prims_;
-  const int me_, host_, local_;
-  const size_t es_, slice_elems_;
+  const int host_, local_;
+  const size_t slice_elems_;
   const int lag_;
-  const std::byte* in_;
-  std::byte* out_;
   std::vector<int> fold_sources_;
   size_t my_slices_ = 0;
   size_t arrived_ = 0;    // finished slices of this rank's chunk in the output (from the next host, or folded here)

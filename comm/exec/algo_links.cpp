@@ -36,58 +36,48 @@ using transport::ReceivedMessage;
 
 class OverLinks {
  public:
-  explicit OverLinks(const HostCall& h)
-      : h_(h),
-        e_(h.progress),
-        a_(h.args),
-        n_(h.progress.size()),
-        me_(h.progress.rank()),
-        call_(h.progress.call()),
-        desc_(describeCall(h.args)),
-        es_(h.args.elementBytes()),
-        in_(static_cast<const std::byte*>(h.args.send)),
-        out_(static_cast<std::byte*>(h.args.recv)) {}
+  explicit OverLinks(const HostCall& c) : c_(c) {}
 
   void run() {
-    if (h_.plan.algorithm == Algorithm::kOneShot) return oneShot();
-    if (h_.plan.check) checkCallAgreement(e_, a_);
-    switch (h_.plan.algorithm) {
-      case Algorithm::kHierarchical: return runHierarchicalAllReduce(h_);
+    if (c_.plan.algorithm == Algorithm::kOneShot) return oneShot();
+    if (c_.plan.check) checkCallAgreement(c_);
+    switch (c_.plan.algorithm) {
+      case Algorithm::kHierarchical: return runHierarchicalAllReduce(c_);
       case Algorithm::kDoubling:
-      case Algorithm::kHalvingDoubling: return runHalvingDoubling(h_);
+      case Algorithm::kHalvingDoubling: return runHalvingDoubling(c_);
       case Algorithm::kPairwiseRing: return runDriver();
       case Algorithm::kPairwiseTransfers: return allToAll();
       case Algorithm::kDescriptorExchange: return;
       default: break;
     }
     raise(Result::kInternalError, "rank %d: %s: the links family was given a %s plan; please report this as a bug",
-          me_, collName(a_.kind), algorithmName(h_.plan.algorithm));
+          c_.rank, collName(c_.args.kind), algorithmName(c_.plan.algorithm));
   }
 
  private:
   // ---- one-shot: what this rank sends peer p, and where ----
   size_t peerBytes(int p) const {
-    size_t b = a_.count * es_;
-    switch (a_.kind) {
-      case CollKind::kBroadcast: return me_ == a_.root ? b : 0;
-      case CollKind::kReduce: return p == a_.root ? b : 0;
+    size_t b = c_.args.count * c_.elem_bytes;
+    switch (c_.args.kind) {
+      case CollKind::kBroadcast: return c_.rank == c_.args.root ? b : 0;
+      case CollKind::kReduce: return p == c_.args.root ? b : 0;
       case CollKind::kBarrier: return 0;
       default: return b;
     }
   }
   // What peer p's one-shot message to this rank carries past its descriptor.
   size_t bytesFrom(int p) const {
-    size_t b = a_.count * es_;
-    switch (a_.kind) {
-      case CollKind::kBroadcast: return p == a_.root ? b : 0;
-      case CollKind::kReduce: return me_ == a_.root ? b : 0;
+    size_t b = c_.args.count * c_.elem_bytes;
+    switch (c_.args.kind) {
+      case CollKind::kBroadcast: return p == c_.args.root ? b : 0;
+      case CollKind::kReduce: return c_.rank == c_.args.root ? b : 0;
       case CollKind::kBarrier: return 0;
       default: return b;
     }
   }
   const std::byte* peerData(int p) const {
-    bool per_block = a_.kind == CollKind::kReduceScatter || a_.kind == CollKind::kAllToAll;
-    return in_ + (per_block ? size_t(p) * a_.count * es_ : 0);
+    bool per_block = c_.args.kind == CollKind::kReduceScatter || c_.args.kind == CollKind::kAllToAll;
+    return c_.in + (per_block ? size_t(p) * c_.args.count * c_.elem_bytes : 0);
   }
 
   // One-shot's exchange: sends each peer our descriptor and the bytes it needs, and receives each
@@ -95,97 +85,99 @@ class OverLinks {
   // messages say that they go to every peer (aux), for ranks that run the call check because
   // they planned a disagreeing call differently (call_check.hpp).
   void exchangeDescriptors(const std::function<void(int, const std::byte*, size_t)>& on_payload) {
-    for (int step = 1; step < n_; step++) {
-      int p = (me_ + step) % n_;
-      Link& l = e_.link(p);
+    for (int step = 1; step < c_.nranks; step++) {
+      int p = (c_.rank + step) % c_.nranks;
+      Link& l = c_.progress.link(p);
       std::byte* slot = nullptr;
-      e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{p}; });
+      c_.progress.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{p}; });
       size_t bytes = peerBytes(p);
-      std::memcpy(slot, &desc_, sizeof(desc_));
-      if (bytes) std::memcpy(slot + sizeof(desc_), peerData(p), bytes);
+      std::memcpy(slot, &c_.desc, sizeof(c_.desc));
+      if (bytes) std::memcpy(slot + sizeof(c_.desc), peerData(p), bytes);
       MessageHeader h;
       h.kind = uint32_t(MessageKind::kDescriptor);
-      h.bytes = uint32_t(sizeof(desc_) + bytes);
-      h.call = call_;
+      h.bytes = uint32_t(sizeof(c_.desc) + bytes);
+      h.call = c_.number;
       h.aux = kDescriptorAllToAll;
       l.postSend(h);
     }
     std::vector<int> pending;
-    for (int step = 1; step < n_; step++) pending.push_back((me_ - step + n_) % n_);
+    for (int step = 1; step < c_.nranks; step++) pending.push_back((c_.rank - step + c_.nranks) % c_.nranks);
     int disagree = -1, differently = -1;
     CallDescriptor theirs{};
-    uint64_t their_call = call_;
+    uint64_t their_call = c_.number;
     auto receiveSome = [&] {
       for (size_t i = 0; i < pending.size();) {
         int p = pending[i];
         ReceivedMessage m;
-        if (!e_.link(p).tryRecv(&m)) {
+        if (!c_.progress.link(p).tryRecv(&m)) {
           i++;
           continue;
         }
         if (m.header.kind != uint32_t(MessageKind::kDescriptor) || m.header.bytes < sizeof(CallDescriptor)) {
-          e_.link(p).releaseRecv();
+          c_.progress.link(p).releaseRecv();
           raise(Result::kInvalidUsage,
                 "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call "
                 "this rank did not make); calls must be made in the same order on every rank",
-                me_, collName(a_.kind), (unsigned long long)call_, p);
+                c_.rank, collName(c_.args.kind), (unsigned long long)c_.number, p);
         }
         CallDescriptor d;
         std::memcpy(&d, m.data, sizeof(d));
-        e_.sawPeerCall(p, CollKind(d.collective), m.header.call);
-        if ((!(d == desc_) || m.header.call != call_) && disagree < 0) {
+        c_.progress.sawPeerCall(p, CollKind(d.collective), m.header.call);
+        if ((!(d == c_.desc) || m.header.call != c_.number) && disagree < 0) {
           disagree = p;
           theirs = d;
           their_call = m.header.call;
-        } else if (disagree < 0 && (m.header.aux != kDescriptorAllToAll || m.header.bytes != sizeof(d) + bytesFrom(p))) {
+        } else if (disagree < 0 &&
+                   (m.header.aux != kDescriptorAllToAll || m.header.bytes != sizeof(d) + bytesFrom(p))) {
           differently = p;  // our call, another algorithm's message: its bytes are not our data
         } else if (disagree < 0) {
           on_payload(p, m.data + sizeof(d), m.header.bytes - sizeof(d));
         }
-        e_.link(p).releaseRecv();
+        c_.progress.link(p).releaseRecv();
         pending.erase(pending.begin() + long(i));
       }
       return pending.empty();
     };
-    e_.waitUntil(receiveSome, [&] { return pending; });
-    if (disagree < 0 && differently >= 0) raisePlannedDifferently(e_, a_, differently);
+    c_.progress.waitUntil(receiveSome, [&] { return pending; });
+    if (disagree < 0 && differently >= 0) raisePlannedDifferently(c_, differently);
     if (disagree >= 0)
       raise(Result::kInvalidUsage, "%s",
-            disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
-                                {me_, callText(desc_), call_}, {disagree, callText(theirs), their_call})
+            disagreementMessage(c_.rank, strprintf("%s #%llu", collName(c_.args.kind), (unsigned long long)c_.number),
+                                c_.number, {c_.rank, callText(c_.desc), c_.number},
+                                {disagree, callText(theirs), their_call})
                 .c_str());
   }
 
   void oneShot() {
-    const size_t bytes = a_.count * es_;
-    std::byte* gathered = h_.state.scratch(size_t(n_) * std::max<size_t>(bytes, 1));
+    const size_t bytes = c_.args.count * c_.elem_bytes;
+    std::byte* gathered = c_.state.scratch(size_t(c_.nranks) * std::max<size_t>(bytes, 1));
     exchangeDescriptors([&](int p, const std::byte* data, size_t got) {
       if (got) std::memcpy(gathered + size_t(p) * bytes, data, got);
     });
-    std::vector<const void*>& srcs = h_.state.sources();
+    std::vector<const void*>& srcs = c_.state.sources();
     auto finish = [&](std::byte* dst, size_t count) {
-      if (a_.op == RedOp::kAvg) kernels::finishAvg(dst, count, a_.dtype, n_);
+      if (c_.args.op == RedOp::kAvg) kernels::finishAvg(dst, count, c_.args.dtype, c_.nranks);
     };
-    switch (a_.kind) {
+    switch (c_.args.kind) {
       case CollKind::kAllReduce:
       case CollKind::kReduceScatter:
       case CollKind::kReduce:
-        if (a_.kind == CollKind::kReduce && me_ != a_.root) return;
-        for (int p = 0; p < n_; p++)
-          srcs[size_t(p)] = p == me_ ? static_cast<const void*>(peerData(me_)) : gathered + size_t(p) * bytes;
-        kernels::reduceRanks(out_, srcs.data(), n_, a_.count, a_.dtype, a_.op, h_.plan.order);
-        return finish(out_, a_.count);
+        if (c_.args.kind == CollKind::kReduce && c_.rank != c_.args.root) return;
+        for (int p = 0; p < c_.nranks; p++)
+          srcs[size_t(p)] = p == c_.rank ? static_cast<const void*>(peerData(c_.rank)) : gathered + size_t(p) * bytes;
+        kernels::reduceRanks(c_.out, srcs.data(), c_.nranks, c_.args.count, c_.args.dtype, c_.args.op, c_.plan.order);
+        return finish(c_.out, c_.args.count);
       case CollKind::kAllGather:
       case CollKind::kAllToAll:
-        for (int p = 0; p < n_; p++) {
-          std::byte* dst = out_ + size_t(p) * bytes;
-          const std::byte* src = p == me_ ? peerData(me_) : gathered + size_t(p) * bytes;
+        for (int p = 0; p < c_.nranks; p++) {
+          std::byte* dst = c_.out + size_t(p) * bytes;
+          const std::byte* src = p == c_.rank ? peerData(c_.rank) : gathered + size_t(p) * bytes;
           if (bytes && dst != src) std::memmove(dst, src, bytes);
         }
         return;
       case CollKind::kBroadcast:
-        if (bytes && out_ != (me_ == a_.root ? in_ : gathered + size_t(a_.root) * bytes))
-          std::memcpy(out_, me_ == a_.root ? in_ : gathered + size_t(a_.root) * bytes, bytes);
+        if (bytes && c_.out != (c_.rank == c_.args.root ? c_.in : gathered + size_t(c_.args.root) * bytes))
+          std::memcpy(c_.out, c_.rank == c_.args.root ? c_.in : gathered + size_t(c_.args.root) * bytes, bytes);
         return;
       default:
         return;
@@ -194,8 +186,8 @@ class OverLinks {
 
   // ---- slices over links: the driver, one channel ----
   void runDriver() {
-    const kernels::DriverCall call = driverCall(a_, h_.plan, me_, n_);
-    LinkPrims prims(e_, a_, h_.plan.order);
+    const kernels::DriverCall call = driverCall(c_.args, c_.plan, c_.rank, c_.nranks);
+    LinkPrims prims(c_, c_.plan.order);
     kernels::runCollective(prims, call);
   }
 
@@ -205,46 +197,39 @@ class OverLinks {
   // at a time. And in place, the driver relies on a slice having left once send returns, which
   // TCP's send from the caller's buffer does not promise.
   void allToAll() {
-    const size_t block = a_.count * es_;
-    if (in_ == out_ && block) {
+    const size_t block = c_.args.count * c_.elem_bytes;
+    const std::byte* in = c_.in;
+    if (in == c_.out && block) {
       // In place, the block we receive from p lands where the block for p still waits to go.
-      std::byte* copy = h_.state.scratch(size_t(n_) * block);
-      std::memcpy(copy, in_, size_t(n_) * block);
-      in_ = copy;
+      std::byte* copy = c_.state.scratch(size_t(c_.nranks) * block);
+      std::memcpy(copy, in, size_t(c_.nranks) * block);
+      in = copy;
     }
     std::vector<Transfer> transfers;
-    for (int step = 1; step < n_; step++) {
-      int to = (me_ + step) % n_, from = (me_ - step + n_) % n_;
+    for (int step = 1; step < c_.nranks; step++) {
+      int to = (c_.rank + step) % c_.nranks, from = (c_.rank - step + c_.nranks) % c_.nranks;
       Transfer s;
       s.send = true;
       s.peer = to;
-      s.buffer = const_cast<std::byte*>(in_ + size_t(to) * block);
+      s.buffer = const_cast<std::byte*>(in + size_t(to) * block);
       s.bytes = block;
-      s.call = call_;
-      s.what = strprintf("alltoall #%llu block to rank %d", (unsigned long long)call_, to);
+      s.call = c_.number;
+      s.what = strprintf("alltoall #%llu block to rank %d", (unsigned long long)c_.number, to);
       transfers.push_back(s);
       Transfer r;
       r.peer = from;
-      r.buffer = out_ + size_t(from) * block;
+      r.buffer = c_.out + size_t(from) * block;
       r.bytes = block;
-      r.call = call_;
-      r.what = strprintf("alltoall #%llu block from rank %d", (unsigned long long)call_, from);
+      r.call = c_.number;
+      r.what = strprintf("alltoall #%llu block from rank %d", (unsigned long long)c_.number, from);
       transfers.push_back(r);
     }
-    if (block && out_ + size_t(me_) * block != in_ + size_t(me_) * block)
-      std::memmove(out_ + size_t(me_) * block, in_ + size_t(me_) * block, block);
-    runTransfers(e_, transfers);
+    if (block && c_.out + size_t(c_.rank) * block != in + size_t(c_.rank) * block)
+      std::memmove(c_.out + size_t(c_.rank) * block, in + size_t(c_.rank) * block, block);
+    runTransfers(c_.progress, transfers);
   }
 
-  const HostCall& h_;
-  Progress& e_;
-  const CollArgs& a_;
-  const int n_, me_;
-  const uint64_t call_;
-  const CallDescriptor desc_;
-  const size_t es_;
-  const std::byte* in_;
-  std::byte* out_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor, element size, buffers (algorithms.hpp)
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 // algorithm, the slice size and, for the hierarchical one, the host grid and the lag.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "comm/plan/plan.hpp"
@@ -13,12 +15,24 @@ class Progress;
 class HostState;
 struct Transfer;
 
-// One host call: where it waits, what it keeps between calls, how it runs, and its arguments.
+// One host call, built once when the progress service has numbered it (runHostCollective) and
+// read by the algorithms, their primitives (LinkPrims) and the call check, so none of them derives
+// these facts again: where it waits, what it keeps between calls, how it runs, its arguments, and
+// this rank's place in it.
 struct HostCall {
+  HostCall(Progress& progress, HostState& state, const Plan& plan, const CollArgs& args);
+  HostCall(const HostCall&) = delete;
+
   Progress& progress;
   HostState& state;
   const Plan& plan;
   const CollArgs& args;
+  const int rank, nranks;
+  const uint64_t number;        // the call's number on the communicator (what messages carry)
+  const CallDescriptor desc;    // what the ranks compare (describeCall)
+  const size_t elem_bytes;
+  const std::byte* const in;    // args.send
+  std::byte* const out;         // args.recv
 };
 
 // Every rank on this host, shared memory: ranks read each other's staging buffers directly.

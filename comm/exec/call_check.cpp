@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/exec/algorithms.hpp"
 #include "comm/plan/collective.hpp"
 #include "comm/progress/progress.hpp"
 #include "core/error.hpp"
@@ -42,20 +43,12 @@ struct Seen {
 
 class CallCheck {
  public:
-  CallCheck(Progress& e, const CollArgs& a)
-      : e_(e),
-        a_(a),
-        n_(e.size()),
-        me_(e.rank()),
-        call_(e.call()),
-        desc_(describeCall(a)),
-        sent_(size_t(n_), false),
-        heard_(size_t(n_), false) {}
+  explicit CallCheck(const HostCall& c) : c_(c), sent_(size_t(c.nranks), false), heard_(size_t(c.nranks), false) {}
 
   void run() {
-    for (int dist = 1; dist < n_; dist *= 2) {
-      send((me_ - dist + n_) % n_);
-      receive((me_ + dist) % n_, dist);
+    for (int dist = 1; dist < c_.nranks; dist *= 2) {
+      send((c_.rank - dist + c_.nranks) % c_.nranks);
+      receive((c_.rank + dist) % c_.nranks, dist);
     }
     // Every rank of the check has the flag or none has: a one-shot rank's message reaches some
     // rank of the check, and what that rank knows reaches every other through ranks of the check.
@@ -64,14 +57,14 @@ class CallCheck {
   }
 
  private:
-  bool sameCall(const CallDescriptor& d, uint64_t call) const { return d == desc_ && call == call_; }
+  bool sameCall(const CallDescriptor& d, uint64_t call) const { return d == c_.desc && call == c_.number; }
 
   void send(int to) {
-    Link& l = e_.link(to);
+    Link& l = c_.progress.link(to);
     std::byte* slot = nullptr;
-    e_.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{to}; });
+    c_.progress.waitUntil([&] { return (slot = l.trySendSlot()) != nullptr; }, [&] { return std::vector<int>{to}; });
     CheckWire w;
-    w.sender = desc_;
+    w.sender = c_.desc;
     w.flags = (other_.rank >= 0 ? kHasOther : 0) | (saw_all_to_all_ ? kSawAllToAll : 0);
     if (other_.rank >= 0) {
       w.other_rank = other_.rank;
@@ -82,7 +75,7 @@ class CallCheck {
     MessageHeader h;
     h.kind = uint32_t(MessageKind::kDescriptor);
     h.bytes = uint32_t(sizeof w);
-    h.call = call_;
+    h.call = c_.number;
     h.aux = kDescriptorCheck;
     l.postSend(h);
     sent_[size_t(to)] = true;
@@ -90,16 +83,16 @@ class CallCheck {
 
   // Round `dist`'s message, from a rank that passes on what ranks from .. from + dist - 1 called.
   void receive(int from, int dist) {
-    Link& l = e_.link(from);
+    Link& l = c_.progress.link(from);
     ReceivedMessage m;
     try {
-      e_.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{from}; });
+      c_.progress.waitUntil([&] { return l.tryRecv(&m); }, [&] { return std::vector<int>{from}; });
     } catch (Error& err) {
       if (err.code() != Result::kTimeout || dist == 1) throw;
       // The timeout names `from`, which may itself be waiting for the rank that stopped.
-      const int last = (from + dist - 1) % n_;
+      const int last = (from + dist - 1) % c_.nranks;
       const std::string ranks = last > from ? strprintf("ranks %d to %d", from, last)
-                                            : strprintf("ranks %d to %d and 0 to %d", from, n_ - 1, last);
+                                            : strprintf("ranks %d to %d and 0 to %d", from, c_.nranks - 1, last);
       throw Error(err.code(), err.message() + strprintf("; in this call's check rank %d passes on what %s called, so "
                                                         "the rank that stopped may be any of those (ranks that wait "
                                                         "for it directly name it)",
@@ -112,18 +105,18 @@ class CallCheck {
   void take(int from, const ReceivedMessage& m) {
     heard_[size_t(from)] = true;
     if (m.header.kind != uint32_t(MessageKind::kDescriptor) || m.header.bytes < sizeof(CallDescriptor)) {
-      e_.link(from).releaseRecv();
+      c_.progress.link(from).releaseRecv();
       raise(Result::kInvalidUsage,
             "rank %d: %s #%llu: rank %d sent data that belongs to another operation (send/recv, or a call "
             "this rank did not make); calls must be made in the same order on every rank",
-            me_, collName(a_.kind), (unsigned long long)call_, from);
+            c_.rank, collName(c_.args.kind), (unsigned long long)c_.number, from);
     }
     const Seen sender{from, loadDescriptor(m.data), m.header.call};
     const bool ours = m.header.aux == kDescriptorCheck && m.header.bytes == sizeof(CheckWire);
     CheckWire w;
     if (ours) std::memcpy(&w, m.data, sizeof w);
-    e_.link(from).releaseRecv();
-    e_.sawPeerCall(from, CollKind(sender.desc.collective), sender.call);
+    c_.progress.link(from).releaseRecv();
+    c_.progress.sawPeerCall(from, CollKind(sender.desc.collective), sender.call);
     if (m.header.aux == kDescriptorAllToAll || (ours && (w.flags & kSawAllToAll))) saw_all_to_all_ = true;
     if (other_.rank >= 0) return;  // one call that differs from ours is all a report needs
     if (!sameCall(sender.desc, sender.call)) {
@@ -132,28 +125,29 @@ class CallCheck {
       // Our call, but another algorithm's message: the ranks planned the same call differently.
       other_ = sender;
       planned_differently_ = true;
-    } else if ((w.flags & kHasOther) && w.other_rank >= 0 && w.other_rank < n_ && !sameCall(w.other, w.other_call)) {
+    } else if ((w.flags & kHasOther) && w.other_rank >= 0 && w.other_rank < c_.nranks &&
+               !sameCall(w.other, w.other_call)) {
       other_ = {w.other_rank, w.other, w.other_call};
     }
   }
 
   // Makes the exchange one message each way between every two ranks, as a one-shot rank's is.
   void completeAllToAll() {
-    for (int step = 1; step < n_; step++) {
-      const int p = (me_ + step) % n_;
+    for (int step = 1; step < c_.nranks; step++) {
+      const int p = (c_.rank + step) % c_.nranks;
       if (!sent_[size_t(p)]) send(p);
     }
     std::vector<int> pending;
-    for (int step = 1; step < n_; step++) {
-      const int p = (me_ - step + n_) % n_;
+    for (int step = 1; step < c_.nranks; step++) {
+      const int p = (c_.rank - step + c_.nranks) % c_.nranks;
       if (!heard_[size_t(p)]) pending.push_back(p);
     }
-    e_.waitUntil(
+    c_.progress.waitUntil(
         [&] {
           for (size_t i = 0; i < pending.size();) {
             const int p = pending[i];
             ReceivedMessage m;
-            if (!e_.link(p).tryRecv(&m)) {
+            if (!c_.progress.link(p).tryRecv(&m)) {
               i++;
               continue;
             }
@@ -166,18 +160,15 @@ class CallCheck {
   }
 
   [[noreturn]] void report() const {
-    if (planned_differently_) raisePlannedDifferently(e_, a_, other_.rank);
+    if (planned_differently_) raisePlannedDifferently(c_, other_.rank);
     raise(Result::kInvalidUsage, "%s",
-          disagreementMessage(me_, strprintf("%s #%llu", collName(a_.kind), (unsigned long long)call_), call_,
-                              {me_, callText(desc_), call_}, {other_.rank, callText(other_.desc), other_.call})
+          disagreementMessage(c_.rank, strprintf("%s #%llu", collName(c_.args.kind), (unsigned long long)c_.number),
+                              c_.number, {c_.rank, callText(c_.desc), c_.number},
+                              {other_.rank, callText(other_.desc), other_.call})
               .c_str());
   }
 
-  Progress& e_;
-  const CollArgs& a_;
-  const int n_, me_;
-  const uint64_t call_;
-  const CallDescriptor desc_;
+  const HostCall& c_;  // the call: rank, size, number, descriptor (algorithms.hpp)
   std::vector<bool> sent_, heard_;  // per rank: this call has sent it / heard from it
   Seen other_;                      // a rank whose call differs from ours (rank -1: none seen)
   bool planned_differently_ = false;
@@ -186,17 +177,16 @@ class CallCheck {
 
 }  // namespace
 
-void checkCallAgreement(Progress& progress, const CollArgs& args) { CallCheck(progress, args).run(); }
+void checkCallAgreement(const HostCall& call) { CallCheck(call).run(); }
 
-void raisePlannedDifferently(Progress& progress, const CollArgs& args, int other) {
-  const int me = progress.rank();
+void raisePlannedDifferently(const HostCall& call, int other) {
+  const int me = call.rank;
   const std::string why = strprintf(
       "rank %d: %s #%llu: ranks planned this call differently: rank %d called %s, as did rank %d, but rank %d's "
       "message belongs to another algorithm; every rank must set the same OURO_ALGO, OURO_MODEL and link settings "
       "(please report this as a bug if they do)",
-      me, collName(args.kind), (unsigned long long)progress.call(), me, callText(describeCall(args)).c_str(), other,
-      other);
-  progress.fail(why);
+      me, collName(call.args.kind), (unsigned long long)call.number, me, callText(call.desc).c_str(), other, other);
+  call.progress.fail(why);
   raise(Result::kInvalidUsage, "%s", why.c_str());
 }
 

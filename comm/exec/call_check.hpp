@@ -33,20 +33,19 @@
 
 namespace ouro {
 
-class Progress;
-struct CollArgs;
+struct HostCall;
 
 // MessageHeader::aux of kDescriptor messages: which pattern the sender's call exchanges them in.
 constexpr uint64_t kDescriptorAllToAll = 0x6f6e652d73686f74ull;  // one-shot: every peer, once
 constexpr uint64_t kDescriptorCheck = 0x636865636b6c6f67ull;     // the check's rounds
 
-// Runs the check (or the barrier) for the current call of `progress`; throws kInvalidUsage,
-// naming both calls, when ranks disagree.
-void checkCallAgreement(Progress& progress, const CollArgs& args);
+// Runs the check (or the barrier) for the call; throws kInvalidUsage, naming both calls, when ranks
+// disagree.
+void checkCallAgreement(const HostCall& call);
 
 // Rank `other` made the same call but sent a message of another algorithm (the ranks' settings
 // differ, so they planned it differently): fails the communicator, which tells every peer (they
 // may see no difference and wait for this rank's data), and throws kInvalidUsage.
-[[noreturn]] void raisePlannedDifferently(Progress& progress, const CollArgs& args, int other);
+[[noreturn]] void raisePlannedDifferently(const HostCall& call, int other);
 
 }  // namespace ouro

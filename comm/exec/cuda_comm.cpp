@@ -13,7 +13,8 @@
 #include "comm/exec/device_launches.hpp"
 #include "comm/exec/device_teardown.hpp"
 #include "comm/setup/bootstrap.hpp"
-#include "comm/setup/gpu_topology.hpp"
+#include "comm/plan/gpu_topology.hpp"
+#include "comm/setup/gpu_discovery.hpp"
 #include "comm/setup/p2p_level.hpp"
 #include "core/env.hpp"
 #include "core/log.hpp"
@@ -197,7 +198,7 @@ void CudaComm::setUp(Communicator& c, int device) {
   const std::string who = strprintf("rank %d: CUDA executor set-up", rank);
   tc::ArenaLayout layout;
   layout.nranks = n;
-  layout.nchannels = int(envInt("OURO_CUDA_CHANNELS"));
+  layout.nchannels = c.planner().world().device_channels;  // every call's channels (OURO_CUDA_CHANNELS)
   layout.slot_count = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOTS"), 0, INT32_MAX));
   layout.slot_bytes = uint32_t(std::clamp<int64_t>(envInt("OURO_CUDA_SLOT_BYTES"), 0, INT32_MAX));
   if (auto problem = tc::layoutProblem(layout, kc::kMaxDeviceRanks, kc::kMaxChannels))
@@ -265,13 +266,12 @@ void CudaComm::setUp(Communicator& c, int device) {
   options.world = n;
   std::unique_ptr<tc::Arena> arena = connectArena(c, who, options, in_device);
   if (!remote.empty()) connectRemote(c, who, layout, remote, *arena);
-  // The ring: each host's ranks in the order its topology gives them, the hosts in the order of
-  // their first rank (every rank of a host computes its host's part alike; the parts go round
-  // through the store).
-  std::vector<int> gpu_of_rank;
-  for (const tc::DeviceIdentity& id : ids) gpu_of_rank.push_back(topo.gpuByBusId(id.bus_id));
-  std::string host_ring;
-  for (int i : ringOrder(topo, gpu_of_rank)) host_ring += (host_ring.empty() ? "" : ",") + std::to_string(local[size_t(i)]);
+  // The ring, as the plan decides it (comm/plan/gpu_topology.hpp): each host's part from its
+  // topology (every rank of a host computes it alike; the parts go round through the store), then
+  // the hosts joined. This rank only gathers the facts and uploads the result.
+  std::vector<int> gpu_of_local;
+  for (const tc::DeviceIdentity& id : ids) gpu_of_local.push_back(topo.gpuByBusId(id.bus_id));
+  const std::string host_ring = hostRingPart(topo, gpu_of_local, local);
   const std::vector<int> ring =
       joinHostRings(remote.empty() ? std::vector<std::string>(size_t(n), host_ring) : storeAllGather(c, "ring/", host_ring, who), n);
   void* ring_memory = nullptr;

@@ -28,7 +28,6 @@ inline DeviceFacts deviceFacts(const transport::cuda::ArenaLayout& layout, size_
   facts.ll_max_bytes = ll_max_bytes;
   facts.simple_message_bytes = layout.slot_bytes;
   facts.ll_message_bytes = layout.ll_slot_bytes / 2;
-  facts.channels = layout.nchannels;
   facts.ring = ring;
   return facts;
 }

@@ -117,30 +117,6 @@ std::vector<int> remoteRanks(const Communicator& c) {
   return remote;
 }
 
-std::vector<int> joinHostRings(const std::vector<std::string>& part_of_rank, int nranks) {
-  std::vector<int> ring;
-  std::vector<char> placed(size_t(nranks), 0);
-  for (int r = 0; r < nranks; r++) {
-    if (placed[size_t(r)]) continue;
-    // The lowest rank not placed yet is the first rank of its host: its part comes next.
-    const std::string& part = part_of_rank.at(size_t(r));
-    bool has_r = false;
-    for (size_t at = 0; at <= part.size();) {
-      const size_t comma = std::min(part.find(',', at), part.size());
-      const std::optional<int64_t> p = parseInt(std::string_view(part).substr(at, comma - at));
-      at = comma + 1;
-      if (!p || *p < 0 || *p >= nranks || placed[size_t(*p)])
-        raise(Result::kInternalError, "the CUDA ring part '%s' of rank %d is not a set of new ranks below %d", part.c_str(),
-              r, nranks);
-      placed[size_t(*p)] = 1;
-      has_r |= *p == r;
-      ring.push_back(int(*p));
-    }
-    if (!has_r) raise(Result::kInternalError, "the CUDA ring part '%s' of rank %d leaves rank %d out", part.c_str(), r, r);
-  }
-  return ring;
-}
-
 tc::StagingLayout stagingLayout(const tc::ArenaLayout& arena, int npeers) {
   tc::StagingLayout l;
   l.nchannels = arena.nchannels;

@@ -26,12 +26,6 @@ namespace ouro {
 // The ranks of `c` on other hosts than this rank's, ascending.
 std::vector<int> remoteRanks(const Communicator& c);
 
-// The ring of ranks (DriverCall::ring) across hosts: each host's ranks in the order its own
-// topology gives them (`part_of_rank[r]`: rank r's host's part, "3,2", as each of its ranks
-// computed it), the hosts in the order of their lowest rank. Pure, so every rank computes the same.
-// Throws kInternalError when the parts are not one permutation of the ranks.
-std::vector<int> joinHostRings(const std::vector<std::string>& part_of_rank, int nranks);
-
 // The staging block's geometry for this rank: the FIFOs' (the arena's settings) to `npeers` ranks.
 transport::cuda::StagingLayout stagingLayout(const transport::cuda::ArenaLayout& arena, int npeers);
 

@@ -13,7 +13,6 @@ namespace ouro {
 HostState::HostState(Progress& progress, const Planner& planner)
     : progress_(progress),
       planner_(planner),
-      writes_(planner.world().direct_writes),
       sources_(size_t(progress.size()), nullptr),
       verify_every_(envInt("OURO_VERIFY")) {
   if (verify_every_ < 0)
@@ -59,6 +58,19 @@ CollArgs preMultiply(HostState& state, const CollArgs& args) {
 
 }  // namespace
 
+HostCall::HostCall(Progress& p, HostState& s, const Plan& pl, const CollArgs& a)
+    : progress(p),
+      state(s),
+      plan(pl),
+      args(a),
+      rank(p.rank()),
+      nranks(p.size()),
+      number(p.call()),
+      desc(describeCall(a)),
+      elem_bytes(a.elementBytes()),
+      in(static_cast<const std::byte*>(a.send)),
+      out(static_cast<std::byte*>(a.recv)) {}
+
 void runHostCollective(Communicator& comm, const CollArgs& args) { runHostCollective(HostState::of(comm), args); }
 
 void runHostCollective(HostState& state, const CollArgs& given) {
@@ -68,12 +80,13 @@ void runHostCollective(HostState& state, const CollArgs& given) {
   progress.recorder().notePlan(algorithmShortName(plan.algorithm), nullptr, plan.channels);
   progress.runCall(args.kind, [&] {
     state.planner().note(plan, progress.call());
-    const HostCall call{progress, state, plan, args};
+    const HostCall call(progress, state, plan, args);
     switch (plan.algorithm) {
       case Algorithm::kCopy: {
         // One rank: every collective is a copy (or nothing, in place).
         const size_t bytes = args.count * args.elementBytes();
-        if (args.kind != CollKind::kBarrier && bytes && args.send != args.recv) std::memcpy(args.recv, args.send, bytes);
+        if (args.kind != CollKind::kBarrier && bytes && args.send != args.recv)
+          std::memcpy(args.recv, args.send, bytes);
         return;
       }
       case Algorithm::kDirectInline:

@@ -2,7 +2,7 @@
 // host call: plan it (comm/plan/planner.hpp), then run the planned algorithm through the progress
 // service (comm/progress/progress.hpp). The progress service knows nothing of the algorithms;
 // what only they need lives here: scratch memory, the direct algorithms' generation counter, and
-// their core-distance probe with the write policy it feeds.
+// their core-distance probe's latest answer (which of the plan's staging stores applies).
 #pragma once
 
 #include <cstdint>
@@ -61,23 +61,10 @@ class HostState final : public ExecutorState {
     bool quiet_;
   };
   CoreDistance& coreDistance() { return core_distance_; }
-  // How a direct algorithm writes the output, and the staging copies, of a call of `bytes` per rank.
-  kernels::WritePolicy outputStore(size_t bytes) const { return storeFor(bytes, writes_.stream_output_bytes); }
-  kernels::WritePolicy stagingStore(size_t bytes) const {
-    if (writes_.stream_staging == StreamStaging::kNever ||
-        (writes_.stream_staging == StreamStaging::kAuto && !core_distance_.far))
-      return kernels::WritePolicy::kCached;
-    return storeFor(bytes, writes_.stream_staging_bytes);
-  }
 
  private:
-  static kernels::WritePolicy storeFor(size_t bytes, size_t threshold) {
-    return threshold != 0 && bytes >= threshold ? kernels::WritePolicy::kStreaming : kernels::WritePolicy::kCached;
-  }
-
   Progress& progress_;
   const Planner& planner_;
-  const DirectWrites writes_;
   CoreDistance core_distance_;
   uint64_t direct_generation_ = 0;
   std::vector<std::byte> scratch_;

@@ -17,19 +17,19 @@
 #include <functional>
 #include <vector>
 
+#include "comm/exec/algorithms.hpp"
 #include "comm/plan/collective.hpp"
 #include "kernels/common/canonical_order.hpp"
 #include "transport/link.hpp"
 
 namespace ouro {
 
-class Progress;
-
 class LinkPrims {
  public:
-  // order: the communicator's reduction order, which recvReduceCopy / recvReduceSend fold every
-  // rank's slice in (kernels::reduceRanks).
-  LinkPrims(Progress& progress, const CollArgs& args, kernels::FoldOrder order);
+  // call: the call as it was built once (comm/exec/algorithms.hpp: its rank, size, number, element
+  // size); order: the reduction order, which recvReduceCopy / recvReduceSend fold every rank's slice
+  // in (kernels::reduceRanks).
+  LinkPrims(const HostCall& call, kernels::FoldOrder order);
 
   // The driver's vocabulary; counts in elements, pointers into this rank's buffers.
   void send(int peer, const std::byte* src, size_t count);
@@ -92,11 +92,7 @@ class LinkPrims {
   void foldSources(const std::vector<int>& sources, const std::byte* own, std::byte* dst, int send_to, size_t count,
                    bool last, bool every_rank);
 
-  Progress& e_;
-  const CollArgs& a_;
-  const int n_, me_;
-  const uint64_t call_;
-  const size_t es_;
+  const HostCall& c_;
   const kernels::FoldOrder order_;
   std::vector<int> all_ranks_;  // 0..n-1: every rank's slice, for the world's fold
   std::vector<int> pending_;

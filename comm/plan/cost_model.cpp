@@ -196,6 +196,92 @@ double halvingDoubling(const Params& p, const World& w, size_t bytes) {
   return lane[0] + lane[1] + (m - 1) * std::max(lane[0], lane[1]);
 }
 
+// ---- the other collectives over links (issue #36): S is count x element size ----
+
+// One-shot: every rank sends every peer one message (descriptor and data) at once. Reduce-scatter
+// and all-gather: S to each peer from every rank, L of a host's ranks sending across at once (the
+// all-reduce's messages); reduce: the same count and size arrive at the root, which receives one
+// at a time; broadcast: only the root's messages carry data, so its host link is not shared. The
+// reductions fold n contributions.
+double oneShotOf(CollKind kind, const Params& p, const World& w, double S) {
+  const Msg msg{p, w};
+  const int n = w.ranks(), L = w.per_host;
+  const double b = S + kDescriptorBytes;
+  const double sharers = kind == CollKind::kBroadcast || kind == CollKind::kReduce ? 1 : L;
+  const double fold = kind == CollKind::kReduceScatter || kind == CollKind::kReduce ? (n - 1) * S * p.gamma : 0;
+  return (L - 1) * msg(p.shm, b) + (n - L) * msg(p.net(), b, sharers) + fold;
+}
+
+// What one rank contributes to gather-fold (gatherFoldContributionBytes, comm/plan/planner.hpp):
+// a reduce-scatter its whole input (n blocks), a broadcast only the root's S.
+double gatherFoldBlock(CollKind kind, const World& w, double S) {
+  return kind == CollKind::kReduceScatter ? w.ranks() * S : S;
+}
+// Every contribution with its descriptor: what must fit one slot.
+double gatherFoldTotal(CollKind kind, const World& w, double S) {
+  const int n = w.ranks();
+  if (kind == CollKind::kBroadcast) return S + n * double(kDescriptorBytes);
+  return n * (gatherFoldBlock(kind, w, S) + kDescriptorBytes);
+}
+// Gather-fold's Bruck rounds as the all-reduce's (round dist: min(dist, n - dist) blocks, min(dist, L)
+// ranks of a host sending across); a broadcast's busiest rank forwards the root's S and descriptors.
+// The reductions then fold n contributions of S (a reduce-scatter only its own block of each).
+double gatherFoldOf(CollKind kind, const Params& p, const World& w, double S) {
+  const Msg msg{p, w};
+  const int n = w.ranks(), L = w.per_host;
+  const double block = gatherFoldBlock(kind, w, S);
+  double t = 0;
+  for (int dist = 1; dist < n; dist *= 2) {
+    const double blocks = double(std::min(dist, n - dist));
+    const double b = kind == CollKind::kBroadcast ? S + blocks * kDescriptorBytes : blocks * (block + kDescriptorBytes);
+    t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, L)) : msg(p.shm, b);
+  }
+  const bool reduces = kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
+  return t + (reduces ? (n - 1) * S * p.gamma : 0);
+}
+
+// The collective driver (kernels/common/collective_driver.hpp) in slices of at most slice_bytes:
+//   reduce-scatter: each owner's block (S) from every rank, L-1 peers over shared memory and n-L
+//     across hosts with the host's L ranks sending at once, then n - 1 folds of it;
+//   all-gather: the ring's n-1 steps of a block S, each waiting for the one link per host that crosses;
+//   reduce: the reduce-scatter over S in n blocks, then every owner's finished block to the root,
+//     which receives them one at a time;
+//   broadcast: the pipelined chain down the ranks (H-1 of its n-1 hops cross hosts): the first
+//     slice's n-1 hops, then a slice per slowest hop.
+double pairwiseOf(CollKind kind, const Params& p, const World& w, size_t bytes) {
+  const Msg msg{p, w};
+  const int n = w.ranks(), L = w.per_host, H = w.hosts;
+  const size_t block = kind == CollKind::kReduce ? ceilDiv(bytes, size_t(n)) : bytes;
+  const double m = double(std::max<size_t>(1, ceilDiv(block, w.slice_bytes)));
+  const double sl = double(block) / m;
+  const double net_hop = msg(p.net(), sl), shm_hop = msg(p.shm, sl);
+  switch (kind) {
+    case CollKind::kReduceScatter:
+    case CollKind::kReduce: {
+      const double rs = m * ((L - 1) * shm_hop + (n - L) * msg(p.net(), sl, L)) + (n - 1) * double(block) * p.gamma;
+      if (kind == CollKind::kReduceScatter) return rs;
+      return rs + m * ((L - 1) * shm_hop + (n - L) * net_hop);
+    }
+    case CollKind::kAllGather: return (n - 1) * m * (H > 1 ? net_hop : shm_hop);
+    case CollKind::kBroadcast:
+      return (n - H) * shm_hop + (H - 1) * net_hop + (m - 1) * (H > 1 ? std::max(net_hop, shm_hop) : shm_hop);
+    default: return kNotApplicable;
+  }
+}
+
+double collectiveLinks(CollKind kind, Algorithm a, const Params& p, const World& w, size_t bytes) {
+  const double S = double(bytes);
+  if (w.ranks() == 1) return a == Algorithm::kCopy ? S * p.shm.beta : kNotApplicable;
+  if (w.hosts == 1 && w.direct) return kNotApplicable;  // direct: inline or staged, by size alone
+  switch (a) {
+    case Algorithm::kOneShot: return bytes + kDescriptorBytes <= w.slice_bytes ? oneShotOf(kind, p, w, S) : kNotApplicable;
+    case Algorithm::kGatherFold:
+      return gatherFoldTotal(kind, w, S) <= double(w.slice_bytes) ? gatherFoldOf(kind, p, w, S) : kNotApplicable;
+    case Algorithm::kPairwiseRing: return pairwiseOf(kind, p, w, bytes);
+    default: return kNotApplicable;  // the all-reduce's own algorithms
+  }
+}
+
 // NCCL's ring and tree, the textbook forms with the same parameters: the step that crosses hosts
 // (or the slower kind) sets a ring step's pace; the tree spans hosts in ceil(log2 H) levels and each host in a chain.
 // Both reduce what they receive: (n-1)/n S gamma per rank for the ring, S gamma for the tree.
@@ -299,11 +385,15 @@ double cpuSeconds(Which a, const Params& p, const World& w, size_t bytes) {
   return machine_ranks * (r.tcp / p.tcp_cpu + 2 * r.shm * p.shm.beta + r.fold * p.gamma) / w.machine_cpus;
 }
 
-// The links' time and the CPU bound together.
-template <typename Which>
-double predictBoth(Which a, const Params& p, const World& w, size_t bytes) {
-  const double t = predictLinks(a, p, w, bytes);
+// The links' time and the CPU bound together (the CPU bound: all-reduce only).
+double predictBoth(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind) {
+  const double t = predictLinks(a, p, w, bytes, kind);
+  if (kind != CollKind::kAllReduce) return t;
   return t >= kNotApplicable ? t : std::max(t, cpuSeconds(a, p, w, bytes));
+}
+double predictBoth(Reference r, const Params& p, const World& w, size_t bytes, CollKind) {
+  const double t = predictLinks(r, p, w, bytes);
+  return t >= kNotApplicable ? t : std::max(t, cpuSeconds(r, p, w, bytes));
 }
 
 // The largest slice bestSliceBytes tries: the slot, but halving-doubling's (kMaxSlotsPerSlice slots).
@@ -313,14 +403,14 @@ size_t mostSlice(Algorithm a, const World& w) {
 size_t mostSlice(Reference, const World& w) { return w.slice_bytes; }
 
 template <typename Which>
-size_t bestSlice(Which a, const Params& p, const World& w, size_t bytes) {
+size_t bestSlice(Which a, const Params& p, const World& w, size_t bytes, CollKind kind) {
   size_t best = w.slice_bytes;
-  double best_t = predict(a, p, w, bytes);
+  double best_t = predictBoth(a, p, w, bytes, kind);
   const size_t most = mostSlice(a, w);
   for (size_t s = size_t(4) << 10; s <= most && s < std::max<size_t>(bytes, 8192) * 2; s *= 2) {
     World t = w;
     t.slice_bytes = s;
-    const double v = predict(a, p, t, bytes);
+    const double v = predictBoth(a, p, t, bytes, kind);
     if (v < best_t) best_t = v, best = s;
   }
   return best;
@@ -462,13 +552,29 @@ std::string describeParams(const Params& p) {
 
 double machineCpuSeconds(Algorithm a, const Params& p, const World& w, size_t bytes) { return cpuSeconds(a, p, w, bytes); }
 double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t bytes) { return cpuSeconds(r, p, w, bytes); }
-double predict(Algorithm a, const Params& p, const World& w, size_t bytes) { return predictBoth(a, p, w, bytes); }
-double predict(Reference r, const Params& p, const World& w, size_t bytes) { return predictBoth(r, p, w, bytes); }
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind) {
+  return predictBoth(a, p, w, bytes, kind);
+}
+double predict(Reference r, const Params& p, const World& w, size_t bytes) {
+  return predictBoth(r, p, w, bytes, CollKind::kAllReduce);
+}
 
-static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes);
+bool pricesKind(CollKind kind) {
+  switch (kind) {
+    case CollKind::kAllReduce:
+    case CollKind::kReduceScatter:
+    case CollKind::kAllGather:
+    case CollKind::kBroadcast:
+    case CollKind::kReduce: return true;
+    default: return false;
+  }
+}
 
-double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) {
-  const double t = predictData(a, p, w, bytes);
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind);
+
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind) {
+  if (!pricesKind(kind)) return kNotApplicable;
+  const double t = predictData(a, p, w, bytes, kind);
   if (t >= kNotApplicable || !w.check) return t;
   switch (a) {
     case Algorithm::kPairwiseRing:
@@ -480,7 +586,8 @@ double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes) 
 }
 
 // The data's movement alone, without the call check.
-static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes) {
+static double predictData(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind) {
+  if (kind != CollKind::kAllReduce) return collectiveLinks(kind, a, p, w, bytes);
   const int n = w.ranks();
   const double S = double(bytes);
   if (n == 1) return a == Algorithm::kCopy ? S * p.shm.beta : kNotApplicable;
@@ -514,8 +621,12 @@ double predictLinks(Reference r, const Params& p, const World& w, size_t bytes) 
   return kNotApplicable;
 }
 
-size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes) { return bestSlice(a, p, w, bytes); }
-size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes) { return bestSlice(r, p, w, bytes); }
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind) {
+  return bestSlice(a, p, w, bytes, kind);
+}
+size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes) {
+  return bestSlice(r, p, w, bytes, CollKind::kAllReduce);
+}
 
 Choice bestOuro(const Params& p, const World& w, size_t bytes) {
   Choice best;

@@ -1,6 +1,8 @@
 // The cost model (issue #24): what an all-reduce of S bytes per rank costs under each of ouro's
 // algorithms, and under NCCL's ring and tree with the same parameters, in the alpha-beta-gamma
-// style. Pure (no settings, no clock), so the planner and the simulation CLI (bench/model, which
+// style; and what the other host collectives that have a choice over links (reduce-scatter,
+// all-gather, broadcast, reduce: one-shot, gather-fold or the driver, and the driver's slice) cost
+// under each (issue #36). Pure (no settings, no clock), so the planner and the simulation CLI (bench/model, which
 // runs the planner) ask the same functions: there is one model. docs/ACROSS-HOSTS.md "Cost model
 // (#24)" states the formulas and what they leave out.
 //
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "comm/plan/algorithm.hpp"
+#include "core/collective_kind.hpp"
 
 namespace ouro::model {
 
@@ -133,8 +136,16 @@ double machineCpuSeconds(Reference r, const Params& p, const World& w, size_t by
 // Seconds for an all-reduce of `bytes` per rank, or kNotApplicable where the algorithm cannot run
 // on this world (direct across hosts, one-shot or gather-fold past one slot, ...).
 // With Params::tcp_cpu, the larger of the links' time (predictLinks) and machineCpuSeconds.
-double predict(Algorithm a, const Params& p, const World& w, size_t bytes);
-double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes);
+// `kind` other than all-reduce: a reduce-scatter, all-gather, broadcast or reduce over links, `bytes`
+// its count times the element size (a reduce-scatter's output block, an all-gather's input), under
+// one-shot, gather-fold or kPairwiseRing (the collective driver: pairwise reduce-scatter, ring
+// all-gather, chain broadcast, reduce-scatter then the root); kNotApplicable for the rest (one
+// host's direct algorithms have no choice but by size; the CPU bound is the all-reduce's only).
+// With World::check the driver's forms pay the call check's rounds first, as the all-reduce's do.
+double predict(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind = CollKind::kAllReduce);
+double predictLinks(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind = CollKind::kAllReduce);
+// Whether the model prices `kind` (all-reduce, reduce-scatter, all-gather, broadcast, reduce).
+bool pricesKind(CollKind kind);
 double predict(Reference r, const Params& p, const World& w, size_t bytes);
 double predictLinks(Reference r, const Params& p, const World& w, size_t bytes);
 
@@ -143,7 +154,7 @@ double predictLinks(Reference r, const Params& p, const World& w, size_t bytes);
 // algorithms (the chain's fill grows with the slice times 2(H-1) hops; halving-doubling pays
 // 2 log2 W messages a slice).
 constexpr size_t kMaxSlotsPerSlice = 256;
-size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes);
+size_t bestSliceBytes(Algorithm a, const Params& p, const World& w, size_t bytes, CollKind kind = CollKind::kAllReduce);
 size_t bestSliceBytes(Reference r, const Params& p, const World& w, size_t bytes);
 
 // The halving-doubling schedules on this world (issue #37), step by step: whether the step's

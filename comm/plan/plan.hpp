@@ -15,17 +15,30 @@
 #include "comm/plan/hierarchy.hpp"
 #include "kernels/common/canonical_order.hpp"
 #include "kernels/common/protocol.hpp"
+#include "kernels/cpu/reduce.hpp"
 
 namespace ouro {
 
 // How the direct algorithms write large calls, around the cache or not (OURO_SHM_STREAM_*; read
-// when the shared-memory transport sets up). auto for the staging copies: stream only when the
-// two ranks' cores measure far apart (the probe in comm/exec/algo_direct.cpp).
+// when the shared-memory transport sets up), which the planner turns into each call's
+// DirectStores. auto for the staging copies: stream only when the two ranks' cores measure far
+// apart (the probe in comm/exec/algo_direct.cpp).
 enum class StreamStaging : uint8_t { kAuto, kAlways, kNever };
 struct DirectWrites {
   size_t stream_output_bytes = 0;   // all-reduce outputs of at least this many bytes (0: never)
   size_t stream_staging_bytes = 0;  // staging copies of calls of at least this many bytes (0: never)
   StreamStaging stream_staging = StreamStaging::kAuto;
+};
+
+// A direct call's stores (docs/PERFORMANCE.md "Figures behind the code's constants"): how it writes
+// its all-reduce output, and its staging copies when the two ranks' cores are near or far apart.
+// The distance is measured by the call itself (the core-distance probe in algo_direct.cpp), so the
+// plan gives the policy for either answer and the algorithm takes the one its probe found. This
+// rank's own (an in-place output is cached whatever the size): no other rank sees the choice.
+struct DirectStores {
+  kernels::WritePolicy output = kernels::WritePolicy::kCached;
+  kernels::WritePolicy staging_near = kernels::WritePolicy::kCached;  // also before the first probe
+  kernels::WritePolicy staging_far = kernels::WritePolicy::kCached;
 };
 
 // Which executor runs the call: the host (the caller's thread, or a host stream's worker) or the
@@ -61,9 +74,11 @@ struct Plan {
   // buffer, each level's piece of it sent in messages of at most this) and how many slices the
   // steps inside a host run ahead of the all-gather (HalvingDoubling's lanes).
   size_t message_bytes = 0;
+  DirectStores stores;      // direct algorithms: around the cache or through it
   // The cost model (issue #24, comm/plan/cost_model.hpp), where it is on and covers the call
-  // (host all-reduces): its predicted time for this plan, and whether it chose the plan over the
-  // rules' (OURO_ALGO=auto over links, predicted at least 1.25x faster).
+  // (host all-reduces, reduce-scatters, all-gathers, broadcasts, reduces): its predicted time for
+  // this plan, and whether it chose the plan over the rules' (OURO_ALGO=auto over links, predicted
+  // at least 1.25x faster).
   double predicted_s = 0;   // 0: no prediction
   bool by_model = false;
   // by_model: the model's next fastest (runner_up_s 0: there was none); otherwise, where the model

@@ -83,19 +83,45 @@ size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
 
 Plan Planner::planHost(const CollArgs& a) const {
-  if (!world_.model || a.kind != CollKind::kAllReduce || world_.nranks == 1) return planByRules(a);
-  // An all-reduce's plan depends on its bytes alone: decided once per size (bounded: cleared when
-  // full), since small calls repeat their sizes and the decision is a few dozen predictions.
+  if (!world_.model || !model::pricesKind(a.kind) || world_.nranks == 1) return planByRules(a);
+  // A priced collective's plan depends on its kind and bytes alone: decided once per both (bounded:
+  // cleared when full), since small calls repeat their sizes and the decision is a few dozen
+  // predictions.
   const size_t bytes = a.count * a.elementBytes();
+  const std::pair<CollKind, size_t> key{a.kind, bytes};
   {
     std::lock_guard lock(model_mu_);
-    if (auto it = model_plans_.find(bytes); it != model_plans_.end()) return it->second;
+    if (auto it = model_plans_.find(key); it != model_plans_.end()) {
+      Plan plan = it->second;
+      if (world_.direct) plan.stores = directStores(a);  // this call's own: in place or not
+      return plan;
+    }
   }
-  const Plan plan = planByModel(a);
-  std::lock_guard lock(model_mu_);
-  if (model_plans_.size() >= 4096) model_plans_.clear();
-  model_plans_.emplace(bytes, plan);
+  Plan plan = planByModel(a);
+  {
+    std::lock_guard lock(model_mu_);
+    if (model_plans_.size() >= 4096) model_plans_.clear();
+    model_plans_.emplace(key, plan);
+  }
   return plan;
+}
+
+DirectStores Planner::directStores(const CollArgs& a) const {
+  const DirectWrites& w = world_.direct_writes;
+  const size_t bytes = a.count * a.elementBytes();
+  auto storeFor = [&](size_t threshold) {
+    return threshold != 0 && bytes >= threshold ? kernels::WritePolicy::kStreaming : kernels::WritePolicy::kCached;
+  };
+  DirectStores s;
+  // A large out-of-place output goes around the cache (no read-for-ownership of its lines, no
+  // eviction of the inputs). In place: those lines are cached already, as input.
+  s.output = a.send == a.recv ? kernels::WritePolicy::kCached : storeFor(w.stream_output_bytes);
+  // Staging streams only where a peer reads lines from memory faster than lines that sit modified
+  // in this core's cache: far cores under auto, always under always, never under never.
+  const kernels::WritePolicy staged = storeFor(w.stream_staging_bytes);
+  s.staging_near = w.stream_staging == StreamStaging::kAlways ? staged : kernels::WritePolicy::kCached;
+  s.staging_far = w.stream_staging == StreamStaging::kNever ? kernels::WritePolicy::kCached : staged;
+  return s;
 }
 
 Plan Planner::planByModel(const CollArgs& a) const {
@@ -136,9 +162,9 @@ bool Planner::modelWorld(model::World* out) const {
   return true;
 }
 
-// Whether the executor can run `a` for this all-reduce over links (the model prices more than
-// that). The candidates come from model::ouroAlgorithms(), so an algorithm added to the model is
-// weighed here as soon as it has a case below (and the host executor runs it).
+// Whether the executor can run `a` for this call over links (the model prices more than that). The
+// candidates come from model::ouroAlgorithms(), so an algorithm added to the model is weighed here
+// as soon as it has a case below (and the host executor runs it).
 static bool runsOverLinks(Algorithm a, const CollArgs& args, const PlannerWorld& w, const HostLayout& hosts) {
   const size_t bytes = args.count * args.elementBytes();
   switch (a) {
@@ -146,7 +172,7 @@ static bool runsOverLinks(Algorithm a, const CollArgs& args, const PlannerWorld&
     case Algorithm::kGatherFold: return gatherFoldTotalBytes(args, w.nranks) <= w.slice_bytes;
     case Algorithm::kPairwiseRing: return true;
     case Algorithm::kHierarchical:
-      return w.order == kernels::FoldOrder::kRank &&
+      return args.kind == CollKind::kAllReduce && w.order == kernels::FoldOrder::kRank &&
              chooseHierarchy(hosts, AlgoSetting::kHierarchical, bytes, w.hier_min_bytes).hierarchical;
     case Algorithm::kDoubling:  // the whole call in one message a level
       return w.order == kernels::FoldOrder::kTree && args.kind == CollKind::kAllReduce && bytes <= w.slice_bytes;
@@ -173,8 +199,8 @@ bool Planner::chooseByModel(const CollArgs& a, Plan* out) const {
     model::World t = w;
     if (algorithm == Algorithm::kPairwiseRing || algorithm == Algorithm::kHierarchical ||
         algorithm == Algorithm::kHalvingDoubling)
-      t.slice_bytes = model::bestSliceBytes(algorithm, world_.model_params, w, bytes);
-    const double s = model::predict(algorithm, world_.model_params, t, bytes);
+      t.slice_bytes = model::bestSliceBytes(algorithm, world_.model_params, w, bytes, a.kind);
+    const double s = model::predict(algorithm, world_.model_params, t, bytes, a.kind);
     if (s >= model::kNotApplicable) continue;
     if (s < pick.seconds) {
       pick.runner_up = pick.algorithm, pick.runner_up_s = pick.seconds;
@@ -214,7 +240,7 @@ double Planner::predictPlan(const Plan& p) const {
   if (p.executor != ExecutorKind::kHost || !modelWorld(&w)) return 0;
   if (p.message_bytes) w.slot_bytes = p.message_bytes;
   if (p.slice_bytes) w.slice_bytes = p.slice_bytes;
-  const double s = model::predict(p.algorithm, world_.model_params, w, p.bytes);
+  const double s = model::predict(p.algorithm, world_.model_params, w, p.bytes, p.kind);
   return s < model::kNotApplicable ? s : 0;
 }
 
@@ -263,6 +289,7 @@ Plan Planner::planByRules(const CollArgs& a) const {
     return p;
   }
   if (world_.direct) {
+    p.stores = directStores(a);
     p.bytes = directInlineBytes(a, n);
     if (p.bytes <= transport::shm::kInlineBytes) {
       p.algorithm = Algorithm::kDirectInline;
@@ -323,7 +350,7 @@ Plan Planner::planDevice(const CollArgs& a, const DeviceFacts& d) const {
   const bool ll = p.bytes <= d.ll_max_bytes;
   p.protocol = ll ? Protocol::kLL : Protocol::kSimple;
   p.slice_bytes = ll ? d.ll_message_bytes : d.simple_message_bytes;
-  p.channels = d.channels;
+  p.channels = world_.device_channels;
   p.ring = d.ring;
   return p;
 }

@@ -3,6 +3,7 @@
 // again. OURO_DEBUG=info prints the plan of a call once per distinct plan.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -33,8 +34,12 @@ struct PlannerWorld {
   int machine_hosts = 1;
   int machine_cpus = 0;
   DirectWrites direct_writes;
-  // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, host all-reduce plans
-  // carry its predicted time, and under OURO_ALGO=auto the all-reduces over links take the
+  // Device calls: the channels (thread blocks, each with FIFOs of its own) every call uses
+  // (OURO_CUDA_CHANNELS); the CUDA executor lays its FIFOs out for this many.
+  int device_channels = 1;
+  // The cost model (OURO_MODEL, comm/setup/model_calibration.hpp): when on, the plans of the host
+  // collectives it prices (model::pricesKind: all-reduce, reduce-scatter, all-gather, broadcast,
+  // reduce) carry its predicted time, and under OURO_ALGO=auto those over links take the
   // algorithm and slice it predicts fastest. The parameters are rank 0's, agreed at init: ranks
   // that chose differently would deadlock.
   bool model = false;
@@ -47,7 +52,8 @@ struct DeviceFacts {
   size_t ll_max_bytes = 0;         // calls whose largest buffer fits use LL (OURO_CUDA_LL_MAX_BYTES)
   size_t simple_message_bytes = 0;  // a slot
   size_t ll_message_bytes = 0;      // half an LL slot: the other half is flags
-  int channels = 1;
+  // The ring the plan decided at set-up (joinHostRings over each host's hostRingPart,
+  // comm/plan/gpu_topology.hpp), as the kernels read it: in device memory (nullptr: rank order).
   const int* ring = nullptr;
 };
 
@@ -88,13 +94,15 @@ class Planner {
 
  private:
   std::string describe(const Plan& plan) const;
+  // A direct call's stores, from its size, whether it runs in place and OURO_SHM_STREAM_*.
+  DirectStores directStores(const CollArgs& args) const;
   // The rules' all-reduce over links under OURO_ORDER=tree (issue #37), and why, for the info line.
   void planTreeAllReduce(Plan* plan) const;
   std::string treeReasonText(const Plan& plan) const;
-  // With the model on, a host all-reduce: the rules' plan with its predicted time, or the
+  // With the model on, a priced host collective: the rules' plan with its predicted time, or the
   // model's pick where it predicts that at least 1.25x faster (OURO_ALGO=auto over links).
   Plan planByModel(const CollArgs& args) const;
-  // OURO_ALGO=auto, model on, all-reduce over links: the algorithm and slice the model predicts
+  // OURO_ALGO=auto, model on, a priced collective over links: the algorithm and slice the model predicts
   // fastest among those this executor can run for the call. False when the model has no shape.
   bool chooseByModel(const CollArgs& args, Plan* plan) const;
 
@@ -102,9 +110,9 @@ class Planner {
   HostLayout hosts_;
   mutable std::mutex noted_mu_;
   mutable std::vector<Plan> noted_;
-  // With the model on, each all-reduce size's plan, decided once (planHost).
+  // With the model on, each priced collective's plan per size, decided once (planHost).
   mutable std::mutex model_mu_;
-  mutable std::unordered_map<size_t, Plan> model_plans_;
+  mutable std::map<std::pair<CollKind, size_t>, Plan> model_plans_;
 };
 
 }  // namespace ouro

@@ -23,12 +23,18 @@ PlanSettings PlanSettings::fromEnv() {
   s.check = envInt("OURO_CHECK") != 0;
   s.hier_min_bytes = (long long)envInt("OURO_HIER_MIN_BYTES");
   s.verify = (long long)envInt("OURO_VERIFY");
+  s.model = envString("OURO_MODEL");
+  std::string error;
+  if (s.model != "off" && s.model != "auto" && !model::parseParams(s.model, &s.model_params, &error))
+    raise(Result::kInvalidArgument, "OURO_MODEL=%s: %s; or give auto or off (docs/SETTINGS.md)", s.model.c_str(),
+          error.c_str());
   return s;
 }
 
 std::string PlanSettings::text() const {
-  return strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld",
-                   algoSettingName(algo), orderSettingName(order), check ? 1 : 0, hier_min_bytes, verify);
+  return strprintf("OURO_ALGO=%s OURO_ORDER=%s OURO_CHECK=%d OURO_HIER_MIN_BYTES=%lld OURO_VERIFY=%lld OURO_MODEL=%s",
+                   algoSettingName(algo), orderSettingName(order), check ? 1 : 0, hier_min_bytes, verify,
+                   model.c_str());
 }
 
 std::string PeerInfo::encode() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/plan/algo_setting.hpp"
+#include "comm/plan/cost_model.hpp"
 #include "comm/setup/store/store.hpp"
 #include "core/clock.hpp"
 #include "core/cpu_mask.hpp"
@@ -46,19 +47,23 @@ std::string encodeJobError(Result code, const std::string& message);
 JobError decodeJobError(std::string_view record);
 
 // What every rank's planner reads (OURO_ALGO, OURO_ORDER, OURO_CHECK, OURO_HIER_MIN_BYTES,
-// OURO_VERIFY): read and parsed once, at the rendezvous, where every rank must agree on them
-// (ranks that plan one call differently would hang or fail in the middle of it), and handed from
-// there to the planner (connectTransports).
+// OURO_VERIFY, OURO_MODEL): read and parsed once, at the rendezvous, where every rank must agree on
+// them (ranks that plan one call differently would hang or fail in the middle of it), and handed
+// from there to the planner (connectTransports, agreeModel).
 struct PlanSettings {
   AlgoSetting algo = AlgoSetting::kAuto;
   kernels::FoldOrder order = kernels::FoldOrder::kTree;
   bool check = true;
   long long hier_min_bytes = 0;
   long long verify = 0;
+  // OURO_MODEL (comm/setup/model_calibration.hpp): "off", "auto", or a spec, whose parameters
+  // (model::parseParams) are then model_params.
+  std::string model = "auto";
+  model::Params model_params;
   // Throws kInvalidArgument naming the setting it cannot read.
   static PlanSettings fromEnv();
-  // "OURO_ALGO=auto OURO_ORDER=tree OURO_CHECK=1 OURO_HIER_MIN_BYTES=1048576 OURO_VERIFY=0": what the
-  // ranks compare, and what a disagreement names.
+  // "OURO_ALGO=auto OURO_ORDER=tree OURO_CHECK=1 OURO_HIER_MIN_BYTES=1048576 OURO_VERIFY=0
+  // OURO_MODEL=auto": what the ranks compare, and what a disagreement names.
   std::string text() const;
 };
 

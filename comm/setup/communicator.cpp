@@ -48,7 +48,8 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<store::Store>
         connectTransports(*comm->store_, comm->prefix_, rank, nranks, comm->membership_, listener, deadline);
     comm->progress_ = std::make_unique<Progress>(std::move(connection.progress));
     // Every rank takes rank 0's cost-model parameters (probed once per host): equal plans everywhere.
-    agreeModel(*comm->store_, comm->prefix_, *comm->progress_, &connection.world, deadline);
+    agreeModel(*comm->store_, comm->prefix_, *comm->progress_, comm->membership_.plan.model,
+               comm->membership_.plan.model_params, &connection.world, deadline);
     comm->planner_ = std::make_unique<Planner>(std::move(connection.world));
   } catch (Error& e) {
     if (e.message().rfind("rank ", 0) != 0) e.addContext(strprintf("rank %d: %s: connecting transports", rank, what));

@@ -59,6 +59,7 @@ Connection connectTransports(store::Store& store, const std::string& prefix, int
   world.order = m.plan.order;
   world.check = m.plan.check;
   world.hier_min_bytes = size_t(m.plan.hier_min_bytes);
+  world.device_channels = int(std::clamp<int64_t>(envInt("OURO_CUDA_CHANNELS"), INT32_MIN, INT32_MAX));
   // TCP or InfiniBand may carry a link between hosts: the hierarchical schedule's lag must stay
   // below the slots of either.
   world.inter_host_slots = int(std::min(envInt("OURO_TCP_SLOTS"), envInt("OURO_IB_SLOTS")));

@@ -295,53 +295,41 @@ void probeLinks(Progress& progress, const ProbeFacts& facts, Deadline deadline, 
   if (prober) params->gamma = probeFold();
 }
 
-void agreeModel(store::Store& store, const std::string& prefix, Progress& progress, PlannerWorld* world,
-                Deadline deadline) {
+void agreeModel(store::Store& store, const std::string& prefix, Progress& progress, const std::string& setting,
+                const model::Params& given, PlannerWorld* world, Deadline deadline) {
   const int rank = world->rank, n = world->nranks;
-  const std::string setting = envString("OURO_MODEL");
-  model::Params own;
-  std::string error, refusal;
-  if (setting != "off" && setting != "auto" && !model::parseParams(setting, &own, &error))
-    refusal = strprintf("rank %d: OURO_MODEL=%s: %s; or give auto or off (docs/SETTINGS.md)", rank, setting.c_str(),
-                        error.c_str());
-  // Rank 0's refusal goes to every rank through the store, so none waits for parameters that will
-  // not come; another rank's is raised once it has done its part (a probe partner's echo), so
-  // rank 0 is not left waiting on it either.
-  if (rank == 0 && !refusal.empty()) {
-    if (n > 1) store.set(prefix + "model/params", "error " + refusal);
-    raise(Result::kInvalidArgument, "%s", refusal.c_str());
+  // The setting is every rank's (agreed at the rendezvous): off and a spec are decided alike
+  // everywhere with no word between the ranks.
+  if (setting == "off") {
+    world->model = false;
+    return;
   }
+  std::string decided;  // "on SOURCE\nSPEC", or under auto "probe" first
+  if (setting != "auto") decided = "on OURO_MODEL\n" + formatModelSpec(given);
   const ProbeFacts facts = probePartners(*world);
-  // Rank 0 decides: "off", "probe", or "on SOURCE\nSPEC".
-  std::string decided;
+  // Under auto rank 0 decides: "probe", or "on SOURCE\nSPEC" from its cache or the defaults.
   const std::string key = prefix + "model/params", probed_key = prefix + "model/probed";
   std::string cache_path, cache_key;
-  if (rank == 0) {
-    if (setting == "off") {
-      decided = "off";
-    } else if (setting != "auto") {
-      decided = "on OURO_MODEL\n" + formatModelSpec(own);
+  if (setting == "auto" && rank == 0) {
+    const HostLayout layout = describeHosts(world->host_of);
+    std::string links = facts.local_peer >= 0 ? std::string("local_") + progress.link(facts.local_peer).transportName() : "";
+    if (facts.remote_peer >= 0)
+      links += std::string(links.empty() ? "" : "+") + "net_" + progress.link(facts.remote_peer).transportName();
+    const int hosts = layout.regular ? layout.grid.hosts : 0, per_host = layout.regular ? layout.grid.per_host : 0;
+    cache_key = strprintf("%s %s %dx%d", hostName().c_str(), links.empty() ? "none" : links.c_str(), hosts, per_host);
+    cache_path = modelCachePath(hostName(), links.empty() ? "none" : links, hosts, per_host);
+    model::Params cached;
+    std::string why;
+    const bool chooses = n > 1 && world->setting == AlgoSetting::kAuto && !world->direct && layout.regular;
+    if (!cache_path.empty() && readModelCache(cache_path, cache_key, kCacheMaxAgeS, &cached, &why)) {
+      OURO_INFO("rank 0: cost model: the links' parameters from %s", cache_path.c_str());
+      decided = "on cached probe\n" + formatModelSpec(cached);
     } else {
-      const HostLayout layout = describeHosts(world->host_of);
-      std::string links = facts.local_peer >= 0 ? std::string("local_") + progress.link(facts.local_peer).transportName() : "";
-      if (facts.remote_peer >= 0)
-        links += std::string(links.empty() ? "" : "+") + "net_" + progress.link(facts.remote_peer).transportName();
-      const int hosts = layout.regular ? layout.grid.hosts : 0, per_host = layout.regular ? layout.grid.per_host : 0;
-      cache_key = strprintf("%s %s %dx%d", hostName().c_str(), links.empty() ? "none" : links.c_str(), hosts, per_host);
-      cache_path = modelCachePath(hostName(), links.empty() ? "none" : links, hosts, per_host);
-      model::Params cached;
-      std::string why;
-      const bool chooses = n > 1 && world->setting == AlgoSetting::kAuto && !world->direct && layout.regular;
-      if (!cache_path.empty() && readModelCache(cache_path, cache_key, kCacheMaxAgeS, &cached, &why)) {
-        OURO_INFO("rank 0: cost model: the links' parameters from %s", cache_path.c_str());
-        decided = "on cached probe\n" + formatModelSpec(cached);
-      } else {
-        OURO_INFO("rank 0: cost model: %s%s", why.c_str(), chooses ? "; probing the links" : "; using the defaults");
-        decided = chooses ? "probe" : "on defaults\n" + formatModelSpec(model::Params());
-      }
+      OURO_INFO("rank 0: cost model: %s%s", why.c_str(), chooses ? "; probing the links" : "; using the defaults");
+      decided = chooses ? "probe" : "on defaults\n" + formatModelSpec(model::Params());
     }
     if (n > 1) store.set(key, decided);
-  } else {
+  } else if (setting == "auto") {
     decided = store.get(key, deadline);
   }
   if (decided == "probe") {
@@ -370,13 +358,9 @@ void agreeModel(store::Store& store, const std::string& prefix, Progress& progre
   if (decided.rfind("error ", 0) == 0)
     raise(Result::kInvalidArgument, "rank %d: rank 0 could not set up the cost model (%s); every rank uses rank 0's "
           "parameters, so the fix is there", rank, decided.substr(6).c_str());
-  if (!refusal.empty()) raise(Result::kInvalidArgument, "%s", refusal.c_str());
-  if (decided == "off") {
-    world->model = false;
-    return;
-  }
   const size_t newline = decided.find('\n');
   model::Params agreed;
+  std::string error;
   if (decided.rfind("on ", 0) != 0 || newline == std::string::npos ||
       !model::parseParams(decided.substr(newline + 1), &agreed, &error))
     raise(Result::kInternalError,

@@ -1,6 +1,8 @@
-// The cost model's parameters for a communicator (issue #24, comm/plan/cost_model.hpp), agreed by
-// every rank at init so that every rank's planner picks the same algorithm for every call (ranks
-// that picked differently would deadlock):
+// The cost model's parameters for a communicator (issue #24, comm/plan/cost_model.hpp), the same on
+// every rank so that every rank's planner picks the same algorithm for every call (ranks that
+// picked differently would deadlock). The setting is agreed at the rendezvous with the other
+// planning settings (PlanSettings, comm/setup/bootstrap.hpp: requireSameSetting, the one check that
+// ranks agree on a setting); what it means:
 //   OURO_MODEL=off      the planner keeps its fixed rules and plans carry no prediction;
 //   OURO_MODEL=SPEC     the model's defaults with SPEC on top (parseParams: tcp=ALPHA_US,GBPS; ...);
 //   OURO_MODEL=auto     (the default) measured: where the planner chooses by the model (links path,
@@ -8,8 +10,9 @@
 //                       8-byte ping-pongs and 3-16 256 KiB transfers started within 20 ms per link kind, a
 //                       fold timed locally) and caches the result in $XDG_CACHE_HOME/ouro (~/.cache/ouro);
 //                       elsewhere the cached values if any, else the defaults.
-// Whatever each rank has (its setting, its cache), rank 0's parameters rule: it publishes them
-// through the store as a spec string, and every rank, rank 0 included, parses that same string.
+// off and a spec need nothing more. Under auto each rank may hold another cache, so rank 0's
+// parameters rule: it publishes them through the store as a spec string, and every rank, rank 0
+// included, parses that same string.
 #pragma once
 
 #include <string>
@@ -48,8 +51,9 @@ ProbeFacts probePartners(const PlannerWorld& world);
 void probeLinks(Progress& progress, const ProbeFacts& facts, Deadline deadline, model::Params* params);
 
 // At init, after the links exist and before the planner is built: sets world->model,
-// model_params and model_source to what rank 0 decided. Throws on a bad OURO_MODEL.
-void agreeModel(store::Store& store, const std::string& prefix, Progress& progress, PlannerWorld* world,
-                Deadline deadline);
+// model_params and model_source from the agreed setting (`setting` and `given`: PlanSettings::model
+// and model_params), under auto to what rank 0 read or measured.
+void agreeModel(store::Store& store, const std::string& prefix, Progress& progress, const std::string& setting,
+                const model::Params& given, PlannerWorld* world, Deadline deadline);
 
 }  // namespace ouro

@@ -2,7 +2,7 @@
 // executor puts a rank's FIFOs in its GPU's memory only when every sender may (transport/cuda
 // arena_layout.hpp fifosInDeviceMemory was cudaDeviceCanAccessPeer alone). As NCCL's
 // NCCL_P2P_LEVEL, the path between the two GPUs decides, from the host's topology
-// (comm/setup/gpu_topology.hpp: hwloc, NVML, found by PCI bus id, so GPUs this process cannot see
+// (comm/setup/gpu_discovery.hpp: hwloc, NVML, found by PCI bus id, so GPUs this process cannot see
 // count too):
 //  - the same GPU: always (a device-to-device copy);
 //  - NVLink: up to OURO_P2P_LEVEL=NVL and beyond;
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/setup/gpu_topology.hpp"
+#include "comm/plan/gpu_topology.hpp"
 #include "transport/cuda/arena_layout.hpp"
 
 namespace ouro {

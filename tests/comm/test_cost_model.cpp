@@ -268,6 +268,136 @@ TEST_CASE("cost model: it prices every all-reduce plan the planner's rules make"
   }
 }
 
+// ---- issue #36: the other host collectives with a choice over links ----
+
+namespace {
+
+CollArgs callOf(CollKind kind, size_t bytes) {
+  CollArgs a = allReduce(bytes);
+  a.kind = kind;
+  a.root = 0;
+  return a;
+}
+
+constexpr CollKind kPricedKinds[] = {CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
+                                     CollKind::kReduce};
+
+}  // namespace
+
+TEST_CASE("cost model: one-shot for the other collectives, by hand", "[cost_model]") {
+  const Params p = simple();
+  const World w = grid(2, 2);  // n = 4: one peer over shm, two across
+  const double S = 1024, b = S + 16;  // a descriptor rides with the data
+  const double shm = 1e-6 + b * 5e-11, net_shared = 2e-6 + b * 8e-11 * 2, net = 2e-6 + b * 8e-11;
+  const double fold = 3 * S * 1e-10;
+  // Reduce-scatter and all-gather: every rank sends S to every peer, both of its host's ranks across.
+  CHECK(predict(Algorithm::kOneShot, p, w, 1024, CollKind::kReduceScatter) == Approx(shm + 2 * net_shared + fold));
+  CHECK(predict(Algorithm::kOneShot, p, w, 1024, CollKind::kAllGather) == Approx(shm + 2 * net_shared));
+  // Broadcast: only the root's messages carry data; reduce: they arrive at the root one at a time.
+  CHECK(predict(Algorithm::kOneShot, p, w, 1024, CollKind::kBroadcast) == Approx(shm + 2 * net));
+  CHECK(predict(Algorithm::kOneShot, p, w, 1024, CollKind::kReduce) == Approx(shm + 2 * net + fold));
+}
+
+TEST_CASE("cost model: gather-fold for the other collectives, by hand", "[cost_model]") {
+  const Params p = simple();
+  const World w = grid(2, 2);  // Bruck: dist 1 (one block, one rank a host across), dist 2 (two, both)
+  const double S = 1024, d = 16;
+  auto net = [](double b, double sharers) { return 2e-6 + b * 8e-11 * sharers; };
+  const double fold = 3 * S * 1e-10;
+  CHECK(predict(Algorithm::kGatherFold, p, w, 1024, CollKind::kAllGather) == Approx(net(S + d, 1) + net(2 * (S + d), 2)));
+  CHECK(predict(Algorithm::kGatherFold, p, w, 1024, CollKind::kReduce) ==
+        Approx(net(S + d, 1) + net(2 * (S + d), 2) + fold));
+  // A reduce-scatter contributes its whole input (4 blocks of S), and folds its own block.
+  CHECK(predict(Algorithm::kGatherFold, p, w, 1024, CollKind::kReduceScatter) ==
+        Approx(net(4 * S + d, 1) + net(2 * (4 * S + d), 2) + fold));
+  // A broadcast forwards the root's S and the descriptors.
+  CHECK(predict(Algorithm::kGatherFold, p, w, 1024, CollKind::kBroadcast) == Approx(net(S + d, 1) + net(S + 2 * d, 2)));
+  // Every contribution must fit one slot: a reduce-scatter's n blocks each.
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 4096, CollKind::kReduceScatter) == kNotApplicable);
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 4096, CollKind::kAllGather) < kNotApplicable);
+  CHECK(predict(Algorithm::kGatherFold, p, grid(2, 4), 120 << 10, CollKind::kBroadcast) < kNotApplicable);
+}
+
+TEST_CASE("cost model: the driver for the other collectives, by hand", "[cost_model]") {
+  const Params p = simple();
+  const World w = grid(2, 2);
+  const double MiB = 1 << 20, sl = 128 << 10;  // 8 slices of one slot
+  const double shm = 1e-6 + sl * 5e-11, net = 2e-6 + sl * 8e-11, net2 = 2e-6 + sl * 8e-11 * 2;
+  // Reduce-scatter: each owner's block from the shm peer and the two across (both ranks sending).
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kReduceScatter) ==
+        Approx(8 * (shm + 2 * net2) + 3 * MiB * 1e-10));
+  // All-gather: 3 ring steps of 8 slices, each waiting for the crossing link.
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kAllGather) == Approx(3 * 8 * net));
+  // Broadcast: the first slice down 3 hops (one across), then one slice a slowest hop.
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kBroadcast) == Approx(2 * shm + net + 7 * net));
+  // Reduce: the reduce-scatter over 4 blocks of 256 KiB (2 slices each), then 3 blocks to the root.
+  CHECK(predict(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kReduce) ==
+        Approx(2 * (shm + 2 * net2) + 3 * (MiB / 4) * 1e-10 + 2 * (shm + 2 * net)));
+  // A smaller slice: more messages, a shorter fill; the best slice is one the formula prefers.
+  const size_t best = bestSliceBytes(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kBroadcast);
+  World t = w;
+  t.slice_bytes = best;
+  CHECK(predict(Algorithm::kPairwiseRing, p, t, 1 << 20, CollKind::kBroadcast) <=
+        predict(Algorithm::kPairwiseRing, p, w, 1 << 20, CollKind::kBroadcast));
+}
+
+TEST_CASE("cost model: what it prices among the other collectives", "[cost_model]") {
+  const Params p = simple();
+  for (CollKind kind : kPricedKinds) {
+    INFO(collName(kind));
+    CHECK(pricesKind(kind));
+    CHECK(predict(Algorithm::kPairwiseRing, p, grid(1, 4), 1024, kind) == kNotApplicable);  // direct: by size only
+    CHECK(predict(Algorithm::kOneShot, p, grid(2, 2), 128 << 10, kind) == kNotApplicable);   // past one slot
+    CHECK(predict(Algorithm::kHalvingDoubling, p, grid(2, 2), 1 << 20, kind) == kNotApplicable);
+    CHECK(predict(Algorithm::kHierarchical, p, grid(2, 2), 1 << 20, kind) == kNotApplicable);
+    CHECK(predict(Algorithm::kCopy, p, grid(1, 1), 1024, kind) == Approx(1024 * 5e-11));
+  }
+  CHECK_FALSE(pricesKind(CollKind::kAllToAll));
+  CHECK_FALSE(pricesKind(CollKind::kBarrier));
+}
+
+TEST_CASE("cost model: it prices every plan the rules make for the other collectives", "[cost_model]") {
+  for (CollKind kind : kPricedKinds)
+    for (int h : {1, 2, 3, 5})
+      for (int l : {1, 2, 4}) {
+        if (h * l == 1) continue;
+        for (size_t slice : {size_t(4) << 10, size_t(128) << 10}) {
+          const Planner planner(plannerWorld(h, l, false, slice, true));
+          for (size_t bytes : {size_t(1), size_t(8), size_t(1000), size_t(16) << 10, size_t(1) << 20}) {
+            const Plan rules = planner.planByRules(callOf(kind, bytes));
+            INFO(collName(kind) << ", " << h << " hosts x " << l << ", slot " << slice << ", " << bytes << " bytes: "
+                                << algorithmShortName(rules.algorithm));
+            CHECK(planner.predictPlan(rules) > 0);
+          }
+        }
+      }
+}
+
+TEST_CASE("planner: with the cost model on, the other collectives over links take the fastest it predicts", "[cost_model]") {
+  // 8 hosts of one rank, 50 us a message between them.
+  PlannerWorld pw = plannerWorld(8, 1, false, 128 << 10, true);
+  REQUIRE(parseParams("tcp=50,10;shm=1,10;reduce=10", &pw.model_params, nullptr));
+  const Planner planner(pw);
+  // A reduce-scatter of 1 KiB a rank: 8 x 8 KiB contributions, past the rules' gather-fold limit,
+  // so the rules send one-shot (7 messages); the model's gather-fold takes 3 steps.
+  const Plan rs = planner.planHost(callOf(CollKind::kReduceScatter, 1024));
+  CHECK(planner.planByRules(callOf(CollKind::kReduceScatter, 1024)).algorithm == Algorithm::kOneShot);
+  CHECK(rs.algorithm == Algorithm::kGatherFold);
+  CHECK(rs.by_model);
+  World w = grid(8, 1);
+  CHECK(rs.predicted_s == Approx(predict(Algorithm::kGatherFold, pw.model_params, w, 1024, CollKind::kReduceScatter)));
+  // A 4 MiB broadcast: the driver's chain, at the slice the model likes best.
+  const Plan bc = planner.planHost(callOf(CollKind::kBroadcast, 4 << 20));
+  CHECK(bc.algorithm == Algorithm::kPairwiseRing);
+  CHECK(bc.predicted_s > 0);
+  // OURO_ALGO named: the rules' choice, with its prediction.
+  pw.setting = AlgoSetting::kOneShot;
+  const Plan named = Planner(pw).planHost(callOf(CollKind::kReduceScatter, 1024));
+  CHECK(named.algorithm == Algorithm::kOneShot);
+  CHECK_FALSE(named.by_model);
+  CHECK(named.predicted_s > 0);
+}
+
 // ---- issue #37: the canonical tree's algorithms ----
 
 TEST_CASE("cost model: which halving-doubling steps cross hosts, and how many ranks share a host's link", "[cost_model]") {

@@ -1,4 +1,4 @@
-// GPU/NIC topology (comm/setup/gpu_topology.hpp): the ring order as a pure function of hand-made
+// GPU/NIC topology (comm/plan/gpu_topology.hpp, read by comm/setup/gpu_discovery.hpp): the ring order as a pure function of hand-made
 // topologies (NVLink bottleneck first, then bandwidth, then locality; shared GPUs adjacent; rank
 // 0 first; every rank once), and discovery from the fake hwloc XML servers in topologies/ (made by
 // topologies/make_topologies.py): the GPUs, NICs and NVLinks found there and the rings they give.
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/setup/gpu_topology.hpp"
+#include "comm/setup/gpu_discovery.hpp"
 #include "core/error.hpp"
 
 using namespace ouro;
@@ -284,3 +284,32 @@ TEST_CASE("without hwloc the topology is empty and says why") {
 }
 
 #endif
+
+TEST_CASE("ring across hosts: each host's part, hosts by their first rank", "[ring]") {
+  // Hosts {0,1,2} (its topology orders 0 2 1), {3,4} (4 3), {5}.
+  const std::vector<std::string> parts = {"0,2,1", "0,2,1", "0,2,1", "4,3", "4,3", "5"};
+  CHECK(joinHostRings(parts, 6) == std::vector<int>{0, 2, 1, 4, 3, 5});
+  // Ranks placed round robin: hosts {0,2,4} and {1,3,5}.
+  CHECK(joinHostRings({"0,4,2", "1,3,5", "0,4,2", "1,3,5", "0,4,2", "1,3,5"}, 6) == std::vector<int>{0, 4, 2, 1, 3, 5});
+  CHECK(joinHostRings({"0"}, 1) == std::vector<int>{0});
+  CHECK_THROWS_AS(joinHostRings({"0,1", "0,1", "1,2"}, 3), Error);  // rank 1 twice
+  CHECK_THROWS_AS(joinHostRings({"0", "2", "2"}, 3), Error);        // rank 1's part leaves it out
+  CHECK_THROWS_AS(joinHostRings({"0,7", "1"}, 2), Error);
+  CHECK_THROWS_AS(joinHostRings({"0,x", "1"}, 2), Error);
+}
+
+TEST_CASE("hostRingPart: this host's ranks in ringOrder's order, as the hosts exchange them", "[ring]") {
+  // NVLink 0-2-1-3-0 only; this host holds ranks 4..7 on GPUs 0..3: the part follows the NVLink ring.
+  auto bw = [](int a, int b) -> uint64_t {
+    std::set<std::pair<int, int>> links{{0, 2}, {1, 2}, {1, 3}, {0, 3}};
+    return links.count({a, b}) ? 50000 : 0;
+  };
+  CHECK(hostRingPart(linked(4, bw), {0, 1, 2, 3}, {4, 5, 6, 7}) == "4,6,5,7");
+  // Two ranks on one GPU stay adjacent (ranks 0 and 2 on GPU 1, rank 1 on GPU 0).
+  const GpuTopology two = linked(2, [](int, int) -> uint64_t { return 0; });
+  CHECK(hostRingPart(two, {1, 0, 1}, {0, 1, 2}) == "0,2,1");
+  CHECK(hostRingPart(two, {-1}, {3}) == "3");
+  // Hosts {0,1,2} and {3}: every rank's host part joins into the one ring.
+  const std::string a = hostRingPart(two, {1, 0, 1}, {0, 1, 2}), b = hostRingPart(two, {0}, {3});
+  CHECK(joinHostRings({a, a, a, b}, 4) == std::vector<int>{0, 2, 1, 3});
+}

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/setup/gpu_discovery.hpp"
 #include "comm/setup/p2p_level.hpp"
 
 using namespace ouro;

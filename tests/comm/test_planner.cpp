@@ -66,6 +66,55 @@ TEST_CASE("planner: direct inline, symmetric or staged by what the call carries"
   CHECK(four.planHost(call(CollKind::kBarrier, 0)).algorithm == Algorithm::kDirectInline);
 }
 
+TEST_CASE("planner: a direct call's stores, around the cache or through it (OURO_SHM_STREAM_*)", "[planner]") {
+  using kernels::WritePolicy;
+  PlannerWorld w = oneHost(2, true);
+  w.direct_writes.stream_output_bytes = 1 << 20;
+  w.direct_writes.stream_staging_bytes = 4 << 20;
+  std::vector<float> a(1), b(1);
+  auto planned = [&](const PlannerWorld& world, size_t count, bool in_place) {
+    CollArgs c = call(CollKind::kAllReduce, count);
+    c.send = a.data();
+    c.recv = in_place ? a.data() : b.data();
+    return Planner(world).planHost(c).stores;
+  };
+  // Outputs from OURO_SHM_STREAM_OUTPUT_BYTES stream, unless in place (the lines are cached as input).
+  CHECK(planned(w, (1 << 18) - 1, false).output == WritePolicy::kCached);
+  CHECK(planned(w, 1 << 18, false).output == WritePolicy::kStreaming);
+  CHECK(planned(w, 1 << 18, true).output == WritePolicy::kCached);
+  // Staging under auto: from OURO_SHM_STREAM_STAGING_BYTES, and only when the cores are far apart.
+  DirectStores s = planned(w, 1 << 20, false);
+  CHECK(s.staging_near == WritePolicy::kCached);
+  CHECK(s.staging_far == WritePolicy::kStreaming);
+  CHECK(planned(w, (1 << 20) - 1, false).staging_far == WritePolicy::kCached);
+  // always: near cores too; never: far cores neither.
+  w.direct_writes.stream_staging = StreamStaging::kAlways;
+  s = planned(w, 1 << 20, false);
+  CHECK((s.staging_near == WritePolicy::kStreaming && s.staging_far == WritePolicy::kStreaming));
+  w.direct_writes.stream_staging = StreamStaging::kNever;
+  s = planned(w, 1 << 20, false);
+  CHECK((s.staging_near == WritePolicy::kCached && s.staging_far == WritePolicy::kCached));
+  // 0 thresholds: never.
+  w.direct_writes = DirectWrites{};
+  s = planned(w, 1 << 24, false);
+  CHECK((s.output == WritePolicy::kCached && s.staging_far == WritePolicy::kCached));
+}
+
+TEST_CASE("planner: with the cost model on, a direct call's stores are its own, in place or not", "[planner]") {
+  // The model's plans are kept per size; the stores are not the size's but the call's.
+  PlannerWorld w = oneHost(2, true);
+  w.direct_writes.stream_output_bytes = 1 << 10;
+  w.model = true;
+  Planner p(w);
+  std::vector<float> a(1), b(1);
+  CollArgs c = call(CollKind::kAllReduce, 1 << 12);
+  c.send = a.data();
+  c.recv = b.data();
+  CHECK(p.planHost(c).stores.output == kernels::WritePolicy::kStreaming);
+  c.recv = a.data();
+  CHECK(p.planHost(c).stores.output == kernels::WritePolicy::kCached);
+}
+
 TEST_CASE("planner: over links, one-shot while it fits, then the driver or pairwise transfers", "[planner]") {
   Planner p(oneHost(4, false));
   const Plan small = p.planHost(call(CollKind::kAllReduce, 1024));
@@ -149,12 +198,13 @@ TEST_CASE("planner: gather-fold for small calls across hosts, named or auto (#24
 }
 
 TEST_CASE("planner: device calls pick LL or Simple by the largest buffer, and its message size", "[planner]") {
-  Planner p(oneHost(4, true));
+  PlannerWorld w = oneHost(4, true);
+  w.device_channels = 4;  // OURO_CUDA_CHANNELS: every device call's
+  Planner p(w);
   DeviceFacts d;
   d.ll_max_bytes = 64 << 10;
   d.simple_message_bytes = 512 << 10;
   d.ll_message_bytes = 8 << 10;
-  d.channels = 4;
   const Plan small = p.planDevice(call(CollKind::kAllReduce, 16 << 10), d);  // 64 KiB
   CHECK(small.executor == ExecutorKind::kCuda);
   CHECK(small.algorithm == Algorithm::kDeviceDriver);
@@ -302,11 +352,15 @@ TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the pla
   CHECK(p.algorithm == Algorithm::kPairwiseRing);
   CHECK_FALSE(p.by_model);
   CHECK(p.predicted_s > 0);
-  // Collectives the model does not cover keep the rules and carry no prediction.
+  // Collectives the model does not price (all-to-all, barrier) keep the rules and carry no prediction;
+  // those it prices (#36) carry one.
+  const Plan all_to_all = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllToAll, 1 << 20));
+  CHECK(all_to_all.algorithm == Algorithm::kPairwiseTransfers);
+  CHECK_FALSE(all_to_all.by_model);
+  CHECK(all_to_all.predicted_s == 0);
   const Plan gather = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllGather, 1 << 20));
   CHECK(gather.algorithm == Algorithm::kPairwiseRing);
-  CHECK_FALSE(gather.by_model);
-  CHECK(gather.predicted_s == 0);
+  CHECK(gather.predicted_s > 0);
   // One host with shared memory: the direct algorithms by the rules, with the model's time.
   PlannerWorld direct = oneHost(4, true);
   direct.model = true;

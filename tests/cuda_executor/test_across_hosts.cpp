@@ -83,19 +83,6 @@ TEST_CASE("local channels: this host's arenas by local index, the table by rank"
   CHECK(table[1].to[0].slot_count == 99);
 }
 
-TEST_CASE("ring across hosts: each host's part, hosts by their first rank", "[cuda][remote]") {
-  // Hosts {0,1,2} (its topology orders 0 2 1), {3,4} (4 3), {5}.
-  const std::vector<std::string> parts = {"0,2,1", "0,2,1", "0,2,1", "4,3", "4,3", "5"};
-  CHECK(joinHostRings(parts, 6) == std::vector<int>{0, 2, 1, 4, 3, 5});
-  // Ranks placed round robin: hosts {0,2,4} and {1,3,5}.
-  CHECK(joinHostRings({"0,4,2", "1,3,5", "0,4,2", "1,3,5", "0,4,2", "1,3,5"}, 6) == std::vector<int>{0, 4, 2, 1, 3, 5});
-  CHECK(joinHostRings({"0"}, 1) == std::vector<int>{0});
-  CHECK_THROWS_AS(joinHostRings({"0,1", "0,1", "1,2"}, 3), Error);  // rank 1 twice
-  CHECK_THROWS_AS(joinHostRings({"0", "2", "2"}, 3), Error);        // rank 1's part leaves it out
-  CHECK_THROWS_AS(joinHostRings({"0,7", "1"}, 2), Error);
-  CHECK_THROWS_AS(joinHostRings({"0,x", "1"}, 2), Error);
-}
-
 TEST_CASE("GPUDirect RDMA: InfiniBand, the GPU, and a way to register its memory", "[cuda][remote]") {
   GpuDirectFacts f;
   CHECK_FALSE(gpuDirectSupport(f).possible);

@@ -93,7 +93,7 @@ TEST_CASE("emulated kernels: 2..8 ranks x 1..4 channels", "[cuda][emulation]") {
         c.offset_elems = seed % 2;
         c.in_place = (kind == CollKind::kAllReduce || kind == CollKind::kAllToAll) && seed % 3 == 0;
         // Half the cases run the ring in a reversed, rotated order (an NVLink order from
-        // comm/setup/gpu_topology.hpp would permute it so): the bits must not change.
+        // comm/plan/gpu_topology.hpp would permute it so): the bits must not change.
         if ((nranks + nchannels) % 2 == 1)  // every kind, half the shapes
           for (int i = 0; i < nranks; i++) c.ring.push_back((nranks - i + 1) % nranks);
         // LL on even channel counts: with the ring choice above, every kind meets all four

@@ -89,6 +89,7 @@ struct RankSide {
     w.nranks = world.nranks;
     w.host_of.assign(size_t(world.nranks), 0);
     w.check = true;
+    w.device_channels = world.nchannels;  // the planner's channels, which the FIFOs are laid out for
     return w;
   }
 

@@ -110,6 +110,7 @@ struct Rank {
     w.nranks = 2;
     w.host_of.assign(2, 0);
     w.check = true;
+    w.device_channels = layout().nchannels;  // the planner's channels, which the FIFOs are laid out for
     return w;
   }
   unsigned char* buffer(size_t bytes, unsigned char fill) {

@@ -220,14 +220,18 @@ TEST_CASE("lazy TCP: ranks started with different planning settings are all refu
   // OURO_ALGO differs on rank 3, so the same 16-float all-reduce would be one-shot there and a
   // checked pairwise call elsewhere, or the other way round (the one-shot rank once took the
   // check's messages as data). Init compares what every planner reads and refuses on every rank,
-  // naming both settings; none gets as far as a call. OURO_CHECK off on one rank likewise.
+  // naming both settings; none gets as far as a call. OURO_CHECK off on one rank likewise, and
+  // OURO_MODEL off on one rank (#36: the model's setting is agreed with the others).
   const World w{8, 2};
   const std::vector<std::pair<std::map<std::string, std::string>, std::map<std::string, std::string>>> cases{
       {{{"OURO_ALGO", "pairwise"}}, {{"OURO_ALGO", "one-shot"}}},
       {{{"OURO_ALGO", "one-shot"}}, {{"OURO_ALGO", "pairwise"}}},
-      {{{"OURO_ALGO", "pairwise"}}, {{"OURO_ALGO", "pairwise"}, {"OURO_CHECK", "0"}}}};
+      {{{"OURO_ALGO", "pairwise"}}, {{"OURO_ALGO", "pairwise"}, {"OURO_CHECK", "0"}}},
+      {{{"OURO_ALGO", "pairwise"}}, {{"OURO_ALGO", "pairwise"}, {"OURO_MODEL", "off"}}}};
   for (const auto& [others, odd] : cases) {
-    INFO("rank 3 started with " << odd.begin()->second << (odd.size() > 1 ? " and OURO_CHECK=0" : ""));
+    std::string settings;
+    for (const auto& [name, value] : odd) settings += " " + name + "=" + value;
+    INFO("rank 3 started with" << settings);
     const auto results = runRanks(w, "small", others, 3, odd);
     for (int r = 0; r < w.n; r++) {
       const test::ProcessResult& res = results[size_t(r)];

@@ -1,7 +1,9 @@
 // The GPUs and NICs of this host, where they hang off the CPUs and the PCIe tree, which GPUs
-// NVLink joins, and the ring order over the ranks' GPUs this implies. Discovery reads hwloc (the
-// live machine, or an XML file: tests, and HWLOC_XMLFILE); everything after it is a pure function
-// of a GpuTopology value, so tests build one by hand or from tests/comm/topologies/*.xml.
+// NVLink joins, and the decisions the plan takes from them: the ring order a device call follows
+// (ringOrder inside a host, joinHostRings across hosts) and the NIC nearest each GPU. Discovery
+// (comm/setup/gpu_discovery.hpp) reads hwloc, the live machine or an XML file; everything here is a
+// pure function of a GpuTopology value, so tests build one by hand or from
+// tests/comm/topologies/*.xml.
 #pragma once
 
 #include <cstdint>
@@ -58,12 +60,6 @@ struct GpuTopology {
   std::string summary() const;                    // one line for the info log
 };
 
-// From xml_path when given, else hwloc's own HWLOC_XMLFILE when set, else the live machine (with
-// NVLinks read from NVML through dlopen when hwloc's nvml plugin is absent, as on Debian). Without
-// hwloc in the build, or when live discovery fails, the topology is empty and source says why. An
-// xml_path that cannot be loaded throws Error(kInvalidArgument). Logs the summary at info level.
-GpuTopology loadGpuTopology(const std::string& xml_path = "");
-
 // The NIC nearest to a GPU (PCIe switch, then host bridge, NUMA node, package), verbs devices
 // before plain netdevs, then by bus id; -1 when the host has none.
 int closestNic(const GpuTopology& topo, int gpu);
@@ -76,5 +72,15 @@ int closestNic(const GpuTopology& topo, int gpu);
 // distinct GPUs, greedy plus 2-opt beyond. Deterministic: of equally good rings, the first in
 // lexicographic order of GPUs (so with no information at all, the ranks in order).
 std::vector<int> ringOrder(const GpuTopology& topo, const std::vector<int>& gpu_of_rank);
+
+// The device ring (Plan::ring, the collective driver's ring order) decided in two steps, since each
+// host knows only its own GPUs. hostRingPart: this host's ranks (`local`, ascending; local[i] on
+// GPU gpu_of_local[i] of topo) in ringOrder's order, as "3,2", which every rank of the host computes
+// alike and the hosts exchange. joinHostRings: the world's ring from every rank's host part
+// (`part_of_rank[r]`: rank r's host's part), the hosts in the order of their lowest rank. Pure, so
+// every rank computes the same; throws kInternalError when the parts are not one permutation of the
+// ranks (they come from the store).
+std::string hostRingPart(const GpuTopology& topo, const std::vector<int>& gpu_of_local, const std::vector<int>& local);
+std::vector<int> joinHostRings(const std::vector<std::string>& part_of_rank, int nranks);
 
 }  // namespace ouro
