@@ -59,7 +59,7 @@ struct DriverCall {
   int channel = 0;
   int nchannels = 1;
   // Ring order for the all-gather ring and the broadcast chain: ring[i] is the rank at position
-  // i (a permutation of 0..nranks-1, e.g. following NVLink: comm/setup/gpu_topology.hpp).
+  // i (a permutation of 0..nranks-1, e.g. following NVLink: comm/plan/gpu_topology.hpp).
   // nullptr: rank order. Reductions do not depend on it: they fold in rank order whatever the ring.
   const int* ring = nullptr;
   // Reduce-scatter without a root (all-reduce, reduce-scatter): slices sent ahead of the fold. 0:
