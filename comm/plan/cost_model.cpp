@@ -59,31 +59,35 @@ double oneShot(const Params& p, const World& w, double S) {
   return (L - 1) * msg(p.shm, b) + (n - L) * msg(p.net(), b, L) + (n - 1) * S * p.gamma;
 }
 
-// Gather-fold (Bruck): in round k (dist = 2^k) every rank sends min(dist, n - dist) blocks to rank
-// r - dist. Across hosts the round waits for the ranks whose peer is on another host: min(dist, L)
-// of each host's ranks, sharing its link. Then each rank folds the n contributions.
-double gatherFold(const Params& p, const World& w, double S) {
+// The dissemination rounds that gather-fold's Bruck all-gather and the call check share: in round
+// dist (1, 2, 4, ... < n) every rank sends bytes(dist) to rank r - dist. Across hosts the round
+// waits for the ranks whose peer is on another host: min(dist, L) of each host's ranks, sharing
+// its link.
+template <typename Bytes>
+double disseminationRounds(const Params& p, const World& w, Bytes bytes) {
   const Msg msg{p, w};
-  const int n = w.ranks(), L = w.per_host;
   double t = 0;
-  for (int dist = 1; dist < n; dist *= 2) {
-    const double b = double(std::min(dist, n - dist)) * (S + kDescriptorBytes);
-    t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, L)) : msg(p.shm, b);
+  for (int dist = 1; dist < w.ranks(); dist *= 2) {
+    const double b = bytes(dist);
+    t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, w.per_host)) : msg(p.shm, b);
   }
-  return t + (n - 1) * S * p.gamma;
+  return t;
 }
 
-// The call check (OURO_CHECK=1): the dissemination rounds of comm/exec/call_check.cpp, one 48-byte
-// message a round to rank r - dist, crossing hosts as gather-fold's rounds do. Before the data of
-// every algorithm over links that does not carry descriptors itself.
+// Gather-fold (Bruck): in round k (dist = 2^k) every rank sends min(dist, n - dist) blocks to rank
+// r - dist. Then each rank folds the n contributions.
+double gatherFold(const Params& p, const World& w, double S) {
+  const int n = w.ranks();
+  const double rounds =
+      disseminationRounds(p, w, [&](int dist) { return double(std::min(dist, n - dist)) * (S + kDescriptorBytes); });
+  return rounds + (n - 1) * S * p.gamma;
+}
+
+// The call check (OURO_CHECK=1): the rounds of comm/exec/call_check.cpp, one 48-byte message each.
+// Before the data of every algorithm over links that does not carry descriptors itself.
 constexpr double kCheckMessageBytes = 48;  // sizeof(CheckWire)
 double callCheck(const Params& p, const World& w) {
-  const Msg msg{p, w};
-  const int n = w.ranks(), L = w.per_host;
-  double t = 0;
-  for (int dist = 1; dist < n; dist *= 2)
-    t += w.hosts > 1 ? msg(p.net(), kCheckMessageBytes, std::min(dist, L)) : msg(p.shm, kCheckMessageBytes);
-  return t;
+  return disseminationRounds(p, w, [](int) { return kCheckMessageBytes; });
 }
 
 // Pairwise (the collective driver): the buffer cut in n blocks of S/n, each moved in m slices of
@@ -227,15 +231,12 @@ double gatherFoldTotal(CollKind kind, const World& w, double S) {
 // ranks of a host sending across); a broadcast's busiest rank forwards the root's S and descriptors.
 // The reductions then fold n contributions of S (a reduce-scatter only its own block of each).
 double gatherFoldOf(CollKind kind, const Params& p, const World& w, double S) {
-  const Msg msg{p, w};
-  const int n = w.ranks(), L = w.per_host;
+  const int n = w.ranks();
   const double block = gatherFoldBlock(kind, w, S);
-  double t = 0;
-  for (int dist = 1; dist < n; dist *= 2) {
+  const double t = disseminationRounds(p, w, [&](int dist) {
     const double blocks = double(std::min(dist, n - dist));
-    const double b = kind == CollKind::kBroadcast ? S + blocks * kDescriptorBytes : blocks * (block + kDescriptorBytes);
-    t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, L)) : msg(p.shm, b);
-  }
+    return kind == CollKind::kBroadcast ? S + blocks * kDescriptorBytes : blocks * (block + kDescriptorBytes);
+  });
   const bool reduces = kind == CollKind::kReduceScatter || kind == CollKind::kReduce;
   return t + (reduces ? (n - 1) * S * p.gamma : 0);
 }
