@@ -6,6 +6,9 @@
         an OURO_MODEL spec from ouro-bench's "# model:" line (the probe's parameters), with the
         host link's rate capped at G (tbf's burst lets the probe's 256 KiB transfers pass at the
         veth's speed); --tcp-cpu-gbps C adds tcpcpu=C (the machine's CPUs priced)
+        and --wake-us W adds wake=W (the wait behind each rank ahead of a woken one on its core)
+  model_report.py wake --json RUN.json... --model-bin OURO_MODEL --hosts H --per-host L --cpus C --spec SPEC
+        the model's wake (us a rank ahead of a woken one on its core) from 8-byte gather-fold runs
   model_report.py collect --json RUN.json --csv measured.csv --rate R --hosts H --per-host L
         --system S --spec SPEC --load LOAD          appends one CSV row per measured size
   model_report.py merge --into OUT --from OUT2 --systems "mpich"
@@ -49,7 +52,7 @@ def rate_gbps(rate):
     return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8e9
 
 
-def spec_from_line(line, cap, alpha_us=None, tcp_cpu=0.0):
+def spec_from_line(line, cap, alpha_us=None, tcp_cpu=0.0, wake_us=None):
     links = {k: (float(a), float(b)) for k, a, b in re.findall(r"\b(shm|tcp|ib) ([0-9.]+) us ([0-9.]+) GB/s", line)}
     red = re.search(r"reduce ([0-9.]+) GB/s", line)
     if "tcp" not in links or "shm" not in links or not red:
@@ -59,7 +62,34 @@ def spec_from_line(line, cap, alpha_us=None, tcp_cpu=0.0):
     if alpha_us is not None:
         tcp_a = alpha_us
     spec = f"shm={shm_a:g},{shm_b:g};tcp={tcp_a:g},{min(tcp_b, cap):g};reduce={float(red.group(1)):g};net=tcp"
-    return spec + (f";tcpcpu={tcp_cpu:g}" if tcp_cpu > 0 else "")
+    spec += f";tcpcpu={tcp_cpu:g}" if tcp_cpu > 0 else ""
+    return spec + (f";wake={wake_us:g}" if wake_us is not None else "")
+
+
+def model_time_us(model_bin, hosts, per_host, waiting, spec, algo):
+    """ouro-model's time for one algorithm at 8 bytes, in us."""
+    out = subprocess.run([model_bin, "--hosts", str(hosts), "--per-host", str(per_host), "--min", "8", "--max", "8",
+                          "--waiting", f"{waiting:g}", "--model", spec], check=True, capture_output=True, text=True).stdout
+    rows = [line.split("\t") for line in out.splitlines() if not line.startswith("#")]
+    return float(rows[1][rows[0].index(algo)]) * 1e6
+
+
+def wake(a):
+    """The model's wake from measured 8-byte gather-folds (their median): (measured - model at wake=0) / slope,
+    the slope being the model's time at wake=1 us less that at wake=0 (rounds x ranks waiting)."""
+    runs = []
+    for path in a.json:
+        with open(path) as f:
+            runs.append(json.load(f)["results"][0]["out_of_place"]["time_us"])
+    waiting = max(0.0, a.hosts * a.per_host / a.cpus - 1)
+    base = re.sub(r";wake=[^;]*", "", a.spec)
+    t0 = model_time_us(a.model_bin, a.hosts, a.per_host, waiting, base + ";wake=0", "gather-fold")
+    slope = model_time_us(a.model_bin, a.hosts, a.per_host, waiting, base + ";wake=1", "gather-fold") - t0
+    measured = statistics.median(runs)
+    if slope <= 0:
+        sys.exit(f"model_report.py: no ranks wait at {a.hosts}x{a.per_host} on {a.cpus} CPUs; wake cannot be measured there")
+    print(f"{a.hosts}x{a.per_host} on {a.cpus} CPUs ({waiting:g} ranks waiting a core): gather-fold 8 B measured "
+          f"{measured:.1f} us (median of {' '.join(f'{t:.1f}' for t in runs)}), model {t0:.1f} us at wake=0 and {slope:.1f} us more a us of wake: wake={max(0.0, (measured - t0) / slope):.2f}")
 
 
 def collect(a):
@@ -154,11 +184,18 @@ def report(a):
         m = re.match(r"(\d+) CPUs", open(os.path.join(a.dir, "machine.txt")).read())
         cpus = int(m.group(1)) if m else 0
     # (rate, hosts, per_host) -> size -> system -> row; named ouro rows only where that algorithm ran.
+    # A point measured more than once (model_vs_measured.sh --repeat) counts by its median time.
     pts = {}
     for r in rows:
         if r["system"] in OURO_NAMED and r["model_algo"] != r["system"]:
             continue
-        pts.setdefault((r["rate"], r["hosts"], r["per_host"]), {}).setdefault(r["size"], {})[r["system"]] = r
+        pts.setdefault((r["rate"], r["hosts"], r["per_host"]), {}).setdefault(r["size"], {}).setdefault(r["system"], []).append(r)
+    for sizes in pts.values():
+        for systems in sizes.values():
+            for s, runs in systems.items():
+                runs.sort(key=lambda r: r["time_us"])
+                systems[s] = dict(runs[(len(runs) - 1) // 2], repeats=len(runs),
+                                  spread=(runs[0]["time_us"], runs[-1]["time_us"]))
     table = []
     for cfg in sorted(pts, key=lambda c: (rate_gbps(c[0]), c[1], c[2])):
         for size in sorted(pts[cfg]):
@@ -171,7 +208,8 @@ def report(a):
             t = {"rate": cfg[0], "hosts": cfg[1], "per_host": cfg[2], "size": size}
             if auto:
                 t.update(auto_us=auto["time_us"], auto_busbw=auto["busbw"], model_us=auto["model_us"],
-                         pick=auto["model_algo"], load1=auto["load1"])
+                         pick=auto["model_algo"], load1=auto["load1"], auto_repeats=auto["repeats"],
+                         auto_spread=auto["spread"])
                 if auto["model_us"]:
                     t["model_err"] = auto["model_us"] / auto["time_us"] - 1
             for s, r in named.items():
@@ -213,14 +251,17 @@ def report(a):
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in t.items()})
 
     md = []
-    md.append("| config | size | auto: measured us (algorithm) | model us (error) | best named (us) | pick / best | "
+    md.append("| config | size | auto: measured us (median [range] of the runs; algorithm) | model us (error) | best named (us) | pick / best | "
               "auto / best | best peer (us) | best peer / auto | auto busbw (of the wire) |")
     md.append("|---|---|---|---|---|---|---|---|---|---|")
     for t in table:
         cfg = f"{t['hosts']}x{t['per_host']} {t['rate']}"
         pct = lambda x: "-" if x is None else f"{x * 100:+.0f}%"
         ratio = lambda x: "-" if x is None else f"{x:.2f}"
-        md.append(f"| {cfg} | {human(t['size'])} | {fmt_us(t.get('auto_us'))} ({t.get('pick', '-')}) | "
+        spread = ""
+        if (t.get("auto_repeats") or 1) > 1:
+            spread = f" [{fmt_us(t['auto_spread'][0])}-{fmt_us(t['auto_spread'][1])}, {t['auto_repeats']} runs]"
+        md.append(f"| {cfg} | {human(t['size'])} | {fmt_us(t.get('auto_us'))}{spread} ({t.get('pick', '-')}) | "
                   f"{fmt_us(t.get('model_us'))} ({pct(t.get('model_err'))}) | "
                   f"{t.get('best_algo', '-')} ({fmt_us(t.get('best_us'))}) | {ratio(t.get('pick_over_best'))} | "
                   f"{ratio(t.get('auto_over_best'))} | {t.get('best_peer', '-')} ({fmt_us(t.get('best_peer_us'))}) | "
@@ -324,6 +365,14 @@ def main():
     p.add_argument("--rate-gbps", type=float, required=True)
     p.add_argument("--alpha-us", default="probe", help="the host link's latency in us, or 'probe' (the line's)")
     p.add_argument("--tcp-cpu-gbps", type=float, default=0.0, help="tcpcpu: TCP a CPU carries (0: not priced)")
+    p.add_argument("--wake-us", default="", help="wake: the wait behind each rank ahead on a core ('': the library's)")
+    p = sub.add_parser("wake")
+    p.add_argument("--json", nargs="+", required=True)
+    p.add_argument("--model-bin", required=True)
+    p.add_argument("--hosts", type=int, required=True)
+    p.add_argument("--per-host", type=int, required=True)
+    p.add_argument("--cpus", type=int, required=True)
+    p.add_argument("--spec", required=True)
     p = sub.add_parser("collect")
     for k in ("json", "csv", "rate", "hosts", "per-host", "system", "spec", "load"):
         p.add_argument("--" + k, required=True)
@@ -338,7 +387,10 @@ def main():
     if a.cmd == "rate":
         print(f"{rate_gbps(a.rate):g}")
     elif a.cmd == "spec":
-        print(spec_from_line(a.line, a.rate_gbps, None if a.alpha_us == "probe" else float(a.alpha_us), a.tcp_cpu_gbps))
+        print(spec_from_line(a.line, a.rate_gbps, None if a.alpha_us == "probe" else float(a.alpha_us), a.tcp_cpu_gbps,
+                             float(a.wake_us) if a.wake_us else None))
+    elif a.cmd == "wake":
+        wake(a)
     elif a.cmd == "collect":
         collect(a)
     elif a.cmd == "merge":

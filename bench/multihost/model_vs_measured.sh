@@ -11,6 +11,7 @@
 #       [--per-host "1 2"] [--rates "1gbit 10gbit"] [--budget S] [--deadline MIN]
 #       [--no-big "HxL ..."] [--sizes "8 64K 16M"]
 #       [--systems "auto pairwise hierarchical one-shot gather-fold doubling halving-doubling openmpi mpich gloo"]
+#       [--wake-at "HxL ..." | --wake-at off] [--repeat N]
 #
 # Sizes: 8 B .. 8 MiB every 4x, each point timed for --budget seconds (default 0.15, at least 5
 # calls after 1 warm-up); then 32 MiB and 256 MiB with one warm-up and one timed call, unchecked
@@ -20,12 +21,22 @@
 # --sizes "8 64K 16M" measures those sizes alone instead (each by --budget, checked), for a short
 # sweep (issue #37's points); one-shot and gather-fold then skip the sizes past 32 KiB.
 #
-# The model's parameters, per configuration: the latency between hosts is half the median round
-# trip of a plain TCP ping-pong between hosts 1 and 2 (tcp_pingpong.py, per rate: what the
-# namespaces give); the rest is the library's own probe (OURO_MODEL=auto with a fresh cache: the
-# local links, the fold rate, the host link's rate), except that the host link's rate is the tbf
+# The model's parameters, per configuration: the latency between hosts is the time of a plain TCP
+# exchange between hosts 1 and 2 (the mean of 5,000), both sending 8 bytes at once as a
+# collective's steps do (tcp_pingpong.py exchange, per rate: what the namespaces give; the
+# ping-pong's round trip is logged beside it); the rest is the library's own probe (OURO_MODEL=auto
+# with a fresh cache: the local links, the fold rate, the host link's rate), except that the host
+# link's rate is the tbf
 # rate whenever the probe saw more (its 256 KiB transfers fit tbf's 256 KiB burst and so measure
 # the veth, not the shaper). The probe's own alpha is kept in the run logs (runs/probe-*).
+# The wait behind the other ranks of a core (wake, where ranks outnumber the CPUs): measured once
+# per rate on configurations outside the sweep (--wake-at, default "5x1 6x1 7x1": 5 to 7 ranks on
+# this 2-CPU machine, 1.5 to 2.5 ranks ahead of a woken one). At each, the 8-byte gather-fold's
+# measured time less the model's with wake=0, over the model's slope in wake (ouro-model's time
+# with wake=1 us less that with 0); the median of those. The sweep's configurations are then
+# predictions, none of them fitted. --wake-at off keeps the library's default (7 us, fitted in an
+# earlier session on the old, half-round-trip alpha). --repeat N runs every point (and the
+# wake's) N times, interleaved, and counts each by its median (default 1).
 # Every ouro run of that configuration then runs with OURO_MODEL set to that spec, so the
 # planner and the printed predictions use the same numbers. Where the machine's CPUs, not the
 # links, hold TCP between the hosts (every host streaming to the next at once, tcp_stream.py, moves
@@ -53,6 +64,8 @@ DEADLINE_MIN=40
 NO_BIG=""
 SIZES=""
 SYSTEMS="auto pairwise hierarchical one-shot gather-fold doubling halving-doubling openmpi mpich gloo"
+WAKE_AT="5x1 6x1 7x1"
+REPEAT=1
 RUN_TIMEOUT=300
 while (($#)); do
   case "$1" in
@@ -66,6 +79,8 @@ while (($#)); do
     --no-big) NO_BIG=$2; shift ;;
     --sizes) SIZES=$2; shift ;;
     --systems) SYSTEMS=$2; shift ;;
+    --wake-at) WAKE_AT=$2; shift ;;
+    --repeat) REPEAT=$2; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "model_vs_measured.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
@@ -89,6 +104,14 @@ done
 max_hosts=0
 for h in $HOST_LIST; do ((h > max_hosts)) && max_hosts=$h; done
 ((max_hosts >= 2)) || { echo "model_vs_measured.sh: --hosts needs at least one count >= 2" >&2; exit 2; }
+up_hosts=$max_hosts
+if [[ $WAKE_AT != off ]]; then
+  for cfg in $WAKE_AT; do
+    [[ $cfg =~ ^([0-9]+)x([0-9]+)$ ]] && ((BASH_REMATCH[1] >= 2)) ||
+      { echo "model_vs_measured.sh: --wake-at wants configurations HxL with H >= 2 (\"5x1 6x1 7x1\"), or off" >&2; exit 2; }
+    ((BASH_REMATCH[1] > up_hosts)) && up_hosts=${BASH_REMATCH[1]}
+  done
+fi
 
 [[ -n "$OUT" ]] || OUT=$(mktemp -d /tmp/ouro-model-vs-measured.XXXXXX)
 mkdir -p "$OUT/runs"
@@ -204,12 +227,36 @@ calibrate() {  # calibrate H L RATE_GBPS
   [[ -n "$line" ]] || { log "no probe line in $OUT/runs/$tag-h1.log"; return 1; }
   echo "$RATE ${h}x$l ${line#\# model: }" >>"$OUT/probes.txt"
   /usr/bin/python3 "$HERE/model_report.py" spec --line "$line" --rate-gbps "$gbps" --alpha-us "$ALPHA_US" \
-    --tcp-cpu-gbps "$TCPCPU" >"$OUT/spec-$RATE-${h}x$l"
+    --tcp-cpu-gbps "$TCPCPU" --wake-us "${WAKE_US:-}" >"$OUT/spec-$RATE-${h}x$l"
+}
+
+# wake_at: WAKE_US, the median of the wakes measured at each of --wake-at's configurations (see
+# the header); "" if none could be measured.
+wake_at() {
+  local cfg h l tag spec rep jsons wakes=()
+  WAKE_US=""
+  : >"$OUT/wake-$RATE.txt"
+  for cfg in $WAKE_AT; do
+    h=${cfg%x*} l=${cfg#*x} tag=wake-$RATE-$cfg jsons=()
+    calibrate "$h" "$l" "$gbps" || continue
+    spec="$(cat "$OUT/spec-$RATE-${h}x$l");wake=0"
+    rm -f "$OUT/spec-$RATE-${h}x$l"
+    for ((rep = 1; rep <= REPEAT; rep++)); do
+      run_ouro "$tag-r$rep" gather-fold "$h" "$l" "$spec" -b 8 -e 8 --budget "$BUDGET" -w 1 -c 1
+      [[ -f "$OUT/runs/$tag-r$rep.json" ]] && jsons+=("$OUT/runs/$tag-r$rep.json")
+    done
+    ((${#jsons[@]})) || continue
+    /usr/bin/python3 "$HERE/model_report.py" wake --json "${jsons[@]}" --model-bin "$BUILD/bench/ouro-model" \
+      --hosts "$h" --per-host "$l" --cpus "$(nproc)" --spec "$spec" >>"$OUT/wake-$RATE.txt" || continue
+    wakes+=("$(tail -1 "$OUT/wake-$RATE.txt" | sed -n 's/.*: wake=\([0-9.]*\)$/\1/p')")
+  done
+  ((${#wakes[@]})) || return 1
+  WAKE_US=$(printf '%s\n' "${wakes[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
 }
 
 # One system at one configuration: the small sizes by budget, then the two large ones.
 measure() {  # measure SYSTEM H L SPEC
-  local s=$1 h=$2 l=$3 spec=$4 base=$RATE-$2x$3-$1
+  local s=$1 h=$2 l=$3 spec=$4 base=$RATE-$2x$3-$1-r${rep:-1}
   local -a small=(-b 8 -e 8M -f 4 --budget "$BUDGET" -w 1 -c 1) big=(-b 32M -e 256M -f 8 -n 1 -w 1 -c 0)
   case "$s" in one-shot | gather-fold) small=(-b 8 -e 32K -f 4 --budget "$BUDGET" -w 1 -c 1) big=() ;; esac
   [[ " $NO_BIG " == *" ${h}x${l} "* ]] && big=()
@@ -245,7 +292,7 @@ measure() {  # measure SYSTEM H L SPEC
 
 log "sweep: hosts {$HOST_LIST} x per-host {$PER_HOST_LIST}, rates {$RATES}, systems {$SYSTEMS}, sizes {${SIZES:-8 B .. 256 MiB}}; build $BUILD; out $OUT"
 echo "$(nproc) CPUs; $(uname -r); scripts at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); build $BUILD" >"$OUT/machine.txt"
-"$HOSTS" up "$PREFIX" "$max_hosts" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
+"$HOSTS" up "$PREFIX" "$up_hosts" >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 rm -f "$OUT/measured.csv"
 : >"$OUT/skipped.txt"
 for RATE in $RATES; do
@@ -260,8 +307,17 @@ for RATE in $RATES; do
     >"$OUT/pingpong-$RATE.txt" 2>&1 || log "ping-pong failed: $(cat "$OUT/pingpong-$RATE.txt")"
   wait "$srv" 2>/dev/null || true
   log "rate $RATE ($gbps GB/s): TCP ping-pong between namespaces: $(cat "$OUT/pingpong-$RATE.txt")"
-  # The model's alpha between hosts: half the median round trip the namespaces give.
-  ALPHA_US=$(sed -n 's/.*median \([0-9.]*\) us.*/\1/p' "$OUT/pingpong-$RATE.txt" | awk '{ printf "%.2f", $1 / 2 }')
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 2 /usr/bin/python3 "$HERE/tcp_pingpong.py" exchange-serve "$a2" 29401 5000 &
+  srv=$!
+  sleep 0.5
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 1 /usr/bin/python3 "$HERE/tcp_pingpong.py" exchange "$a2" 29401 5000 \
+    >"$OUT/exchange-$RATE.txt" 2>&1 || log "exchange failed: $(cat "$OUT/exchange-$RATE.txt")"
+  wait "$srv" 2>/dev/null || true
+  log "rate $RATE: TCP exchange between namespaces: $(cat "$OUT/exchange-$RATE.txt")"
+  # The model's alpha between hosts: the mean exchange, both ends sending at once, as a
+  # collective's steps do (tcp_pingpong.py says why that costs more than half a round trip); the
+  # mean, as ouro-bench times a loop of calls, not each.
+  ALPHA_US=$(sed -n 's/.*mean \([0-9.]*\) us.*/\1/p' "$OUT/exchange-$RATE.txt" | awk '{ printf "%.2f", $1 }')
   [[ -n "$ALPHA_US" ]] || ALPHA_US=probe
   # The machine's CPUs: every host streams to the next at once (tcp_stream.py). Where the streams
   # moved less than 80% of what the links let through, the CPUs held them: the model then prices
@@ -289,6 +345,11 @@ for RATE in $RATES; do
     echo "$RATE: $max_hosts streams at once moved $agg GB/s on $(nproc) CPUs; tcpcpu=$TCPCPU" | tee "$OUT/tcpstream-$RATE.txt" >>"$OUT/sweep.log"
     log "rate $RATE: $max_hosts TCP streams at once: $agg GB/s on $(nproc) CPUs (links allow $(awk -v n="$max_hosts" -v g="$gbps" 'BEGIN { print n * g }')): tcpcpu=$TCPCPU"
   fi
+  WAKE_US=""
+  if [[ $WAKE_AT != off ]]; then
+    wake_at || true
+    log "rate $RATE: wake measured at $WAKE_AT: ${WAKE_US:-failed, so the library default stays}; $(cat "$OUT/wake-$RATE.txt" 2>/dev/null)"
+  fi
   for h in $HOST_LIST; do
     for l in $PER_HOST_LIST; do
       if ((SECONDS - START > DEADLINE_MIN * 60)); then
@@ -299,9 +360,11 @@ for RATE in $RATES; do
       spec=$(cat "$OUT/spec-$RATE-${h}x$l")
       echo "$RATE ${h}x$l $spec" >>"$OUT/specs.txt"
       log "config $RATE ${h}x$l: OURO_MODEL='$spec'"
-      for s in $SYSTEMS; do
-        measure "$s" "$h" "$l" "$spec"
-        log "  done $s"
+      for ((rep = 1; rep <= REPEAT; rep++)); do
+        for s in $SYSTEMS; do
+          measure "$s" "$h" "$l" "$spec"
+          log "  done $s (run $rep of $REPEAT)"
+        done
       done
     done
   done

@@ -17,12 +17,17 @@ namespace {
 constexpr size_t kDescriptorBytes = 16;  // sizeof(CallDescriptor): rides with one-shot and gather-fold data
 
 // One message of b bytes over a link of kind k while `sharers` ranks of the host use the same
-// host link at once; its receiver, woken, waits behind w.waiting ranks unless the transfer is longer.
+// host link at once. Its receiver, woken, waits behind w.waiting ranks unless the transfer is
+// longer, if the message crosses hosts over TCP: the ranks ahead of it on its core then send and
+// receive through the kernel's stack there (namespace hosts: a veth delivers in the sender's
+// context). Between the ranks of a host (shared memory), or over verbs, the ranks ahead only look
+// at memory and yield, and the message pays no wake.
 struct Msg {
   const Params& p;
   const World& w;
   double operator()(const LinkCost& k, double b, double sharers = 1) const {
-    return k.alpha + std::max(b * k.beta * sharers, w.waiting * p.wake);
+    const double wait = &k == &p.tcp ? w.waiting * p.wake : 0;
+    return k.alpha + std::max(b * k.beta * sharers, wait);
   }
 };
 
@@ -62,13 +67,20 @@ double oneShot(const Params& p, const World& w, double S) {
 // The dissemination rounds that gather-fold's Bruck all-gather and the call check share: in round
 // dist (1, 2, 4, ... < n) every rank sends bytes(dist) to rank r - dist. Across hosts the round
 // waits for the ranks whose peer is on another host: min(dist, L) of each host's ranks, sharing
-// its link.
+// its link. Only those ranks go through the kernel's network stack in that round; the others'
+// messages are in shared memory, and a rank behind one of them on a core waits for a look at
+// memory, not for a send and a receive: so a round's wake counts that share of the ranks waiting.
+// (8 bytes by gather-fold on this 2-CPU machine: 2, 4 and 8 namespace hosts x 2 ranks took
+// 54, 175 and 557 us; every rank waiting a whole wake in every round priced 68-84, 253-325 and
+// 737-961, one wake for every host count x 1 rank matching those within 15%; docs/ACROSS-HOSTS.md.)
 template <typename Bytes>
 double disseminationRounds(const Params& p, const World& w, Bytes bytes) {
-  const Msg msg{p, w};
   double t = 0;
   for (int dist = 1; dist < w.ranks(); dist *= 2) {
     const double b = bytes(dist);
+    World round = w;
+    if (w.hosts > 1) round.waiting = w.waiting * std::min(dist, w.per_host) / w.per_host;
+    const Msg msg{p, round};
     t += w.hosts > 1 ? msg(p.net(), b, std::min(dist, w.per_host)) : msg(p.shm, b);
   }
   return t;

@@ -113,6 +113,22 @@ TEST_CASE("cost model: ranks that outnumber the machine's CPUs wait their turn",
   CHECK(predict(Algorithm::kPairwiseRing, p, w, 2048) < predict(Algorithm::kGatherFold, p, w, 2048) * 1.25);
   w.waiting = 3;
   CHECK(predict(Algorithm::kGatherFold, p, w, 2048) * 1.25 < predict(Algorithm::kPairwiseRing, p, w, 2048));
+  // Only TCP messages wait: the ranks ahead of a woken one then work through the kernel's stack on
+  // its core. In a dissemination round at distance d, min(d, L) of a host's L ranks have their
+  // peer on another host, and the round's wake counts that share of the ranks waiting. Gather-fold
+  // on 2 hosts x 2 ranks, waiting 1: round 1 (half the ranks across) then round 2 (all of them).
+  World two = grid(2, 2);
+  two.waiting = 1;
+  const double b1 = 1 * 24, b2 = 2 * 24;  // min(d, n - d) blocks of 8 + 16 bytes
+  CHECK(predict(Algorithm::kGatherFold, p, two, 8) ==
+        Approx(4.5e-6 + std::max(b1 * 8e-9 * 1, 0.5 * 7e-6) + 4.5e-6 + std::max(b2 * 8e-9 * 2, 7e-6) + 3 * 8 * p.gamma));
+  // Messages inside a host pay no wake: pairwise on one host of 16 ranks on 4 CPUs costs what it
+  // costs with no rank waiting.
+  World one = grid(1, 16);
+  one.direct = false;
+  const double one_alone = predict(Algorithm::kPairwiseRing, p, one, 2048);
+  one.waiting = 3;
+  CHECK(predict(Algorithm::kPairwiseRing, p, one, 2048) == Approx(one_alone));
   Params q;
   std::string err;
   REQUIRE(parseParams("wake=12.5", &q, &err));
