@@ -17,8 +17,12 @@
 # highest, says how far the noise reaches; the fastest run of each side (best of the rounds) is
 # what each build does when nothing else takes its cores, the steadiest figure on a machine whose
 # load comes and goes. On a machine others keep busy with niced builds, AB_PREFIX="nice -n -10"
-# puts every job ahead of them. Not real-time scheduling (chrt -f): ranks that spin then starve the
-# kernel's network threads, and TCP between namespace hosts stalls until calls time out.
+# puts every job ahead of them, but only with kernel.sched_autogroup_enabled=0: with autogroups
+# (Debian's default) nice orders processes inside one session only, and every session (a terminal,
+# each test's setsid ranks) gets an equal share of the CPUs whatever its nice. Here 2 TCP ranks
+# under nice -10 beside another session's tests were stacked on one core and took 450 us an 8-byte
+# call; with autogroups off, 21-32 us. Not real-time scheduling (chrt -f): ranks that spin then
+# starve the kernel's network threads, and TCP between namespace hosts stalls until calls time out.
 # AB_ROWS=FILE keeps the raw rows. Fewer configurations or sizes, more
 # iterations a run:
 #   AB_CONFIGS="shm-ring 2,tcp 2" AB_SIZES="-b 1M -e 64M" AB_ITERS="-n 50 -w 5" \

@@ -305,7 +305,7 @@ def report(a):
         if os.path.exists(p) and os.path.getsize(p):
             extra.append(f"{name}:\n\n" + "".join("    " + line for line in open(p)))
     for p in sorted(os.listdir(a.dir)):
-        if p.startswith("pingpong-"):
+        if p.startswith(("pingpong-", "exchange-", "wake-")):
             extra.append(f"{p}: {open(os.path.join(a.dir, p)).read().strip()}")
     with open(os.path.join(a.dir, "report.md"), "w") as f:
         f.write("\n".join(summ) + "\n\n" + "\n".join(md) + "\n\n" + "\n\n".join(extra) + "\n")

@@ -13,9 +13,12 @@
 // at a time (it may receive one at the same time).
 //
 // Ranks that outnumber their machine's CPUs (namespace hosts or containers of one machine, a
-// laptop): a rank woken by a message first waits its turn behind the others runnable on its core,
-// about `wake` per rank ahead of it, so a message costs alpha + max(transfer, waiting * wake): a
-// transfer that lasts longer hides the wait. Zero ranks ahead (a cluster) leaves the model as above.
+// laptop): a rank woken by a TCP message first waits its turn behind the others runnable on its
+// core, about `wake` per rank ahead of it, so such a message costs alpha + max(transfer,
+// waiting * wake): a transfer that lasts longer hides the wait. Only ranks that work through the
+// kernel's TCP stack count: a shared-memory or verbs message pays no wake, and a dissemination
+// round (gather-fold, the call check) counts the share of ranks whose peer is on another host.
+// Zero ranks ahead (a cluster) leaves the model as above.
 //
 // The machine's CPUs (tcp_cpu, off unless set): TCP between hosts costs CPU time at both ends, in
 // the kernel's stack, and hosts that share a machine (namespace hosts, containers) share its CPUs
