@@ -88,52 +88,64 @@ Executor* streamFor(ouroStream_t s, ouroComm_t comm, Communicator& c, const char
   return h;
 }
 
-// What the flight recorder keeps of an operation (comm/progress/flight_recorder.hpp).
-TraceCall traceCallOf(const Operation& op, ouroStream_t stream) {
+// What the flight recorder keeps of a collective (comm/progress/flight_recorder.hpp).
+TraceCall traceCollective(const CollArgs& a, ouroStream_t stream) {
   TraceCall t;
   t.stream = reinterpret_cast<uintptr_t>(stream);
-  if (op.collective) {
-    t.kind = op.args.kind;
-    t.dtype = op.args.kind == CollKind::kBarrier ? -1 : int(op.args.dtype);
-    t.redop = op.args.reduces() ? int(op.args.op) : -1;
-    t.peer = op.args.root;
-    t.count = op.args.count;
-    return t;
-  }
-  // A group of transfers: its bytes, and the peer of a lone send or recv.
+  t.kind = a.kind;
+  t.dtype = a.kind == CollKind::kBarrier ? -1 : int(a.dtype);
+  t.redop = a.reduces() ? int(a.op) : -1;
+  t.peer = a.root;
+  t.count = a.count;
+  return t;
+}
+
+// ... and of a group of transfers: its bytes, and the peer of a lone send or recv.
+TraceCall traceTransfers(const std::vector<Transfer>& transfers, ouroStream_t stream) {
+  TraceCall t;
+  t.stream = reinterpret_cast<uintptr_t>(stream);
   t.kind = CollKind::kSendRecv;
   t.dtype = int(DataType::kUint8);
-  t.transfers = int(std::min<size_t>(op.transfers.size(), 127));
-  for (const Transfer& tr : op.transfers) t.count += tr.bytes;
-  if (op.transfers.size() == 1) {
-    t.peer = op.transfers[0].peer;
-    t.send = op.transfers[0].send;
+  t.transfers = int(std::min<size_t>(transfers.size(), 127));
+  for (const Transfer& tr : transfers) t.count += tr.bytes;
+  if (transfers.size() == 1) {
+    t.peer = transfers[0].peer;
+    t.send = transfers[0].send;
   }
   return t;
 }
 
-// Runs op now on this thread (stream NULL) or hands it to the stream's executor, in issue order.
-// The blocking path (the latency-critical one) allocates nothing.
-void submit(ouroComm_t comm, ouroStream_t stream, const char* call, Operation&& op) {
+// A call's place in the communicator's issue order, noted in the flight recorder; `stream` is the
+// stream's executor, or nullptr for a blocking call (run on the caller's thread).
+struct Turn {
+  Communicator& comm;
+  Executor* stream;
+  uint64_t ticket;
+};
+
+Turn takeTurn(ouroComm_t comm, ouroStream_t stream, const char* call, const TraceCall& trace) {
   Communicator& c = requireCommunicator(comm, call);
   Executor* s = streamFor(stream, comm, c, call);
   c.progress().requireUsable(call);
-  uint64_t ticket = c.issue();
-  c.progress().recorder().issue(ticket, traceCallOf(op, stream), s != nullptr);
-  if (s) return s->enqueue(ticket, std::move(op));
-  c.runInTurn(ticket, [&] {
-    if (op.collective)
-      runHostCollective(c, op.args);
-    else
-      runHostTransfers(c, op.transfers);
-  });
+  const uint64_t ticket = c.issue();
+  c.progress().recorder().issue(ticket, trace, s != nullptr);
+  return {c, s, ticket};
 }
 
-Operation collectiveOp(const char* call, const CollArgs& a) {
-  Operation op;
-  op.call = call;
-  op.args = a;
-  return op;
+// Runs a collective now on this thread (stream NULL) or hands it to the stream's executor, in
+// issue order. The arguments go as they are, in no wrapper: the blocking path (the
+// latency-critical one) allocates nothing.
+void submitCollective(ouroComm_t comm, ouroStream_t stream, const char* call, const CollArgs& a) {
+  const Turn t = takeTurn(comm, stream, call, traceCollective(a, stream));
+  if (t.stream) return t.stream->enqueue(t.ticket, call, a);
+  t.comm.runInTurn(t.ticket, [&] { runHostCollective(t.comm, a); });
+}
+
+// The same for a fused group of send/recv transfers.
+void submitTransfers(ouroComm_t comm, ouroStream_t stream, std::vector<Transfer>&& transfers) {
+  const Turn t = takeTurn(comm, stream, "send/recv", traceTransfers(transfers, stream));
+  if (t.stream) return t.stream->enqueue(t.ticket, std::move(transfers));
+  t.comm.runInTurn(t.ticket, [&] { runHostTransfers(t.comm, transfers); });
 }
 
 // The buffers' kind (host or device memory) must be one, and suit the stream (buffer_kinds.hpp).
@@ -195,7 +207,7 @@ ouroResult_t collective(const char* call, ouroComm_t comm, ouroStream_t stream, 
       t_group.push_back({comm, stream, true, a, {}});
       return;
     }
-    submit(comm, stream, call, collectiveOp(call, a));
+    submitCollective(comm, stream, call, a);
   });
 }
 
@@ -231,7 +243,7 @@ void runGroupOps(std::vector<PendingOp>& ops) {
   for (size_t i = 0; i < ops.size();) {
     PendingOp& op = ops[i];
     if (op.collective) {
-      submit(op.comm, op.stream, collName(op.args.kind), collectiveOp(collName(op.args.kind), op.args));
+      submitCollective(op.comm, op.stream, collName(op.args.kind), op.args);
       i++;
       continue;
     }
@@ -246,11 +258,7 @@ void runGroupOps(std::vector<PendingOp>& ops) {
       t.what = strprintf("%s #%llu %s rank %d", t.send ? "send" : "recv", (unsigned long long)t.call,
                          t.send ? "to" : "from", t.peer);
     }
-    Operation group;
-    group.call = "send/recv";
-    group.collective = false;
-    group.transfers = std::move(transfers);
-    submit(op.comm, op.stream, "send/recv", std::move(group));
+    submitTransfers(op.comm, op.stream, std::move(transfers));
     i = j;
   }
 }

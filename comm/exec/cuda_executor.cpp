@@ -462,14 +462,19 @@ CudaExecutor::~CudaExecutor() {
   c.streamRemoved();
 }
 
-void CudaExecutor::enqueue(uint64_t ticket, Operation op) {
+void CudaExecutor::enqueue(uint64_t ticket, const char* call, const CollArgs& args) {
   Communicator& c = impl_->comm;
   c.runInTurn(ticket, [&] {
-    c.progress().requireUsable(op.call);
-    if (op.collective)
-      impl_->collective(op.args);
-    else
-      impl_->transfers(op.transfers);
+    c.progress().requireUsable(call);
+    impl_->collective(args);
+  });
+}
+
+void CudaExecutor::enqueue(uint64_t ticket, std::vector<Transfer> transfers) {
+  Communicator& c = impl_->comm;
+  c.runInTurn(ticket, [&] {
+    c.progress().requireUsable("send/recv");
+    impl_->transfers(transfers);
   });
 }
 

@@ -35,7 +35,8 @@ class CudaExecutor final : public Executor {
   ~CudaExecutor() override;  // waits for this executor's kernels
 
   BufferKind buffers() const override { return BufferKind::kDevice; }
-  void enqueue(uint64_t ticket, Operation op) override;
+  void enqueue(uint64_t ticket, const char* call, const CollArgs& args) override;
+  void enqueue(uint64_t ticket, std::vector<Transfer> transfers) override;
   bool idle() override;
   std::optional<Error> synchronize() override;
 

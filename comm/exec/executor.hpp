@@ -21,22 +21,16 @@ namespace ouro {
 enum class BufferKind : uint8_t { kHost, kDevice };
 const char* bufferKindName(BufferKind kind);  // "host memory", "device memory"
 
-// One queued operation: a collective, or a fused group of send/recv transfers.
-struct Operation {
-  const char* call = "";  // the API call, for messages
-  bool collective = true;
-  CollArgs args;                    // collective
-  std::vector<Transfer> transfers;  // send/recv
-};
-
 class Executor {
  public:
   virtual ~Executor() = default;  // completes what is queued first
   virtual BufferKind buffers() const = 0;
-  // Queues op to run when the communicator reaches `ticket` (Communicator::issue). An error that
+  // Queues a collective (`call` names the API call, for messages), or a fused group of send/recv
+  // transfers, to run when the communicator reaches `ticket` (Communicator::issue). An error that
   // is known before anything runs (a launch refused) may be thrown here; errors of running work
   // come back from synchronize().
-  virtual void enqueue(uint64_t ticket, Operation op) = 0;
+  virtual void enqueue(uint64_t ticket, const char* call, const CollArgs& args) = 0;
+  virtual void enqueue(uint64_t ticket, std::vector<Transfer> transfers) = 0;
   // True when every queued operation has finished (an error counts as finished).
   virtual bool idle() = 0;
   // Waits for everything queued so far; returns the first error since the last call, if any.

@@ -23,14 +23,21 @@ HostExecutor::~HostExecutor() {
   comm_.streamRemoved();
 }
 
-void HostExecutor::enqueue(uint64_t ticket, Operation op) {
-  std::function<void()> run = [this, op = std::move(op)]() mutable {
-    comm_.progress().requireUsable(op.call);
-    if (op.collective)
-      runHostCollective(comm_, op.args);
-    else
-      runHostTransfers(comm_, op.transfers);
-  };
+void HostExecutor::enqueue(uint64_t ticket, const char* call, const CollArgs& args) {
+  push(ticket, [this, call, args] {
+    comm_.progress().requireUsable(call);
+    runHostCollective(comm_, args);
+  });
+}
+
+void HostExecutor::enqueue(uint64_t ticket, std::vector<Transfer> transfers) {
+  push(ticket, [this, transfers = std::move(transfers)]() mutable {
+    comm_.progress().requireUsable("send/recv");
+    runHostTransfers(comm_, transfers);
+  });
+}
+
+void HostExecutor::push(uint64_t ticket, std::function<void()> run) {
   {
     std::lock_guard lock(mu_);
     queue_.emplace_back(ticket, std::move(run));

@@ -24,11 +24,13 @@ class HostExecutor final : public Executor {
   ~HostExecutor() override;  // runs what is queued, then stops the worker
 
   BufferKind buffers() const override { return BufferKind::kHost; }
-  void enqueue(uint64_t ticket, Operation op) override;
+  void enqueue(uint64_t ticket, const char* call, const CollArgs& args) override;
+  void enqueue(uint64_t ticket, std::vector<Transfer> transfers) override;
   bool idle() override;
   std::optional<Error> synchronize() override;
 
  private:
+  void push(uint64_t ticket, std::function<void()> run);  // queues run for the worker
   void work();
 
   Communicator& comm_;

@@ -37,7 +37,17 @@ struct CollArgs {
   size_t elementBytes() const { return dataTypeSize(dtype); }
 };
 
-CallDescriptor describeCall(const CollArgs& args);
+// What the ranks compare of a call (call_descriptor.hpp): its fields as every rank must pass them.
+// Inline: every host and device call takes its descriptor from here on its latency path.
+inline CallDescriptor describeCall(const CollArgs& args) {
+  CallDescriptor d;
+  d.collective = uint8_t(args.kind);
+  d.dtype = args.kind == CollKind::kBarrier ? 0 : uint8_t(args.dtype);
+  d.op = args.reduces() ? uint8_t(args.op) : 0;
+  d.root = (args.kind == CollKind::kBroadcast || args.kind == CollKind::kReduce) ? args.root : -1;
+  d.count = args.kind == CollKind::kBarrier ? 0 : args.count;
+  return d;
+}
 // "allreduce(count=10, float32, sum)", "broadcast(count=4, int8, root=2)", for messages.
 std::string callText(const CallDescriptor& d);
 
