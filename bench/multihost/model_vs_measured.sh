@@ -254,6 +254,19 @@ wake_at() {
   WAKE_US=$(printf '%s\n' "${wakes[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
 }
 
+# socket_probe SERVER CLIENT PORT COUNT FILE: tcp_pingpong.py's SERVER on host 2, its CLIENT on
+# host 1 (COUNT rounds); the client's line in FILE.
+socket_probe() {
+  local srv
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 2 /usr/bin/python3 "$HERE/tcp_pingpong.py" "$1" "$a2" "$3" \
+    $([[ $1 == exchange-serve ]] && echo "$4") &
+  srv=$!
+  sleep 0.5
+  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 1 /usr/bin/python3 "$HERE/tcp_pingpong.py" "$2" "$a2" "$3" "$4" \
+    >"$5" 2>&1 || log "$2 failed: $(cat "$5")"
+  wait "$srv" 2>/dev/null || true
+}
+
 # One system at one configuration: the small sizes by budget, then the two large ones.
 measure() {  # measure SYSTEM H L SPEC
   local s=$1 h=$2 l=$3 spec=$4 base=$RATE-$2x$3-$1-r${rep:-1}
@@ -298,21 +311,11 @@ rm -f "$OUT/measured.csv"
 for RATE in $RATES; do
   "$HOSTS" shape "$PREFIX" "$RATE" >/dev/null
   gbps=$(/usr/bin/python3 "$HERE/model_report.py" rate --rate "$RATE")
-  # What the namespaces give without ouro: a TCP ping-pong between hosts 1 and 2.
+  # What the namespaces give without ouro, between hosts 1 and 2: a TCP ping-pong, then an exchange.
   a2=$("$HOSTS" addr "$PREFIX" 2)
-  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 2 /usr/bin/python3 "$HERE/tcp_pingpong.py" serve "$a2" 29400 &
-  srv=$!
-  sleep 0.5
-  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 1 /usr/bin/python3 "$HERE/tcp_pingpong.py" ping "$a2" 29400 2000 \
-    >"$OUT/pingpong-$RATE.txt" 2>&1 || log "ping-pong failed: $(cat "$OUT/pingpong-$RATE.txt")"
-  wait "$srv" 2>/dev/null || true
+  socket_probe serve ping 29400 2000 "$OUT/pingpong-$RATE.txt"
   log "rate $RATE ($gbps GB/s): TCP ping-pong between namespaces: $(cat "$OUT/pingpong-$RATE.txt")"
-  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 2 /usr/bin/python3 "$HERE/tcp_pingpong.py" exchange-serve "$a2" 29401 5000 &
-  srv=$!
-  sleep 0.5
-  HOSTS_UTS=0 timeout 30 "$HOSTS" exec "$PREFIX" 1 /usr/bin/python3 "$HERE/tcp_pingpong.py" exchange "$a2" 29401 5000 \
-    >"$OUT/exchange-$RATE.txt" 2>&1 || log "exchange failed: $(cat "$OUT/exchange-$RATE.txt")"
-  wait "$srv" 2>/dev/null || true
+  socket_probe exchange-serve exchange 29401 5000 "$OUT/exchange-$RATE.txt"
   log "rate $RATE: TCP exchange between namespaces: $(cat "$OUT/exchange-$RATE.txt")"
   # The model's alpha between hosts: the mean exchange, both ends sending at once, as a
   # collective's steps do (tcp_pingpong.py says why that costs more than half a round trip); the

@@ -3,11 +3,11 @@
 
   tcp_pingpong.py serve ADDR PORT          echo 8-byte messages on one connection, then exit
   tcp_pingpong.py ping ADDR PORT COUNT     COUNT round trips (TCP_NODELAY); prints one line:
-                                           "8-byte TCP round trip: min X us, median Y us (COUNT)"
+                                           "8-byte TCP round trip: min X us, median Y us, mean Z us (COUNT)"
   tcp_pingpong.py exchange-serve ADDR PORT COUNT
   tcp_pingpong.py exchange ADDR PORT COUNT COUNT exchanges: both ends send 8 bytes at once, then
                                            each receives the other's; the client prints
-                                           "8-byte TCP exchange: min X us, median Y us (COUNT)"
+                                           "8-byte TCP exchange: min X us, median Y us, mean Z us (COUNT)"
 A collective's step is an exchange, not half a round trip: both ends send at once, and on one
 machine each end's CPU then carries its own send and the other's arrival through the kernel's
 stack (veth delivers in the sender's context), and each side acknowledges data it cannot answer
@@ -83,7 +83,9 @@ def connect(addr, port):
     return conn
 
 
-def exchange(addr, port, count):
+def client(addr, port, count, what):
+    """COUNT rounds of: send 8 bytes, receive 8. Against `serve` a round is a round trip; against
+    `exchange-serve` (which sends first each round) both ends send at once: an exchange."""
     conn = connect(addr, port)
     rounds = []
     with conn:
@@ -93,31 +95,18 @@ def exchange(addr, port, count):
             if recv_exact(conn, 8) is None:
                 sys.exit("tcp_pingpong.py: the server closed the connection early")
             rounds.append(time.perf_counter() - t0)
-    print(f"8-byte TCP exchange: min {min(rounds) * 1e6:.1f} us, median {statistics.median(rounds) * 1e6:.1f} us, "
+    print(f"8-byte TCP {what}: min {min(rounds) * 1e6:.1f} us, median {statistics.median(rounds) * 1e6:.1f} us, "
           f"mean {statistics.mean(rounds) * 1e6:.1f} us ({count})")
-
-
-def ping(addr, port, count):
-    conn = connect(addr, port)
-    rtts = []
-    with conn:
-        for _ in range(count):
-            t0 = time.perf_counter()
-            conn.sendall(b"12345678")
-            if recv_exact(conn, 8) is None:
-                sys.exit("tcp_pingpong.py: the server closed the connection early")
-            rtts.append(time.perf_counter() - t0)
-    print(f"8-byte TCP round trip: min {min(rtts) * 1e6:.1f} us, median {statistics.median(rtts) * 1e6:.1f} us ({count})")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "serve":
         serve(sys.argv[2], int(sys.argv[3]))
     elif len(sys.argv) == 5 and sys.argv[1] == "ping":
-        ping(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "round trip")
     elif len(sys.argv) == 5 and sys.argv[1] == "exchange-serve":
         exchange_serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif len(sys.argv) == 5 and sys.argv[1] == "exchange":
-        exchange(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), "exchange")
     else:
         sys.exit(__doc__)
