@@ -83,7 +83,10 @@ size_t gatherFoldContributionBytes(const CallDescriptor& d, int rank, int nranks
 Planner::Planner(PlannerWorld world) : world_(std::move(world)), hosts_(describeHosts(world_.host_of)) {}
 
 Plan Planner::planHost(const CollArgs& a) const {
-  if (!world_.model || !model::pricesKind(a.kind) || world_.nranks == 1) return planByRules(a);
+  // On one host (the direct algorithms) the model never chooses, so the call runs the rules and
+  // takes neither the model nor the cache's lock; its prediction is computed where it is shown
+  // (ouroCommPlanAllReduce, the info line: predictPlan).
+  if (!world_.model || world_.direct || !model::pricesKind(a.kind) || world_.nranks == 1) return planByRules(a);
   // A priced collective's plan depends on its kind and bytes alone: decided once per both (bounded:
   // cleared when full), since small calls repeat their sizes and the decision is a few dozen
   // predictions.
@@ -128,7 +131,7 @@ Plan Planner::planByModel(const CollArgs& a) const {
   Plan rules = planByRules(a);
   rules.predicted_s = predictPlan(rules);
   Plan p;
-  if (world_.setting != AlgoSetting::kAuto || world_.direct || !chooseByModel(a, &p)) return rules;
+  if (world_.setting != AlgoSetting::kAuto || !chooseByModel(a, &p)) return rules;
   // The rules' choice stands unless the model predicts its own pick faster by more than its error
   // band: on ties (one-shot and gather-fold at 2 ranks are the same messages to the model, but
   // measured 416 against 12 us between 2 namespace hosts, docs/PERFORMANCE.md) and near-ties the
@@ -421,8 +424,9 @@ std::string Planner::describe(const Plan& p) const {
       p.kind != CollKind::kAllToAll && p.kind != CollKind::kSendRecv)
     s += strprintf(", reductions in the %s order (OURO_ORDER)", orderSettingName(p.order));
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
-  if (p.predicted_s > 0 && !p.by_model) {
-    s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(p.predicted_s).c_str());
+  const double predicted = p.predicted_s > 0 ? p.predicted_s : predictPlan(p);  // one host: not planned with it
+  if (predicted > 0 && !p.by_model) {
+    s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(predicted).c_str());
     if (p.runner_up_s > 0 && p.runner_up == p.algorithm)
       s += ", the model's fastest too";
     else if (p.runner_up_s > 0)

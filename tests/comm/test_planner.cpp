@@ -361,13 +361,17 @@ TEST_CASE("planner: with the cost model on, OURO_ALGO still decides, and the pla
   const Plan gather = Planner(modelled(4, 1, "tcp=50,10")).planHost(call(CollKind::kAllGather, 1 << 20));
   CHECK(gather.algorithm == Algorithm::kPairwiseRing);
   CHECK(gather.predicted_s > 0);
-  // One host with shared memory: the direct algorithms by the rules, with the model's time.
+  // One host with shared memory: the direct algorithms by the rules; the model, which never
+  // chooses there, is not consulted per call, and predicts only where asked (predictPlan, as
+  // ouroCommPlanAllReduce and the info line do).
   PlannerWorld direct = oneHost(4, true);
   direct.model = true;
-  const Plan d = Planner(direct).planHost(call(CollKind::kAllReduce, 1 << 20));
+  const Planner one_host(direct);
+  const Plan d = one_host.planHost(call(CollKind::kAllReduce, 1 << 20));
   CHECK(d.algorithm == Algorithm::kDirectStaged);
   CHECK_FALSE(d.by_model);
-  CHECK(d.predicted_s > 0);
+  CHECK(d.predicted_s == 0);
+  CHECK(one_host.predictPlan(d) > 0);
   // Ranks not placed host by host: the model has no shape for them; the rules plan.
   PlannerWorld interleaved = modelled(2, 2, "tcp=50,10");
   interleaved.host_of = {0, 1, 0, 1};
