@@ -2,11 +2,13 @@
 // plays the peer with raw sockets, so each case of the connection rule happens for certain rather
 // than when a race allows: the peer took this rank's dial, the peer dialed first, both dialed at
 // once; and the refusals, a refused dial, an abort reaching a peer whose dial was never used.
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 #include "tests/support/process.hpp"
@@ -241,6 +243,51 @@ TEST_CASE("a connection that stays silent past the handshake timeout is still ta
   sendAll(late.get(), hello.data(), hello.size(), soon(), "test hello");
   sendFrame(late, "after a long silence");
   CHECK(linkRecv(*r.link) == "after a long silence");
+}
+
+// Silent connections are kept (the case above), but not without bound: a client that connects and
+// never speaks (a port scan, a dialer that died before its hello) must not hold the listener's
+// descriptors for ever. Past 1,024 silent connections the oldest is closed, and only it.
+TEST_CASE("past 1,024 silent connections the listener closes the oldest, and keeps the others", "[lazy-unit]") {
+  // This process holds both ends of 1,025 connections: raise the descriptor limit for them (root
+  // may raise the hard limit too).
+  rlimit lim{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &lim) == 0);
+  if (lim.rlim_cur < 4096) {
+    lim.rlim_cur = 4096;
+    lim.rlim_max = std::max<rlim_t>(lim.rlim_max, 4096);
+    INFO("this test holds both ends of 1,025 connections: raise `ulimit -n` to 4096");
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lim) == 0);
+  }
+  std::vector<Fd> silent;  // outlives rank 0, whose listener would log each hang-up otherwise
+  Listener peer("127.0.0.1");
+  Rank0 r = rank0(peer.address());
+  std::string host;
+  int port = 0;
+  splitHostPort(r.address, &host, &port, "test");
+  ReceivedMessage m;
+  for (int i = 0; i < 1025; i++) {
+    silent.push_back(connectWithRetry(host, port, soon(), "test dial"));
+    if (i % 32 == 31) CHECK(!r.link->tryRecv(&m));  // rank 0 looks at its listener: accepts them
+  }
+  auto closed = [](const Fd& fd) {
+    char byte;
+    return ::recv(fd.get(), &byte, 1, MSG_DONTWAIT) == 0;  // end of stream: closed without a word
+  };
+  const Deadline deadline = soon();
+  while (!closed(silent[0])) {
+    CHECK(!r.link->tryRecv(&m));
+    r.link->progress();
+    REQUIRE(!deadline.expired());
+    ::usleep(1000);
+  }
+  for (size_t i = 1; i < silent.size(); i++)
+    if (closed(silent[i])) FAIL("silent connection " << i << " was closed too; only the oldest should be");
+  // The newest is still rank 1's to use: its hello and a frame get through.
+  const std::string hello = encodeHandshake(kKey, 1, 0, kToken, kHandshakeLazy);
+  sendAll(silent.back().get(), hello.data(), hello.size(), soon(), "test hello");
+  sendFrame(silent.back(), "the 1,025th");
+  CHECK(linkRecv(*r.link) == "the 1,025th");
 }
 
 TEST_CASE("a refused dial fails at once, naming the peer and what it means", "[lazy-unit]") {
