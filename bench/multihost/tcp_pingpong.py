@@ -41,31 +41,31 @@ def recv_exact(conn, n, limit_s=20):
     return data
 
 
-def serve(addr, port):
+def accept_one(addr, port):
+    """The one connection a server serves: accepted within 20 s, non-blocking, TCP_NODELAY."""
     with socket.create_server((addr, port)) as srv:
         srv.settimeout(20)
         conn, _ = srv.accept()
-        with conn:
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            while True:
-                msg = recv_exact(conn, 8)
-                if msg is None:
-                    return
-                conn.sendall(msg)
+    conn.setblocking(False)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def serve(addr, port):
+    with accept_one(addr, port) as conn:
+        while True:
+            msg = recv_exact(conn, 8)
+            if msg is None:
+                return
+            conn.sendall(msg)
 
 
 def exchange_serve(addr, port, count):
-    with socket.create_server((addr, port)) as srv:
-        srv.settimeout(20)
-        conn, _ = srv.accept()
-        with conn:
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for _ in range(count):
-                conn.sendall(b"87654321")
-                if recv_exact(conn, 8) is None:
-                    return
+    with accept_one(addr, port) as conn:
+        for _ in range(count):
+            conn.sendall(b"87654321")
+            if recv_exact(conn, 8) is None:
+                return
 
 
 def connect(addr, port):
