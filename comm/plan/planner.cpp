@@ -424,7 +424,8 @@ std::string Planner::describe(const Plan& p) const {
       p.kind != CollKind::kAllToAll && p.kind != CollKind::kSendRecv)
     s += strprintf(", reductions in the %s order (OURO_ORDER)", orderSettingName(p.order));
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
-  const double predicted = p.predicted_s > 0 ? p.predicted_s : predictPlan(p);  // one host: not planned with it
+  // One host plans by the rules without the model (planHost); its prediction is made here.
+  const double predicted = p.predicted_s > 0 ? p.predicted_s : world_.direct ? predictPlan(p) : 0;
   if (predicted > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(predicted).c_str());
     if (p.runner_up_s > 0 && p.runner_up == p.algorithm)
