@@ -251,7 +251,7 @@ wake_at() {
     wakes+=("$(tail -1 "$OUT/wake-$RATE.txt" | sed -n 's/.*: wake=\([0-9.]*\)$/\1/p')")
   done
   ((${#wakes[@]})) || return 1
-  WAKE_US=$(printf '%s\n' "${wakes[@]}" | sort -g | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  WAKE_US=$(/usr/bin/python3 -c 'import statistics, sys; print("%.2f" % statistics.median(map(float, sys.argv[1:])))' "${wakes[@]}")
 }
 
 # socket_probe SERVER CLIENT PORT COUNT FILE: tcp_pingpong.py's SERVER on host 2, its CLIENT on

@@ -40,8 +40,7 @@ ouroResult_t ouroCommPlanAllReduce(ouroComm_t comm, size_t count, ouroDataType_t
     args.dtype = t;
     const Plan plan = c.planner().planHost(args);
     copyOut(algorithmShortName(plan.algorithm), algorithm, algorithm_len);
-    // One host's plan comes from the rules alone (planHost): its prediction is made here.
-    const double predicted_s = plan.predicted_s > 0 ? plan.predicted_s : c.planner().predictPlan(plan);
+    const double predicted_s = c.planner().shownPrediction(plan);
     if (predicted_us) *predicted_us = predicted_s > 0 ? predicted_s * 1e6 : -1;
   });
 }

@@ -247,6 +247,10 @@ double Planner::predictPlan(const Plan& p) const {
   return s < model::kNotApplicable ? s : 0;
 }
 
+double Planner::shownPrediction(const Plan& p) const {
+  return p.predicted_s > 0 ? p.predicted_s : world_.direct ? predictPlan(p) : 0;
+}
+
 // Issue #37, OURO_ORDER=tree: an all-reduce over links past gather-fold and one-shot runs the
 // canonical tree between hosts (halving-doubling; doubling where named and the call fits a slot),
 // unless the tree's pairs are split by a host boundary (an odd rank count a host and W not a power
@@ -424,8 +428,7 @@ std::string Planner::describe(const Plan& p) const {
       p.kind != CollKind::kAllToAll && p.kind != CollKind::kSendRecv)
     s += strprintf(", reductions in the %s order (OURO_ORDER)", orderSettingName(p.order));
   if (!p.check) s += ", descriptors not compared (OURO_CHECK=0)";
-  // One host plans by the rules without the model (planHost); its prediction is made here.
-  const double predicted = p.predicted_s > 0 ? p.predicted_s : world_.direct ? predictPlan(p) : 0;
+  const double predicted = shownPrediction(p);
   if (predicted > 0 && !p.by_model) {
     s += strprintf(", cost model (%s): %s predicted", world_.model_source.c_str(), formatSeconds(predicted).c_str());
     if (p.runner_up_s > 0 && p.runner_up == p.algorithm)

@@ -85,6 +85,9 @@ class Planner {
   Plan planByRules(const CollArgs& args) const;
   // The model's time for `plan` (0 where the model is off or does not cover it).
   double predictPlan(const Plan& plan) const;
+  // The model's time for `plan` as shown (ouroCommPlanAllReduce, the info line): the plan's own, or
+  // for one host, whose plans planHost makes without the model, predicted here.
+  double shownPrediction(const Plan& plan) const;
 
   const PlannerWorld& world() const { return world_; }
   const HostLayout& hosts() const { return hosts_; }
