@@ -16,8 +16,15 @@
 #   hosts.sh addr PREFIX I       prints host I's address (10.X.0.I)
 #   hosts.sh name PREFIX I       prints host I's name (PREFIX-hI)
 #   hosts.sh host-of PREFIX NAME prints I for NAME (PREFIX-hI or its address); fails otherwise
-#   hosts.sh shape PREFIX RATE   tbf at RATE (tc syntax: 1gbit, 100mbit) on both ends of every
-#                                host link (burst 256kb, latency 10ms). RATE "off" removes it.
+#   hosts.sh shape PREFIX RATE [BURST [GSO]]
+#                                tbf at RATE (tc syntax: 1gbit, 100mbit) on both ends of every
+#                                host link (burst BURST, default 256kb; latency 10ms). RATE "off"
+#                                removes it. tbf refunds a link's idle time up to BURST: after an
+#                                idle gap the next BURST bytes pass at the veth's speed, which a
+#                                wire never does. A smaller BURST shapes closer to a wire, but a
+#                                segment bigger than the bucket waits for it whole, so GSO (bytes)
+#                                caps the links' GSO segments too (ip link gso_max_size; 65536 is
+#                                the default). 32kb with GSO 16384 kept 1 Gbit/s (docs/ACROSS-HOSTS.md).
 #   hosts.sh loss PREFIX PCT     nftables on every host: each packet arriving over eth0 is
 #                                dropped with probability PCT% (0..100; both directions of every
 #                                link, as each packet enters some host). PCT 0 removes the rule.
@@ -219,18 +226,22 @@ cmd_exec() {
 }
 
 cmd_shape() {
-  local prefix=$1 rate=$2 i n
+  local prefix=$1 rate=$2 burst=${3:-256kb} gso=${4:-65536} i n
   need tc
+  [[ "$gso" =~ ^[0-9]+$ ]] || die "GSO must be a byte count (got '$gso')"
   n=$(host_count "$prefix")
   ((n > 0)) || die "no hosts for prefix $prefix"
   for ((i = 1; i <= n; i++)); do
     if [[ "$rate" == off ]]; then
       in_ns "$prefix-h$i" tc qdisc del dev eth0 root 2>/dev/null || true
       in_ns "$prefix-br" tc qdisc del dev "h$i" root 2>/dev/null || true
+      gso=65536
     else
-      in_ns "$prefix-h$i" tc qdisc replace dev eth0 root tbf rate "$rate" burst 256kb latency 10ms
-      in_ns "$prefix-br" tc qdisc replace dev "h$i" root tbf rate "$rate" burst 256kb latency 10ms
+      in_ns "$prefix-h$i" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 10ms
+      in_ns "$prefix-br" tc qdisc replace dev "h$i" root tbf rate "$rate" burst "$burst" latency 10ms
     fi
+    in_ns "$prefix-h$i" ip link set dev eth0 gso_max_size "$gso"
+    in_ns "$prefix-br" ip link set dev "h$i" gso_max_size "$gso"
   done
 }
 
@@ -296,7 +307,7 @@ main() {
     addr) (($# == 1)) || usage; addr_of "$prefix" "$1" ;;
     name) (($# == 1)) || usage; echo "$prefix-h$1" ;;
     host-of) (($# == 1)) || usage; cmd_host_of "$prefix" "$1" ;;
-    shape) (($# == 1)) || usage; need_root; cmd_shape "$prefix" "$1" ;;
+    shape) (($# >= 1 && $# <= 3)) || usage; need_root; cmd_shape "$prefix" "$@" ;;
     loss) (($# == 1)) || usage; need_root; cmd_loss "$prefix" "$1" ;;
     drops) need_root; cmd_drops "$prefix" ;;
     cut) (($# == 1)) || usage; need_root; cmd_link "$prefix" "$1" down ;;
