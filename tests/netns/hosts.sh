@@ -21,10 +21,11 @@
 #                                host link (burst BURST, default 256kb; latency 10ms). RATE "off"
 #                                removes it. tbf refunds a link's idle time up to BURST: after an
 #                                idle gap the next BURST bytes pass at the veth's speed, which a
-#                                wire never does. A smaller BURST shapes closer to a wire, but a
-#                                segment bigger than the bucket waits for it whole, so GSO (bytes)
-#                                caps the links' GSO segments too (ip link gso_max_size; 65536 is
-#                                the default). 32kb with GSO 16384 kept 1 Gbit/s (docs/ACROSS-HOSTS.md).
+#                                wire never does. A smaller BURST shapes closer to a wire, but with
+#                                segments as large as the bucket tbf passed half the rate, so GSO
+#                                (bytes) caps the links' GSO segments too (ip link gso_max_size;
+#                                65536 is the default). 32kb with GSO 16384 came within 12% of 1 Gbit/s at
+#                                16 MiB on 4 x 2 namespace hosts (docs/ACROSS-HOSTS.md).
 #   hosts.sh loss PREFIX PCT     nftables on every host: each packet arriving over eth0 is
 #                                dropped with probability PCT% (0..100; both directions of every
 #                                link, as each packet enters some host). PCT 0 removes the rule.
