@@ -61,6 +61,8 @@ class Progress {
 
   int rank() const { return rank_; }
   int size() const { return nranks_; }
+  // How this rank's waits spin, yield and sleep (waitPolicyFor: from the ranks and CPUs it shares).
+  const WaitPolicy& waitPolicy() const { return policy_; }
   // How long one call may wait (OURO_TIMEOUT_S unless the communicator was given its own limit,
   // ouroCommInitRankWithStore); set before the first call.
   void setTimeoutNs(int64_t ns) { timeout_ns_ = ns; }

@@ -33,56 +33,79 @@ constexpr int kTransfersMax = 16;                  // at most 16 transfers ...
 constexpr int64_t kTransferBudgetNs = 20000000;    // ... started within 20 ms (at least 3)
 constexpr size_t kFoldBytes = size_t(256) << 10;
 
-// Spins on the link (and pushes it) for a while, then blocks in poll(2) on its sockets (TCP) or
-// yields (shared memory), as the progress service does: on a crowded machine a woken poller runs
-// at once where a spinner waits its turn (4 ranks on the loaded 2-core development VM measured
-// 2 ms round trips spinning, tens of us polling). Fails at the deadline naming who did not answer.
+// One end of a probed link: the link, who is at each end, the probe's deadline, and how long its
+// waits spin before they yield the core.
+struct ProbeEnd {
+  transport::Link& link;
+  int me, peer;
+  Deadline deadline;
+  // The progress service's spin (WaitPolicy), at most 20 us: 2 us where ranks outnumber the CPUs.
+  // There the peer may be stacked on this core, and a spin holds the core it needs to answer.
+  // Spinning 20 us, a pair that the scheduler put on one core measured its own spin: shm alpha
+  // 21.6-22.6 us in 5 of 24 probes at 2 namespace hosts x 2 ranks on 2 idle CPUs (9 of 10 beside
+  // a build), 0.1 us in the others. Spinning 2 us: 3.5-4.1 us where stacked, with 7-16 GB/s
+  // (docs/ACROSS-HOSTS.md).
+  int64_t spin_ns;
+};
+
+constexpr int64_t kProbeLookNs = 20000;
+
+// Spins on the link (and pushes it) for spin_ns, yields between looks until 20 us, then blocks in
+// poll(2) on its sockets (TCP) or yields (shared memory), as the progress service does: on a
+// crowded machine a woken poller runs at once where a spinner waits its turn (4 ranks on the
+// loaded 2-core development VM measured 2 ms round trips spinning, tens of us polling). Fails at
+// the deadline naming who did not answer.
 template <typename Ready>
-void waitFor(transport::Link& link, int me, int peer, Deadline deadline, Ready&& ready) {
+void waitFor(const ProbeEnd& end, Ready&& ready) {
   const int64_t start = nowNs();
   std::vector<pollfd> fds;
   while (!ready()) {
-    link.progress();
-    if (nowNs() - start < 20000) continue;
-    if (deadline.expired())
+    end.link.progress();
+    const int64_t waited = nowNs() - start;
+    if (waited < end.spin_ns) continue;
+    if (waited < kProbeLookNs) {
+      sched_yield();
+      continue;
+    }
+    if (end.deadline.expired())
       raise(Result::kTimeout,
             "rank %d: measuring the links for the cost model (OURO_MODEL=auto): rank %d did not answer before the "
             "set-up deadline; check that rank, or set OURO_MODEL=off or a spec (docs/SETTINGS.md) to skip the probe",
-            me, peer);
+            end.me, end.peer);
     fds.clear();
-    link.pollFds(&fds);
-    if (fds.empty() || link.needsPolledProgress()) sched_yield();
+    end.link.pollFds(&fds);
+    if (fds.empty() || end.link.needsPolledProgress()) sched_yield();
     else ::poll(fds.data(), fds.size(), 1);
   }
 }
 
-void sendMessage(transport::Link& link, int me, int peer, Deadline deadline, const std::byte* data, size_t bytes) {
+void sendMessage(const ProbeEnd& end, const std::byte* data, size_t bytes) {
   std::byte* slot = nullptr;
-  waitFor(link, me, peer, deadline, [&] { return (slot = link.trySendSlot()) != nullptr; });
+  waitFor(end, [&] { return (slot = end.link.trySendSlot()) != nullptr; });
   if (bytes) std::copy(data, data + bytes, slot);
   transport::MessageHeader h;
   h.kind = uint32_t(transport::MessageKind::kData);
   h.bytes = uint32_t(bytes);
   h.call = kProbeCall;
-  link.postSend(h);
-  waitFor(link, me, peer, deadline, [&] { return !link.sendsPending(); });
+  end.link.postSend(h);
+  waitFor(end, [&] { return !end.link.sendsPending(); });
 }
 
 // Returns the payload's bytes.
-size_t recvMessage(transport::Link& link, int me, int peer, Deadline deadline, std::byte* out, size_t capacity) {
+size_t recvMessage(const ProbeEnd& end, std::byte* out, size_t capacity) {
   transport::ReceivedMessage m;
-  waitFor(link, me, peer, deadline, [&] { return link.tryRecv(&m); });
+  waitFor(end, [&] { return end.link.tryRecv(&m); });
   if (m.header.kind != uint32_t(transport::MessageKind::kData) || m.header.call != kProbeCall ||
       m.header.bytes > capacity) {
-    link.releaseRecv();
+    end.link.releaseRecv();
     raise(Result::kInternalError,
           "rank %d: measuring the links for the cost model: rank %d sent a message that is not the probe's (kind %u, "
           "call %llu); every rank must run the same ouro; set OURO_MODEL=off to skip the probe",
-          me, peer, m.header.kind, (unsigned long long)m.header.call);
+          end.me, end.peer, m.header.kind, (unsigned long long)m.header.call);
   }
   const size_t bytes = m.header.bytes;
   if (bytes) std::copy(m.data, m.data + bytes, out);
-  link.releaseRecv();
+  end.link.releaseRecv();
   return bytes;
 }
 
@@ -92,7 +115,7 @@ size_t recvMessage(transport::Link& link, int me, int peer, Deadline deadline, s
 // 256 KiB transfer but the first, less two latencies.
 model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline deadline) {
   transport::Link& link = progress.link(peer);
-  const int me = progress.rank();
+  const ProbeEnd end{link, progress.rank(), peer, deadline, std::min(progress.waitPolicy().spin_ns, kProbeLookNs)};
   const size_t message = std::min(kTransferBytes, link.slotBytes());
   const size_t messages = (kTransferBytes + message - 1) / message;
   std::vector<std::byte> buffer(message, std::byte{1});
@@ -101,11 +124,11 @@ model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline dea
   for (int i = 0; i <= kPingPongs; i++) {
     const int64_t t0 = nowNs();
     if (prober) {
-      sendMessage(link, me, peer, deadline, word, sizeof word);
-      recvMessage(link, me, peer, deadline, word, sizeof word);
+      sendMessage(end, word, sizeof word);
+      recvMessage(end, word, sizeof word);
     } else {
-      recvMessage(link, me, peer, deadline, word, sizeof word);
-      sendMessage(link, me, peer, deadline, word, sizeof word);
+      recvMessage(end, word, sizeof word);
+      sendMessage(end, word, sizeof word);
     }
     if (i > 0) trips.push_back(double(nowNs() - t0) * 1e-9);
   }
@@ -119,19 +142,19 @@ model::LinkCost probeOne(Progress& progress, int peer, bool prober, Deadline dea
   for (int t = 0;; t++) {
     const bool more = t < 3 || (t < kTransfersMax && nowNs() - series_start < kTransferBudgetNs);
     if (prober && !more) {
-      sendMessage(link, me, peer, deadline, word, 0);
+      sendMessage(end, word, 0);
       break;
     }
     const int64_t t0 = nowNs();
     for (size_t i = 0; i < messages; i++) {
       if (prober) {
-        sendMessage(link, me, peer, deadline, buffer.data(), message);
-      } else if (recvMessage(link, me, peer, deadline, buffer.data(), message) == 0) {
+        sendMessage(end, buffer.data(), message);
+      } else if (recvMessage(end, buffer.data(), message) == 0) {
         return {};  // the prober's end of the series (the partner's result is not used)
       }
     }
-    if (prober) recvMessage(link, me, peer, deadline, word, sizeof word);
-    else sendMessage(link, me, peer, deadline, word, sizeof word);
+    if (prober) recvMessage(end, word, sizeof word);
+    else sendMessage(end, word, sizeof word);
     transfers.push_back(double(nowNs() - t0) * 1e-9);
   }
   std::sort(transfers.begin() + 1, transfers.end());
