@@ -89,10 +89,10 @@ def wake(a):
     def model(w):
         return model_time_us(a.model_bin, a.hosts, a.per_host, waiting, base + f";wake={w:g}", "gather-fold")
 
-    t0, measured = model(0), statistics.median(runs)
-    if waiting <= 0 or model(1) <= t0:
-        sys.exit(f"model_report.py: no ranks wait at {a.hosts}x{a.per_host} on {a.cpus} CPUs; wake cannot be measured there")
     lo, hi = 0.0, 1000.0  # us; the model's time grows with wake (a max of non-decreasing terms)
+    t0, measured = model(lo), statistics.median(runs)
+    if waiting <= 0 or model(hi) <= t0:
+        sys.exit(f"model_report.py: no ranks wait at {a.hosts}x{a.per_host} on {a.cpus} CPUs; wake cannot be measured there")
     if measured <= t0:
         hi = 0.0
     elif model(hi) < measured:

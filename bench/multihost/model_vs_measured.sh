@@ -16,8 +16,9 @@
 # --burst and --gso-max pass to `hosts.sh shape`: tbf's bucket and the links' GSO segments. The
 # default bucket (256 KiB, 2 ms at 1 Gbit/s) hands a call's idle link time back as a burst at the
 # veth's speed, so calls that leave the link idle part of the time (64 KiB at 2 ranks a host)
-# measure faster than a wire allows; "--burst 32kb --gso-max 16384" shapes like a wire at 1 Gbit/s
-# (docs/ACROSS-HOSTS.md).
+# measure faster than a wire allows. "--burst 32kb --gso-max 16384" refunds little: 64 KiB then met
+# the model where the default bucket did not, but the small segments cost this 2-CPU machine a
+# third of 16 MiB's speed at 8 hosts (docs/ACROSS-HOSTS.md).
 #
 # Sizes: 8 B .. 8 MiB every 4x, each point timed for --budget seconds (default 0.15, at least 5
 # calls after 1 warm-up); then 32 MiB and 256 MiB with one warm-up and one timed call, unchecked
@@ -33,15 +34,15 @@
 # ping-pong's round trip is logged beside it); the rest is the library's own probe (OURO_MODEL=auto
 # with a fresh cache: the local links, the fold rate, the host link's rate), except that the host
 # link's rate is the tbf
-# rate whenever the probe saw more (at the default --burst its 256 KiB transfers fit the bucket and measure
-# the veth, not the shaper). The probe's own alpha is kept in the run logs (runs/probe-*).
+# rate whenever the probe saw more (at the default --burst its 256 KiB transfers fit the bucket
+# and measure the veth, not the shaper). The probe's own alpha is kept in the run logs (runs/probe-*).
 # The wait behind the other ranks of a core (wake, where ranks outnumber the CPUs): measured once
 # per rate on configurations outside the sweep (--wake-at, default "5x1 7x1 6x2": 5, 7 and 12 ranks
 # on this 2-CPU machine, 1.5, 2.5 and 5 ranks ahead of a woken one, spanning the sweep's 0 to 7).
 # At each, the wake at which the model's 8-byte gather-fold takes the measured time (bisection:
 # the model is not linear in wake, model_report.py wake); the median of those. The sweep's
-# configurations are then predictions, none of them fitted. --wake-at off keeps the library's default (7 us, fitted in an
-# earlier session on the old, half-round-trip alpha). --repeat N runs every point (and the
+# configurations are then predictions, none of them fitted. --wake-at off keeps the library's
+# default (7 us, fitted in an earlier session on the old, half-round-trip alpha). --repeat N runs every point (and the
 # wake's) N times, interleaved, and counts each by its median (default 1).
 # Every ouro run of that configuration then runs with OURO_MODEL set to that spec, so the
 # planner and the printed predictions use the same numbers. Where the machine's CPUs, not the
