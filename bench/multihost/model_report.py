@@ -90,12 +90,12 @@ def wake(a):
         return model_time_us(a.model_bin, a.hosts, a.per_host, waiting, base + f";wake={w:g}", "gather-fold")
 
     lo, hi = 0.0, 1000.0  # us; the model's time grows with wake (a max of non-decreasing terms)
-    t0, measured = model(lo), statistics.median(runs)
-    if waiting <= 0 or model(hi) <= t0:
+    t0, t_hi, measured = model(lo), model(hi), statistics.median(runs)
+    if waiting <= 0 or t_hi <= t0:
         sys.exit(f"model_report.py: no ranks wait at {a.hosts}x{a.per_host} on {a.cpus} CPUs; wake cannot be measured there")
     if measured <= t0:
         hi = 0.0
-    elif model(hi) < measured:
+    elif t_hi < measured:
         lo = hi
     else:
         for _ in range(30):  # to 1e-6 of the range

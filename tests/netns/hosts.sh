@@ -24,8 +24,8 @@
 #                                wire never does. A smaller BURST shapes closer to a wire, but with
 #                                segments as large as the bucket tbf passed half the rate, so GSO
 #                                (bytes) caps the links' GSO segments too (ip link gso_max_size;
-#                                65536 is the default). 32kb with GSO 16384 came within 12% of 1 Gbit/s at
-#                                16 MiB on 4 x 2 namespace hosts (docs/ACROSS-HOSTS.md).
+#                                65536 is the default). 32kb with GSO 16384 came within 12% of
+#                                1 Gbit/s at 16 MiB on 4 x 2 namespace hosts (docs/ACROSS-HOSTS.md).
 #   hosts.sh loss PREFIX PCT     nftables on every host: each packet arriving over eth0 is
 #                                dropped with probability PCT% (0..100; both directions of every
 #                                link, as each packet enters some host). PCT 0 removes the rule.
@@ -227,7 +227,8 @@ cmd_exec() {
 }
 
 cmd_shape() {
-  local prefix=$1 rate=$2 burst=${3:-256kb} gso=${4:-65536} i n
+  local default_gso=65536  # a veth's own gso_max_size, restored by every other shape
+  local prefix=$1 rate=$2 burst=${3:-256kb} gso=${4:-$default_gso} i n
   need tc
   [[ "$gso" =~ ^[0-9]+$ ]] || die "GSO must be a byte count (got '$gso')"
   n=$(host_count "$prefix")
@@ -236,7 +237,7 @@ cmd_shape() {
     if [[ "$rate" == off ]]; then
       in_ns "$prefix-h$i" tc qdisc del dev eth0 root 2>/dev/null || true
       in_ns "$prefix-br" tc qdisc del dev "h$i" root 2>/dev/null || true
-      gso=65536
+      gso=$default_gso
     else
       in_ns "$prefix-h$i" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 10ms
       in_ns "$prefix-br" tc qdisc replace dev "h$i" root tbf rate "$rate" burst "$burst" latency 10ms
